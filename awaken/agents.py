@@ -1,0 +1,107 @@
+"""Published agents: the config's agent definitions bound to their model, tools and policy.
+
+One ``Agent`` serves every protocol. ``AgentRegistry`` builds them once at start-up from
+``AppConfig`` (checking that every named tool exists) and is what ``GET /v1/agents`` lists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from .config import AgentConfig, AppConfig, Permission
+from .errors import ConfigError, InputRejected
+from .models import Model, ToolSpec
+from .models.scripted import ScriptedModel
+from .tools import ToolRegistry, load_plugin
+from .tools.builtins import BUILTINS
+
+
+@attrs.frozen
+class Agent:
+    id: str
+    config: AgentConfig
+    model: Model
+    #: the server tools this agent may call
+    server_tools: tuple[ToolSpec, ...]
+    #: tools the client executes
+    client_tools: tuple[ToolSpec, ...]
+
+    def permission(self, tool: str) -> Permission:
+        return self.config.permissions.get(tool, self.config.default_permission)
+
+    def is_client_tool(self, name: str) -> bool:
+        return any(t.name == name for t in self.client_tools)
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        return self.server_tools + self.client_tools
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "description": self.config.description,
+            "model": self.config.model,
+            "tools": [
+                {"name": t.name, "description": t.description, "kind": "server", "permission": self.permission(t.name)}
+                for t in self.server_tools
+            ]
+            + [
+                {"name": t.name, "description": t.description, "kind": "client", "permission": self.permission(t.name)}
+                for t in self.client_tools
+            ],
+        }
+
+
+class AgentRegistry:
+    def __init__(self, config: AppConfig, tools: ToolRegistry, models: dict[str, Model]) -> None:
+        self.default_id = config.default_agent
+        self.tools = tools
+        self._agents: dict[str, Agent] = {}
+        for agent_id, agent in config.agents.items():
+            for name in agent.tools:
+                if name not in tools:
+                    raise ConfigError(
+                        f"agents.{agent_id}.tools: unknown tool {name!r}; known tools: {', '.join(tools.names())}"
+                    )
+            self._agents[agent_id] = Agent(
+                id=agent_id,
+                config=agent,
+                model=models[agent_id],
+                server_tools=tuple(tools.get(n).spec for n in agent.tools),
+                client_tools=tuple(ToolSpec(t.name, t.description, t.parameters) for t in agent.client_tools),
+            )
+
+    def get(self, agent_id: str | None) -> Agent:
+        agent = self._agents.get(agent_id or self.default_id)
+        if agent is None:
+            raise InputRejected(
+                f"unknown agent {agent_id!r}; published agents: {', '.join(sorted(self._agents))}",
+                code="UNKNOWN_AGENT",
+            )
+        return agent
+
+    def all(self) -> list[Agent]:
+        return list(self._agents.values())
+
+
+def build_tools(config: AppConfig) -> ToolRegistry:
+    registry = ToolRegistry(BUILTINS)
+    for path in config.tools.plugins:
+        registry.add(load_plugin(path))
+    return registry
+
+
+def build_models(config: AppConfig) -> dict[str, Model]:
+    """The model of each agent, by agent id (one shared scripted model; one provider client per agent)."""
+    scripted = ScriptedModel()
+    models: dict[str, Model] = {}
+    for agent_id, agent in config.agents.items():
+        if agent.model == "scripted":
+            models[agent_id] = scripted
+        else:
+            from .models.openai import OpenAIModel
+
+            models[agent_id] = OpenAIModel(agent.model.removeprefix("openai:"), config.provider_for(agent))
+    return models

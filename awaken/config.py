@@ -1,0 +1,213 @@
+"""Configuration: ``config.toml`` loaded into attrs classes with cattrs.
+
+``load_config(path)`` returns an ``AppConfig`` or raises ``ConfigError`` whose text is one line
+naming the offending key (unknown key, wrong type, missing agent). ``config.toml`` at the repo root
+is the working default and documents every key.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import cattrs
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+
+from .errors import ConfigError
+
+Permission = Literal["allow", "ask", "deny"]
+
+
+@attrs.frozen
+class ServerConfig:
+    bind: str = "127.0.0.1:8000"
+    #: seconds of silence before a ``: keep-alive`` comment on an SSE stream
+    keepalive_seconds: float = 15.0
+    #: bytes a slow reader may leave unsent before the connection is dropped (and the run interrupted)
+    max_buffered_bytes: int = 4 * 1024 * 1024
+    #: seconds between WebSocket pings
+    ws_ping_seconds: float = 20.0
+    #: seconds a shutdown waits for streams to end
+    graceful_timeout: float = 2.0
+
+
+@attrs.frozen
+class LedgerConfig:
+    #: ``sqlite``, ``files`` or a name registered under the ``awaken.ledgers`` entry-point group
+    backend: str = "sqlite"
+    #: the SQLite database file, or the file ledger's directory
+    path: str = "./var/awaken.db"
+    #: extra keyword options passed to the backend
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ProviderConfig:
+    base_url: str = "https://api.openai.com/v1"
+    #: the name of the environment variable holding the API key (the key itself never goes in config)
+    api_key_env: str = "OPENAI_API_KEY"
+    connect_timeout: float = 10.0
+    first_byte_timeout: float = 60.0
+    idle_timeout: float = 60.0
+    max_retries: int = 2
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@attrs.frozen
+class ProviderOverride:
+    base_url: str | None = None
+    api_key_env: str | None = None
+    connect_timeout: float | None = None
+    first_byte_timeout: float | None = None
+    idle_timeout: float | None = None
+    max_retries: int | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@attrs.frozen
+class ClientToolConfig:
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = attrs.field(factory=lambda: {"type": "object", "properties": {}})
+
+
+@attrs.frozen
+class AgentConfig:
+    description: str = ""
+    #: ``scripted`` or ``openai:<model name>``
+    model: str = "scripted"
+    system_prompt: str = "You are a helpful assistant."
+    #: server tools by name (built-ins and plugins)
+    tools: list[str] = attrs.field(factory=list)
+    #: tools the browser executes
+    client_tools: list[ClientToolConfig] = attrs.field(factory=list)
+    #: per-tool permission: allow | ask | deny
+    permissions: dict[str, Permission] = attrs.field(factory=dict)
+    default_permission: Permission = "allow"
+    max_steps: int = 8
+    #: overrides of ``[providers.openai]`` for this agent
+    provider: ProviderOverride | None = None
+
+
+@attrs.frozen
+class ToolsConfig:
+    #: plugin tools by dotted path, ``package.module:name``
+    plugins: list[str] = attrs.field(factory=list)
+
+
+@attrs.frozen
+class AppConfig:
+    agents: dict[str, AgentConfig]
+    default_agent: str = "assistant"
+    server: ServerConfig = ServerConfig()
+    ledger: LedgerConfig = LedgerConfig()
+    providers: dict[Literal["openai"], ProviderConfig] = attrs.field(factory=dict)
+    tools: ToolsConfig = ToolsConfig()
+
+    def provider_for(self, agent: AgentConfig) -> ProviderConfig:
+        base = self.providers.get("openai", ProviderConfig())
+        if agent.provider is None:
+            return base
+        changes = {k: v for k, v in attrs.asdict(agent.provider).items() if v is not None}
+        return attrs.evolve(base, **changes)
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True)
+
+
+def _strict(kind: type, *accepted: type):  # noqa: ANN202 - a cattrs hook factory
+    def hook(value: Any, _: type) -> Any:
+        if isinstance(value, bool) and kind is not bool or not isinstance(value, accepted):
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r}")
+        return kind(value)
+
+    return hook
+
+
+# TOML already types its values: refuse silent coercions such as 1 -> "1" or "x" -> error deep inside.
+_converter.register_structure_hook(str, _strict(str, str))
+_converter.register_structure_hook(int, _strict(int, int))
+_converter.register_structure_hook(float, _strict(float, int, float))
+_converter.register_structure_hook(bool, _strict(bool, bool))
+
+
+def _path_to_key(path: str) -> str:
+    # "$.agents['assistant'].tools[0]" -> "agents.assistant.tools[0]"
+    key = re.sub(r"\['([^']*)'\]", r".\1", path.removeprefix("$"))
+    return key.lstrip(".") or "(top level)"
+
+
+def _first_problem(exc: BaseException, path: str = "$") -> str:
+    if isinstance(exc, ForbiddenExtraKeysError):
+        extra = sorted(exc.extra_fields)
+        where = _path_to_key(path)
+        names = ", ".join(f"{where}.{k}" if where != "(top level)" else k for k in extra)
+        return f"unknown key {names}"
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        for sub in exc.exceptions:
+            note = getattr(sub, "__notes__", [""])
+            sub_path = path
+            for n in note:
+                if isinstance(n, AttributeValidationNote):
+                    sub_path = f"{path}.{n.name}"
+                elif isinstance(n, IterableValidationNote):
+                    sub_path = f"{path}['{n.index}']" if isinstance(n.index, str) else f"{path}[{n.index}]"
+            return _first_problem(sub, sub_path)
+    key = _path_to_key(path)
+    if isinstance(exc, KeyError):
+        return f"missing key {key}.{exc.args[0]}" if key != "(top level)" else f"missing key {exc.args[0]}"
+    return f"{key}: {exc}"
+
+
+def parse_config(data: dict[str, Any], *, source: str = "config") -> AppConfig:
+    try:
+        config = _converter.structure(data, AppConfig)
+    except Exception as exc:
+        raise ConfigError(f"{source}: {_first_problem(exc)}") from None
+    _check(config, source)
+    return config
+
+
+def _check(config: AppConfig, source: str) -> None:
+    if not config.agents:
+        raise ConfigError(f"{source}: agents: no agent is defined")
+    if config.default_agent not in config.agents:
+        raise ConfigError(
+            f"{source}: default_agent: agent {config.default_agent!r} is not defined under [agents]"
+        )
+    for agent_id, agent in config.agents.items():
+        if agent.model != "scripted" and not (agent.model.startswith("openai:") and len(agent.model) > 7):
+            raise ConfigError(
+                f"{source}: agents.{agent_id}.model: {agent.model!r} is neither 'scripted' nor 'openai:<model>'"
+            )
+        if agent.max_steps < 1:
+            raise ConfigError(f"{source}: agents.{agent_id}.max_steps: must be at least 1")
+        names = set(agent.tools) | {t.name for t in agent.client_tools}
+        for tool in agent.permissions:
+            if tool not in names:
+                raise ConfigError(f"{source}: agents.{agent_id}.permissions.{tool}: the agent has no such tool")
+    host, _, port = config.server.bind.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"{source}: server.bind: {config.server.bind!r} is not HOST:PORT")
+
+
+def load_config(path: str | Path) -> AppConfig:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_config(data, source=str(path))

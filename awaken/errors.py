@@ -1,0 +1,95 @@
+"""The error hierarchy and the code catalogue.
+
+Every failure a client can see carries one code from ``CODES``. Errors are raised deep inside and
+classified once, at the adapter edge (the way h11's ``error_status_hint`` works):
+
+* ``InputRejected`` — the client sent something we will not run. Nothing was started or committed.
+* ``RunFailure`` — a run was admitted and then failed; the failure is committed on the run.
+* ``StoreUnavailable`` — the ledger cannot be read or written; history answers 503.
+* ``BadCursor`` — a history cursor that is not in the thread's committed page sequence (400).
+* ``UnknownThread`` — history for a thread the ledger has never seen (404).
+"""
+
+from __future__ import annotations
+
+#: code -> (kind, what it means). ``input`` codes start no run; ``run`` codes end an admitted run.
+CODES: dict[str, tuple[str, str]] = {
+    "INVALID_JSON": ("input", "The request body is not valid JSON."),
+    "UNSUPPORTED_MEDIA_TYPE": ("input", "The request Content-Type is not application/json."),
+    "INVALID_REQUEST": ("input", "A field has the wrong type or a required field is missing."),
+    "UNSUPPORTED_FIELD": (
+        "input",
+        "The request uses a field this server does not implement (non-empty tools, context, "
+        "forwardedProps, resume or state, or any parentRunId).",
+    ),
+    "UNSUPPORTED_CONTENT": ("input", "A message carries audio, video, document or binary content."),
+    "NO_NEW_INPUT": ("input", "Every message in the request is already committed: nothing to run."),
+    "UNKNOWN_AGENT": ("input", "The request names an agent that is not published."),
+    "THREAD_BUSY": ("input", "Another run is active on this thread; retry when it ends."),
+    "NO_PENDING_RUN": ("input", "A tool result or decision arrived but nothing on the thread is waiting."),
+    "TOOL_CALL_NOT_PENDING": ("input", "A tool result or decision names a call that is not pending."),
+    "REQUEST_BUSY": ("input", "A run is already streaming on this socket; send the next request after it ends."),
+    "MODEL_ERROR": ("run", "The model failed or answered with something unusable."),
+    "MODEL_UNAVAILABLE": ("run", "The model endpoint could not be reached or refused the credentials."),
+    "MODEL_RATE_LIMITED": ("run", "The model endpoint rate-limited the request."),
+    "MODEL_TIMEOUT": ("run", "The model endpoint did not answer in time."),
+    "STEP_LIMIT": ("run", "The agent reached its step limit without finishing."),
+    "STORE_UNAVAILABLE": ("run", "The ledger could not be read or written; nothing partial was committed."),
+    "INTERNAL_ERROR": ("run", "An unexpected server error; the run was stopped."),
+}
+
+
+class AwakenError(Exception):
+    """Base of every classified error. ``code`` is a key of ``CODES``."""
+
+    code = "INTERNAL_ERROR"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        assert self.code in CODES, self.code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class InputRejected(AwakenError):
+    """The client broke the input contract; no run was started and nothing was committed."""
+
+    code = "INVALID_REQUEST"
+
+
+class RunFailure(AwakenError):
+    """An admitted run failed; the code is committed on the run as its error."""
+
+    code = "INTERNAL_ERROR"
+
+
+class ModelFailure(RunFailure):
+    """The model provider failed. ``before_output`` tells whether any delta had been produced."""
+
+    code = "MODEL_ERROR"
+
+
+class StoreUnavailable(RunFailure):
+    """The ledger cannot be reached: history answers 503, runs end with ``STORE_UNAVAILABLE``."""
+
+    code = "STORE_UNAVAILABLE"
+
+
+class BadCursor(AwakenError):
+    """A history cursor that is not in the thread's committed page sequence (HTTP 400)."""
+
+    code = "INVALID_REQUEST"
+
+
+class UnknownThread(AwakenError):
+    """History was asked for a thread the ledger has never committed anything to (HTTP 404)."""
+
+    code = "INVALID_REQUEST"
+
+
+class ConfigError(Exception):
+    """A bad config file. ``str()`` is one line naming the offending key."""

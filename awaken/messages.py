@@ -1,0 +1,148 @@
+"""The protocol-neutral message model: what the ledger stores and what models read.
+
+A ``Message`` is one committed history entry: a user/system/developer input, an assistant turn of
+one model step (text, reasoning and tool calls), or a tool result. Adapters translate their wire
+messages into these and project them back; nothing here knows AG-UI or the AI SDK.
+
+Parts are small frozen attrs classes tagged by ``kind``; ``to_json``/``from_json`` give the stored
+form (plain dicts, stable keys) used by every ledger backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+Role = Literal["user", "system", "developer", "assistant", "tool"]
+INPUT_ROLES: frozenset[str] = frozenset({"user", "system", "developer"})
+
+
+@attrs.frozen
+class TextPart:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@attrs.frozen
+class ImagePart:
+    """An image the model may see: a hosted ``url`` or a ``data:`` URL (inline base64)."""
+
+    url: str
+    mime_type: str | None = None
+    kind: Literal["image"] = "image"
+
+
+@attrs.frozen
+class ReasoningPart:
+    """Reasoning streamed before an answer. ``id`` is the reasoning message id shown on the wire."""
+
+    id: str
+    text: str
+    kind: Literal["reasoning"] = "reasoning"
+
+
+@attrs.frozen
+class ToolCallPart:
+    """One tool call of an assistant step. ``arguments`` is the JSON text the model produced."""
+
+    tool_call_id: str
+    name: str
+    arguments: str
+    kind: Literal["tool_call"] = "tool_call"
+
+
+ToolStatus = Literal["ok", "error", "denied"]
+
+
+@attrs.frozen
+class ToolResultPart:
+    """The outcome of one tool call. ``approval`` is set when a person decided at a permission gate."""
+
+    tool_call_id: str
+    name: str
+    content: str
+    status: ToolStatus = "ok"
+    approval: Literal["approved", "denied"] | None = None
+    kind: Literal["tool_result"] = "tool_result"
+
+
+Part = TextPart | ImagePart | ReasoningPart | ToolCallPart | ToolResultPart
+_PART_TYPES: dict[str, type] = {
+    "text": TextPart,
+    "image": ImagePart,
+    "reasoning": ReasoningPart,
+    "tool_call": ToolCallPart,
+    "tool_result": ToolResultPart,
+}
+
+
+@attrs.frozen
+class Message:
+    """One committed (or about to be committed) history entry.
+
+    ``seq`` is the per-thread sequence number the ledger assigns at commit (0 before that);
+    ``created_at`` is integer milliseconds since the epoch.
+    """
+
+    id: str
+    role: Role
+    parts: tuple[Part, ...]
+    run_id: str | None = None
+    seq: int = 0
+    created_at: int = 0
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    @property
+    def tool_result(self) -> ToolResultPart | None:
+        for p in self.parts:
+            if isinstance(p, ToolResultPart):
+                return p
+        return None
+
+
+def part_to_json(part: Part) -> dict[str, Any]:
+    out = attrs.asdict(part)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def part_from_json(data: dict[str, Any]) -> Part:
+    cls = _PART_TYPES[data["kind"]]
+    return cls(**data)
+
+
+def parts_to_json(parts: tuple[Part, ...]) -> list[dict[str, Any]]:
+    return [part_to_json(p) for p in parts]
+
+
+def parts_from_json(data: list[dict[str, Any]]) -> tuple[Part, ...]:
+    return tuple(part_from_json(d) for d in data)
+
+
+def message_to_json(m: Message) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "role": m.role,
+        "parts": parts_to_json(m.parts),
+        "run_id": m.run_id,
+        "seq": m.seq,
+        "created_at": m.created_at,
+    }
+
+
+def message_from_json(d: dict[str, Any]) -> Message:
+    return Message(
+        id=d["id"],
+        role=d["role"],
+        parts=parts_from_json(d["parts"]),
+        run_id=d.get("run_id"),
+        seq=d.get("seq", 0),
+        created_at=d.get("created_at", 0),
+    )

@@ -1,0 +1,54 @@
+"""The model boundary: what a provider receives and how it reports what it produces.
+
+A provider implements ``Model.stream(request, out)``: it reads ``request`` (history, tools, system
+prompt) and calls ``out``'s synchronous methods as chunks arrive. No async generators sit on the
+delta path: one call per chunk, straight into the run's step builder.
+
+Failures raise ``ModelFailure`` with a classified code (``MODEL_ERROR``, ``MODEL_UNAVAILABLE``,
+``MODEL_RATE_LIMITED``, ``MODEL_TIMEOUT``). A cancellation leaves nothing behind: the provider
+closes its upstream request as the ``Cancelled`` unwinds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import attrs
+
+from ..ledger import Usage
+from ..messages import Message
+
+
+@attrs.frozen
+class ToolSpec:
+    """What the model is told about a tool: its name, description and JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@attrs.frozen
+class ModelRequest:
+    system_prompt: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+
+
+class ModelOutput(Protocol):
+    """Where a provider reports its stream. Every method is synchronous and cheap."""
+
+    def text(self, delta: str) -> None: ...
+
+    def reasoning(self, delta: str) -> None: ...
+
+    def tool_call(self, index: int, *, call_id: str | None, name: str | None, arguments: str) -> None:
+        """A fragment of tool call ``index``; the first fragment of a call carries its id and name."""
+
+    def usage(self, usage: Usage) -> None: ...
+
+
+class Model(Protocol):
+    async def stream(self, request: ModelRequest, out: ModelOutput) -> None: ...
+
+    async def aclose(self) -> None: ...

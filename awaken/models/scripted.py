@@ -1,0 +1,158 @@
+"""The scripted model: deterministic, offline, the default and the test workhorse (CONTRACT §2.1).
+
+It reads directives from the lines of the newest user text:
+
+* ``/call TOOL {json}`` — call TOOL with those arguments in the first step (one line per call);
+  once the results are in, answer with a sentence quoting each result, and stop.
+* ``/think TEXT`` — stream TEXT as reasoning before the answer.
+* ``/words N`` — answer with exactly N words, one word per text delta.
+* ``/delay MS`` — wait MS milliseconds before each delta.
+* ``/fail`` — fail with ``MODEL_ERROR`` after the first delta.
+
+Without a directive it answers ``You said: "<input>".`` in one-word deltas. It never loops: a
+history whose newest user message already has tool results after it always gets a final answer.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import attrs
+import trio
+
+from ..errors import ModelFailure
+from ..ledger import Usage
+from ..messages import Message
+from . import ModelOutput, ModelRequest
+
+_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
+_ARG_FRAGMENT = 8
+#: without a delay, yield to the scheduler every this many deltas so a long answer cannot hog the loop
+_CHECKPOINT_EVERY = 64
+
+
+@attrs.frozen
+class Script:
+    """The directives parsed from one user text."""
+
+    text: str
+    calls: tuple[tuple[str, str], ...] = ()
+    think: str | None = None
+    words: int | None = None
+    delay_ms: float = 0.0
+    fail: bool = False
+
+
+def parse_script(text: str) -> Script:
+    calls: list[tuple[str, str]] = []
+    think = None
+    words = None
+    delay = 0.0
+    fail = False
+    plain: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        head, _, rest = stripped.partition(" ")
+        rest = rest.strip()
+        if head == "/call" and rest:
+            name, _, args = rest.partition(" ")
+            calls.append((name, args.strip() or "{}"))
+        elif head == "/think":
+            think = rest
+        elif head == "/words" and rest.isdigit():
+            words = int(rest)
+        elif head == "/delay":
+            try:
+                delay = max(0.0, float(rest))
+            except ValueError:
+                plain.append(stripped)
+        elif head == "/fail":
+            fail = True
+        else:
+            plain.append(line)
+    return Script("\n".join(plain).strip(), tuple(calls), think, words, delay, fail)
+
+
+def _count_words(messages: tuple[Message, ...]) -> int:
+    return sum(len(m.text.split()) for m in messages)
+
+
+class ScriptedModel:
+    """``model = "scripted"``. Stateless; one instance serves every run."""
+
+    async def aclose(self) -> None:
+        return None
+
+    async def stream(self, request: ModelRequest, out: ModelOutput) -> None:
+        history = request.messages
+        last_user = max((i for i, m in enumerate(history) if m.role == "user"), default=None)
+        user_text = history[last_user].text if last_user is not None else ""
+        script = parse_script(user_text)
+        after = history[last_user + 1 :] if last_user is not None else ()
+        results = [m.tool_result for m in after if m.tool_result is not None]
+        pacer = _Pacer(script.delay_ms / 1000.0)
+        emitted = 0
+
+        async def emit(kind: str, delta: str) -> None:
+            nonlocal emitted
+            await pacer.tick()
+            if kind == "text":
+                out.text(delta)
+            else:
+                out.reasoning(delta)
+            emitted += 1
+            if script.fail:
+                raise ModelFailure("the scripted model failed as asked by /fail", code="MODEL_ERROR")
+
+        if script.think and not results:
+            for word in _split(script.think):
+                await emit("reasoning", word)
+        if script.calls and not results:
+            for index, (name, args) in enumerate(script.calls):
+                call_id = f"call_{uuid.uuid4().hex[:16]}"
+                fragments = [args[i : i + _ARG_FRAGMENT] for i in range(0, len(args), _ARG_FRAGMENT)] or ["{}"]
+                for n, fragment in enumerate(fragments):
+                    await pacer.tick()
+                    out.tool_call(
+                        index, call_id=call_id if n == 0 else None, name=name if n == 0 else None, arguments=fragment
+                    )
+                    emitted += 1
+            out.usage(Usage(_count_words(history), emitted))
+            return
+        if results:
+            if script.think and script.calls:
+                for word in _split(script.think):
+                    await emit("reasoning", word)
+            said = "; ".join(f"{r.name} returned {r.content}" if r.status == "ok" else f"{r.name} failed: {r.content}"
+                             for r in results)
+            answer = f"Here is what the tools said: {said}."
+        elif script.words is not None:
+            answer = " ".join(_WORDS[i % len(_WORDS)] for i in range(script.words))
+        else:
+            answer = f'You said: "{script.text or user_text.strip()}".'
+        for word in _split(answer):
+            await emit("text", word)
+        out.usage(Usage(_count_words(history), emitted))
+
+
+def _split(text: str) -> list[str]:
+    """One delta per word, each keeping its following space, so the deltas join back to ``text``."""
+    parts = text.split(" ")
+    out = [p + " " for p in parts[:-1]] + [parts[-1]]
+    return [p for p in out if p]
+
+
+class _Pacer:
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.count = 0
+
+    async def tick(self) -> None:
+        if self.delay > 0:
+            await trio.sleep(self.delay)
+            return
+        self.count += 1
+        if self.count % _CHECKPOINT_EVERY == 0:
+            await trio.lowlevel.checkpoint()
+
+

@@ -1,0 +1,118 @@
+"""The tool registry: server tools by name, their schemas, argument validation and execution.
+
+A ``Tool`` has a name, a description, JSON-schema ``parameters`` and an async ``call(args, ctx)``
+returning any JSON value. ``ToolRegistry.execute`` validates the arguments with ``jsonschema``
+before the call; bad arguments and tool exceptions become an error result the model sees, never a
+failed run. Built-ins live in ``builtins.py``; plugin tools load by dotted path (``pkg.mod:obj``,
+where ``obj`` is a ``Tool`` or a zero-argument callable returning one).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import attrs
+import jsonschema
+
+from ..errors import ConfigError
+from ..models import ToolSpec
+
+
+@attrs.define
+class ToolContext:
+    """What a tool may touch: the thread's agent state (a private copy it may change)."""
+
+    thread_id: str
+    run_id: str
+    state: dict[str, Any]
+
+
+class ToolError(Exception):
+    """Raised by a tool for a failure the model should see as the result text."""
+
+
+@attrs.frozen
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    call: Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.parameters)
+
+
+@attrs.frozen
+class ToolOutcome:
+    content: str
+    ok: bool
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        cls = jsonschema.validators.validator_for(tool.parameters)
+        try:
+            cls.check_schema(tool.parameters)
+        except jsonschema.SchemaError as exc:
+            raise ConfigError(f"tool {tool.name}: parameters is not a valid JSON schema: {exc.message}") from None
+        self._tools[tool.name] = tool
+        self._validators[tool.name] = cls(tool.parameters)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools
+
+    def get(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    async def execute(self, name: str, arguments: str, ctx: ToolContext) -> ToolOutcome:
+        """Run one call. Never raises for bad arguments or tool failures: those are error outcomes."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolOutcome(f"unknown tool {name!r}", False)
+        try:
+            args = json.loads(arguments) if arguments.strip() else {}
+        except ValueError as exc:
+            return ToolOutcome(f"invalid arguments: not JSON ({exc.msg})", False)
+        errors = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.path))
+        if errors:
+            where = "/".join(str(p) for p in errors[0].path) or "arguments"
+            return ToolOutcome(f"invalid arguments: {where}: {errors[0].message}", False)
+        try:
+            value = await tool.call(args, ctx)
+        except ToolError as exc:
+            return ToolOutcome(str(exc), False)
+        except Exception as exc:  # a plugin's bug is the model's error result, not a dead run
+            return ToolOutcome(f"{name} failed: {type(exc).__name__}", False)
+        return ToolOutcome(dumps(value), True)
+
+
+def load_plugin(path: str) -> Tool:
+    """Load ``pkg.module:attr``; ``attr`` is a ``Tool`` or a callable returning one."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"tools.plugins: {path!r} is not of the form 'package.module:name'")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"tools.plugins: cannot load {path!r}: {exc}") from None
+    tool = obj if isinstance(obj, Tool) else obj()
+    if not isinstance(tool, Tool):
+        raise ConfigError(f"tools.plugins: {path!r} is not an awaken.tools.Tool")
+    return tool

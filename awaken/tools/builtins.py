@@ -1,0 +1,108 @@
+"""The built-in server tools: ``calculator``, ``current_time`` and ``set_state`` (CONTRACT §2.1)."""
+
+from __future__ import annotations
+
+import ast
+import datetime
+import math
+import operator
+from typing import Any
+
+from . import Tool, ToolContext, ToolError
+
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_MAX_EXPONENT = 1000
+_MAX_LENGTH = 500
+
+
+def evaluate(expression: str) -> int | float:
+    """Evaluate arithmetic (numbers, + - * / // % **, parentheses) without ``eval``.
+
+    Raises ``ToolError`` for anything else, a division by zero, or an oversized power.
+    """
+    if len(expression) > _MAX_LENGTH:
+        raise ToolError(f"expression longer than {_MAX_LENGTH} characters")
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError:
+        raise ToolError(f"not an arithmetic expression: {expression!r}") from None
+
+    def walk(node: ast.AST) -> int | float:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            left, right = walk(node.left), walk(node.right)
+            if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
+                raise ToolError("exponent too large")
+            try:
+                return _BINARY[type(node.op)](left, right)
+            except ZeroDivisionError:
+                raise ToolError("division by zero") from None
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            return _UNARY[type(node.op)](walk(node.operand))
+        raise ToolError(f"unsupported element in expression: {type(node).__name__}")
+
+    value = walk(tree)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ToolError("the result is not a finite number")
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+async def _calculator(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return {"result": evaluate(args["expression"])}
+
+
+async def _current_time(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return {"iso": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+
+
+async def _set_state(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    ctx.state[args["key"]] = args["value"]
+    return {"key": args["key"], "value": args["value"]}
+
+
+CALCULATOR = Tool(
+    name="calculator",
+    description="Evaluate an arithmetic expression (numbers, + - * / // % ** and parentheses).",
+    parameters={
+        "type": "object",
+        "properties": {"expression": {"type": "string", "description": "e.g. (2 + 3) * 4"}},
+        "required": ["expression"],
+        "additionalProperties": False,
+    },
+    call=_calculator,
+)
+
+CURRENT_TIME = Tool(
+    name="current_time",
+    description="The current UTC time as an ISO 8601 string.",
+    parameters={"type": "object", "properties": {}, "additionalProperties": False},
+    call=_current_time,
+)
+
+SET_STATE = Tool(
+    name="set_state",
+    description="Set one key of the thread's shared agent state to a JSON value.",
+    parameters={
+        "type": "object",
+        "properties": {"key": {"type": "string", "minLength": 1}, "value": {}},
+        "required": ["key", "value"],
+        "additionalProperties": False,
+    },
+    call=_set_state,
+)
+
+BUILTINS: tuple[Tool, ...] = (CALCULATOR, CURRENT_TIME, SET_STATE)

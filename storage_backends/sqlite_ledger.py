@@ -1,0 +1,370 @@
+"""The SQLite ledger: sqlite-utils over one connection, WAL, one writer thread.
+
+Every call runs in a worker thread through ``trio.to_thread.run_sync`` with a capacity limiter of
+one, so transactions never interleave on the connection and the event loop never blocks. Each
+``start_run``/``commit`` is one ``BEGIN IMMEDIATE … COMMIT`` transaction. WAL with
+``synchronous=NORMAL`` survives a process kill without an fsync per commit (an OS crash may lose
+the newest commits, never consistency).
+
+Any ``sqlite3.Error`` other than a constraint violation becomes ``StoreUnavailable``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlite_utils
+import trio
+
+from awaken.errors import StoreUnavailable
+from awaken.ledger import (
+    Commit,
+    DuplicateRun,
+    Ledger,
+    PendingCall,
+    RunRecord,
+    ThreadRecord,
+    Usage,
+)
+from awaken.messages import Message, parts_from_json, parts_to_json
+from awaken.runstate import RunStatus
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS threads (
+    id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, state TEXT NOT NULL, last_seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, agent_id TEXT NOT NULL, status TEXT NOT NULL,
+    created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, error_code TEXT, error_message TEXT,
+    input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+    steps INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, status);
+CREATE TABLE IF NOT EXISTS messages (
+    thread_id TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, role TEXT NOT NULL,
+    run_id TEXT, parts TEXT NOT NULL, created_at INTEGER NOT NULL,
+    PRIMARY KEY (thread_id, seq), UNIQUE (thread_id, id)
+);
+CREATE TABLE IF NOT EXISTS pending (
+    thread_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, run_id TEXT NOT NULL, name TEXT NOT NULL,
+    arguments TEXT NOT NULL, kind TEXT NOT NULL, message_id TEXT NOT NULL, ord INTEGER NOT NULL,
+    PRIMARY KEY (thread_id, tool_call_id)
+);
+"""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class SqliteLedger(Ledger):
+    """``[ledger] backend = "sqlite"``; options: ``path`` (the database file), ``busy_timeout_ms``."""
+
+    def __init__(self, path: str = "./var/awaken.db", busy_timeout_ms: int = 2000) -> None:
+        self.path = Path(path)
+        self.busy_timeout_ms = busy_timeout_ms
+        self._db: sqlite_utils.Database | None = None
+        self._limiter = trio.CapacityLimiter(1)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[[sqlite_utils.Database], T]) -> T:
+        db = self._db
+        if db is None:
+            raise StoreUnavailable("the ledger is closed")
+
+        def run() -> T:
+            try:
+                return fn(db)
+            except (DuplicateRun, ValueError):
+                raise
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"the SQLite ledger failed: {exc}") from None
+
+        return await trio.to_thread.run_sync(run, limiter=self._limiter)
+
+    def _transaction(self, db: sqlite_utils.Database, body: Callable[[sqlite3.Connection], T]) -> T:
+        conn = db.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = body(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        def setup() -> sqlite_utils.Database:
+            if self.path.parent and not self.path.parent.exists():
+                os.makedirs(self.path.parent, exist_ok=True)
+            conn = sqlite3.connect(
+                str(self.path), check_same_thread=False, isolation_level=None, timeout=self.busy_timeout_ms / 1000
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            db = sqlite_utils.Database(conn)
+            db.enable_wal()
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.executescript(_SCHEMA)
+            now = _now_ms()
+            conn.execute(
+                "UPDATE runs SET status = ?, error_code = NULL, updated_at = ? WHERE status = ?",
+                (RunStatus.INTERRUPTED.value, now, RunStatus.RUNNING.value),
+            )
+            return db
+
+        try:
+            self._db = await trio.to_thread.run_sync(setup, limiter=self._limiter)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open the SQLite ledger at {self.path}: {exc}") from None
+
+    async def aclose(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            await trio.to_thread.run_sync(db.conn.close, limiter=self._limiter)
+
+    async def ping(self) -> None:
+        await self._call(lambda db: db.conn.execute("SELECT count(*) FROM threads LIMIT 1").fetchone())
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        def q(db: sqlite_utils.Database) -> ThreadRecord | None:
+            row = db.conn.execute(
+                "SELECT id, created_at, state, last_seq FROM threads WHERE id = ?", (thread_id,)
+            ).fetchone()
+            return None if row is None else ThreadRecord(row[0], row[1], json.loads(row[2]), row[3])
+
+        return await self._call(q)
+
+    async def committed_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        ids = list(ids)
+        if not ids:
+            return set()
+
+        def q(db: sqlite_utils.Database) -> set[str]:
+            found: set[str] = set()
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = db.conn.execute(
+                    f"SELECT id FROM messages WHERE thread_id = ? AND id IN ({marks})", (thread_id, *chunk)
+                )
+                found.update(r[0] for r in rows)
+            return found
+
+        return await self._call(q)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        def q(db: sqlite_utils.Database) -> RunRecord | None:
+            row = db.conn.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+            return None if row is None else _run(row)
+
+        return await self._call(q)
+
+    async def list_runs(self, thread_id: str) -> list[RunRecord]:
+        def q(db: sqlite_utils.Database) -> list[RunRecord]:
+            rows = db.conn.execute(
+                f"SELECT {_RUN_COLS} FROM runs WHERE thread_id = ? ORDER BY created_at, rowid", (thread_id,)
+            )
+            return [_run(r) for r in rows]
+
+        return await self._call(q)
+
+    async def waiting_run(self, thread_id: str) -> RunRecord | None:
+        def q(db: sqlite_utils.Database) -> RunRecord | None:
+            row = db.conn.execute(
+                f"SELECT {_RUN_COLS} FROM runs WHERE thread_id = ? AND status = ?",
+                (thread_id, RunStatus.WAITING.value),
+            ).fetchone()
+            return None if row is None else _run(row)
+
+        return await self._call(q)
+
+    async def pending_calls(self, thread_id: str) -> list[PendingCall]:
+        def q(db: sqlite_utils.Database) -> list[PendingCall]:
+            rows = db.conn.execute(
+                "SELECT tool_call_id, run_id, thread_id, name, arguments, kind, message_id "
+                "FROM pending WHERE thread_id = ? ORDER BY ord",
+                (thread_id,),
+            )
+            return [PendingCall(*r) for r in rows]
+
+        return await self._call(q)
+
+    async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
+        def q(db: sqlite_utils.Database) -> list[Message]:
+            rows = db.conn.execute(
+                "SELECT id, role, parts, run_id, seq, created_at FROM messages "
+                "WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (thread_id, after_seq, limit),
+            )
+            return [Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5]) for r in rows]
+
+        return await self._call(q)
+
+    async def list_threads(self) -> list[ThreadRecord]:
+        def q(db: sqlite_utils.Database) -> list[ThreadRecord]:
+            rows = db.conn.execute("SELECT id, created_at, state, last_seq FROM threads ORDER BY created_at, id")
+            return [ThreadRecord(r[0], r[1], json.loads(r[2]), r[3]) for r in rows]
+
+        return await self._call(q)
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    async def start_run(self, run: RunRecord, inputs: Sequence[Message]) -> list[Message]:
+        def body(conn: sqlite3.Connection) -> list[Message]:
+            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.run_id,)).fetchone():
+                raise DuplicateRun(run.run_id)
+            conn.execute(
+                "INSERT OR IGNORE INTO threads (id, created_at, state, last_seq) VALUES (?, ?, '{}', 0)",
+                (run.thread_id, run.created_at),
+            )
+            _insert_run(conn, run)
+            return _append(conn, run.thread_id, inputs)
+
+        return await self._call(lambda db: self._transaction(db, body))
+
+    async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
+        def body(conn: sqlite3.Connection) -> list[Message]:
+            appended = _append(conn, thread_id, commit.messages)
+            if commit.resolved:
+                conn.executemany(
+                    "DELETE FROM pending WHERE thread_id = ? AND tool_call_id = ?",
+                    [(thread_id, cid) for cid in commit.resolved],
+                )
+            if commit.pending:
+                base = conn.execute("SELECT coalesce(max(ord), 0) FROM pending").fetchone()[0]
+                conn.executemany(
+                    "INSERT INTO pending (thread_id, tool_call_id, run_id, name, arguments, kind, message_id, ord)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (thread_id, p.tool_call_id, p.run_id, p.name, p.arguments, p.kind, p.message_id, base + i + 1)
+                        for i, p in enumerate(commit.pending)
+                    ],
+                )
+            if commit.state is not None:
+                conn.execute("UPDATE threads SET state = ? WHERE id = ?", (_dumps(commit.state), thread_id))
+            conn.execute(
+                "UPDATE runs SET status = ?, updated_at = ?, error_code = ?, error_message = ?, "
+                "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, steps = steps + ? "
+                "WHERE id = ?",
+                (
+                    commit.status.value,
+                    _now_ms(),
+                    commit.error_code,
+                    commit.error_message,
+                    commit.usage.input_tokens,
+                    commit.usage.output_tokens,
+                    commit.steps,
+                    run_id,
+                ),
+            )
+            return appended
+
+        return await self._call(lambda db: self._transaction(db, body))
+
+    async def import_thread(
+        self,
+        thread: ThreadRecord,
+        runs: Sequence[RunRecord],
+        messages: Sequence[Message],
+        pending: Sequence[PendingCall],
+    ) -> None:
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO threads (id, created_at, state, last_seq) VALUES (?, ?, ?, ?)",
+                (thread.thread_id, thread.created_at, _dumps(thread.state), thread.last_seq),
+            )
+            for run in runs:
+                _insert_run(conn, run)
+            conn.executemany(
+                "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at) VALUES (?,?,?,?,?,?,?)",
+                [
+                    (thread.thread_id, m.seq, m.id, m.role, m.run_id, _dumps(parts_to_json(m.parts)), m.created_at)
+                    for m in messages
+                ],
+            )
+            for i, p in enumerate(pending):
+                conn.execute(
+                    "INSERT INTO pending (thread_id, tool_call_id, run_id, name, arguments, kind, message_id, ord)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (p.thread_id, p.tool_call_id, p.run_id, p.name, p.arguments, p.kind, p.message_id, i + 1),
+                )
+
+        await self._call(lambda db: self._transaction(db, body))
+
+
+_RUN_COLS = (
+    "id, thread_id, agent_id, status, created_at, updated_at, error_code, error_message, "
+    "input_tokens, output_tokens, steps"
+)
+
+
+def _run(row: tuple[Any, ...]) -> RunRecord:
+    return RunRecord(
+        run_id=row[0],
+        thread_id=row[1],
+        agent_id=row[2],
+        status=RunStatus(row[3]),
+        created_at=row[4],
+        updated_at=row[5],
+        error_code=row[6],
+        error_message=row[7],
+        usage=Usage(row[8], row[9]),
+        steps=row[10],
+    )
+
+
+def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
+    conn.execute(
+        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            run.run_id,
+            run.thread_id,
+            run.agent_id,
+            run.status.value,
+            run.created_at,
+            run.updated_at,
+            run.error_code,
+            run.error_message,
+            run.usage.input_tokens,
+            run.usage.output_tokens,
+            run.steps,
+        ),
+    )
+
+
+def _append(conn: sqlite3.Connection, thread_id: str, messages: Sequence[Message]) -> list[Message]:
+    if not messages:
+        return []
+    last = conn.execute("SELECT last_seq FROM threads WHERE id = ?", (thread_id,)).fetchone()[0]
+    out: list[Message] = []
+    now = _now_ms()
+    for m in messages:
+        last += 1
+        created = m.created_at or now
+        try:
+            conn.execute(
+                "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at) VALUES (?,?,?,?,?,?,?)",
+                (thread_id, last, m.id, m.role, m.run_id, _dumps(parts_to_json(m.parts)), created),
+            )
+        except sqlite3.IntegrityError:
+            raise ValueError(f"message id {m.id!r} is already committed on thread {thread_id!r}") from None
+        out.append(Message(m.id, m.role, m.parts, m.run_id, last, created))
+    conn.execute("UPDATE threads SET last_seq = ? WHERE id = ?", (last, thread_id))
+    return out
