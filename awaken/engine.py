@@ -74,6 +74,11 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
+def result_id(tool_call_id: str) -> str:
+    """The message id of a tool result the server commits (stable, so a replayed decision is found)."""
+    return f"tr_{tool_call_id}"
+
+
 @attrs.frozen
 class ToolDecision:
     """An answer to a pending call, as an adapter parsed it.
@@ -86,6 +91,8 @@ class ToolDecision:
     tool_call_id: str
     kind: Literal["ok", "error", "approve", "deny"]
     content: str = ""
+    #: the id to commit the result message under (the client's tool message id, when it has one)
+    message_id: str | None = None
 
 
 @attrs.frozen
@@ -202,7 +209,8 @@ class AdmittedRun:
         """New input while a run waits: its open calls are closed as cancelled, the run interrupted."""
         run_id = pending[0].run_id
         results = tuple(
-            Message(new_id("msg"), "tool", (ToolResultPart(p.tool_call_id, p.name, SUPERSEDED, "error"),), run_id)
+            Message(result_id(p.tool_call_id), "tool", (ToolResultPart(p.tool_call_id, p.name, SUPERSEDED, "error"),),
+                    run_id)
             for p in pending
         )
         check_transition(RunStatus.WAITING, RunStatus.INTERRUPTED)
@@ -268,7 +276,7 @@ class AdmittedRun:
                 reason = decision.content.strip()
                 part = ToolResultPart(call.tool_call_id, call.name, f"{DENIED}: {reason}" if reason else DENIED,
                                       "denied", "denied")
-            results.append(Message(new_id("msg"), "tool", (part,), self.run_id))
+            results.append(Message(decision.message_id or result_id(call.tool_call_id), "tool", (part,), self.run_id))
         self._remaining = [p for p in pending if p.tool_call_id not in decided]
         new_status = RunStatus.WAITING if self._remaining else RunStatus.RUNNING
         check_transition(RunStatus.WAITING, new_status)
@@ -405,7 +413,7 @@ class AdmittedRun:
                 for call in runnable:
                     nursery.start_soon(run_one, call)
         results = [
-            Message(new_id("msg"), "tool", (outcomes[c.tool_call_id],), self.run_id)
+            Message(result_id(c.tool_call_id), "tool", (outcomes[c.tool_call_id],), self.run_id)
             for c in calls
             if c.tool_call_id in outcomes
         ]

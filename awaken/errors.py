@@ -28,6 +28,9 @@ CODES: dict[str, tuple[str, str]] = {
     "THREAD_BUSY": ("input", "Another run is active on this thread; retry when it ends."),
     "NO_PENDING_RUN": ("input", "A tool result or decision arrived but nothing on the thread is waiting."),
     "TOOL_CALL_NOT_PENDING": ("input", "A tool result or decision names a call that is not pending."),
+    "INVALID_CURSOR": ("input", "History: the cursor is not in this thread's committed page sequence (400)."),
+    "UNKNOWN_THREAD": ("input", "History: nothing was ever committed to this thread (404)."),
+    "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
     "REQUEST_BUSY": ("input", "A run is already streaming on this socket; send the next request after it ends."),
     "MODEL_ERROR": ("run", "The model failed or answered with something unusable."),
     "MODEL_UNAVAILABLE": ("run", "The model endpoint could not be reached or refused the credentials."),
@@ -82,13 +85,13 @@ class StoreUnavailable(RunFailure):
 class BadCursor(AwakenError):
     """A history cursor that is not in the thread's committed page sequence (HTTP 400)."""
 
-    code = "INVALID_REQUEST"
+    code = "INVALID_CURSOR"
 
 
 class UnknownThread(AwakenError):
     """History was asked for a thread the ledger has never committed anything to (HTTP 404)."""
 
-    code = "INVALID_REQUEST"
+    code = "UNKNOWN_THREAD"
 
 
 class ConfigError(Exception):

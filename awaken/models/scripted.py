@@ -104,7 +104,7 @@ class ScriptedModel:
             if script.fail:
                 raise ModelFailure("the scripted model failed as asked by /fail", code="MODEL_ERROR")
 
-        if script.think and not results:
+        if script.think and not (results and script.calls):
             for word in _split(script.think):
                 await emit("reasoning", word)
         if script.calls and not results:
@@ -120,9 +120,6 @@ class ScriptedModel:
             out.usage(Usage(_count_words(history), emitted))
             return
         if results:
-            if script.think and script.calls:
-                for word in _split(script.think):
-                    await emit("reasoning", word)
             said = "; ".join(f"{r.name} returned {r.content}" if r.status == "ok" else f"{r.name} failed: {r.content}"
                              for r in results)
             answer = f"Here is what the tools said: {said}."

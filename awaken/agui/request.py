@@ -1,0 +1,217 @@
+"""Parse an AG-UI ``RunAgentInput`` POST body (sans-IO): bytes in, ``AguiInput`` or ``InputRejected``.
+
+What is accepted follows CONTRACT §3 and ``reference/agui.md`` §3/§9: ``tools``, ``context``,
+``forwardedProps``, ``resume`` and ``state`` may be absent, null or empty (what ``HttpAgent`` sends by
+default); a non-empty one, or any ``parentRunId``, is ``UNSUPPORTED_FIELD``. Unknown keys are ignored.
+User content may be a string or parts: ``text`` and ``image`` (URL or inline base64) are input;
+``audio``, ``video``, ``document`` and legacy ``binary`` parts are ``UNSUPPORTED_CONTENT``.
+Assistant, reasoning and activity messages are never input: they are the client's copy of history.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+import orjson
+
+from ..errors import InputRejected
+from ..messages import ImagePart, Part, TextPart
+
+_MEDIA_PARTS = frozenset({"audio", "video", "document", "binary"})
+_HISTORY_ROLES = frozenset({"assistant", "reasoning", "activity"})
+
+
+@attrs.frozen
+class InputMessage:
+    """A user/system/developer message carrying input parts."""
+
+    id: str
+    role: Literal["user", "system", "developer"]
+    parts: tuple[Part, ...]
+
+
+@attrs.frozen
+class ToolMessage:
+    """A ``role: "tool"`` message: a client tool's result, or a decision at a permission gate."""
+
+    id: str
+    tool_call_id: str
+    content: str
+    error: str | None = None
+
+
+@attrs.frozen
+class AguiInput:
+    thread_id: str
+    run_id: str
+    protocol_version: str | None
+    #: input and tool messages in request order; history-only roles are dropped here
+    messages: tuple[InputMessage | ToolMessage, ...]
+    #: every message id in the request (history included), for dedup against the ledger
+    message_ids: tuple[str, ...]
+    #: a non-empty ``state`` the client sent (allowed only as an echo of the committed state)
+    state: dict[str, Any] | None = None
+
+    @property
+    def modern(self) -> bool:
+        """Whether the client declared protocolVersion >= 1.0 (gates 1.0-only wire features)."""
+        return version_at_least(self.protocol_version, (1, 0))
+
+
+def version_at_least(version: str | None, floor: tuple[int, int]) -> bool:
+    if not version:
+        return False
+    try:
+        major, minor, *_ = (int(x) for x in version.split("."))
+    except ValueError:
+        return False
+    return (major, minor) >= floor
+
+
+def _reject(message: str, code: str = "INVALID_REQUEST") -> InputRejected:
+    return InputRejected(message, code=code)
+
+
+def check_content_type(content_type: str | None) -> None:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        raise _reject(f"Content-Type must be application/json, not {content_type or 'absent'!r}",
+                      "UNSUPPORTED_MEDIA_TYPE")
+
+
+def load_json_object(body: bytes) -> dict[str, Any]:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise _reject(f"the body is not valid JSON: {exc}", "INVALID_JSON") from None
+    if not isinstance(data, dict):
+        raise _reject("the body must be a JSON object")
+    return data
+
+
+def _string(data: dict[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
+    value = data.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value):
+        raise _reject(f"{where}{key} must be a non-empty string")
+    return value
+
+
+def _unsupported_if_set(data: dict[str, Any], key: str, empty: type) -> None:
+    value = data.get(key)
+    if value is None:
+        return
+    if not isinstance(value, empty):
+        raise _reject(f"{key} must be {'an array' if empty is list else 'an object'}")
+    if value:
+        raise _reject(f"{key} is not supported by this server; send it empty", "UNSUPPORTED_FIELD")
+
+
+def parse_image(part: dict[str, Any], where: str) -> ImagePart:
+    source = part.get("source")
+    if isinstance(source, dict):
+        kind, value, mime = source.get("type"), source.get("value"), source.get("mimeType")
+        if not isinstance(value, str) or not value:
+            raise _reject(f"{where}.source.value must be a non-empty string")
+        if mime is not None and not isinstance(mime, str):
+            raise _reject(f"{where}.source.mimeType must be a string")
+        if kind == "url":
+            return ImagePart(value, mime)
+        if kind == "data":
+            if not mime:
+                raise _reject(f"{where}.source.mimeType is required for inline data")
+            return ImagePart(f"data:{mime};base64,{value}", mime)
+        raise _reject(f"{where}.source.type must be 'url' or 'data'", "UNSUPPORTED_CONTENT")
+    url = part.get("url")
+    if isinstance(url, str) and url:
+        return ImagePart(url, part.get("mimeType") if isinstance(part.get("mimeType"), str) else None)
+    raise _reject(f"{where}.source must be an object")
+
+
+def _parts(content: Any, where: str) -> tuple[Part, ...]:
+    if isinstance(content, str):
+        return (TextPart(content),) if content else ()
+    if not isinstance(content, list):
+        raise _reject(f"{where}.content must be a string or an array of parts")
+    parts: list[Part] = []
+    for i, part in enumerate(content):
+        pw = f"{where}.content[{i}]"
+        if not isinstance(part, dict):
+            raise _reject(f"{pw} must be an object")
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise _reject(f"{pw}.text must be a string")
+            if text:
+                parts.append(TextPart(text))
+        elif kind == "image":
+            parts.append(parse_image(part, pw))
+        elif kind in _MEDIA_PARTS:
+            raise _reject(f"{pw}: {kind} content is not supported; send text or images", "UNSUPPORTED_CONTENT")
+        else:
+            raise _reject(f"{pw}.type {kind!r} is not a known content part")
+    return tuple(parts)
+
+
+def _tool_content(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for i, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise _reject(f"{where}.content[{i}] must be a text part", "UNSUPPORTED_CONTENT")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise _reject(f"{where}.content must be a string")
+
+
+def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
+    """Parse and validate one request. Raises ``InputRejected`` with its catalogue code."""
+    check_content_type(content_type)
+    data = load_json_object(body)
+    thread_id = _string(data, "threadId", "")
+    run_id = _string(data, "runId", "")
+    version = data.get("protocolVersion")
+    if version is not None and not isinstance(version, str):
+        raise _reject("protocolVersion must be a string")
+    if data.get("parentRunId") is not None:
+        raise _reject("parentRunId is not supported by this server", "UNSUPPORTED_FIELD")
+    for key, empty in (("tools", list), ("context", list), ("resume", list), ("forwardedProps", dict)):
+        _unsupported_if_set(data, key, empty)
+    state = data.get("state")
+    if state is not None and not isinstance(state, dict):
+        raise _reject("state must be an object", "UNSUPPORTED_FIELD")
+    raw_messages = data.get("messages")
+    if not isinstance(raw_messages, list):
+        raise _reject("messages must be an array")
+    messages: list[InputMessage | ToolMessage] = []
+    ids: list[str] = []
+    for i, raw in enumerate(raw_messages):
+        where = f"messages[{i}]"
+        if not isinstance(raw, dict):
+            raise _reject(f"{where} must be an object")
+        message_id = _string(raw, "id", f"{where}.")
+        role = raw.get("role")
+        ids.append(message_id)
+        if role in ("user", "system", "developer"):
+            if role != "user" and not isinstance(raw.get("content"), str):
+                raise _reject(f"{where}.content must be a string")
+            messages.append(InputMessage(message_id, role, _parts(raw.get("content"), where)))
+        elif role == "tool":
+            tool_call_id = _string(raw, "toolCallId", f"{where}.")
+            error = raw.get("error")
+            if error is not None and not isinstance(error, str):
+                raise _reject(f"{where}.error must be a string")
+            messages.append(ToolMessage(message_id, tool_call_id, _tool_content(raw.get("content", ""), where),
+                                        error))
+        elif role in _HISTORY_ROLES:
+            continue
+        else:
+            raise _reject(f"{where}.role {role!r} is not a known role")
+    if len(set(ids)) != len(ids):
+        raise _reject("message ids must be unique within a request")
+    return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state or None)

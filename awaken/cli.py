@@ -1,0 +1,104 @@
+"""The ``awaken`` command: ``serve`` and ``ledger copy``.
+
+``awaken serve [--config PATH] [--bind HOST:PORT]`` loads the config (one clear line and exit 2 on a
+bad one), opens the ledger and serves on hypercorn's trio worker until SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+import attrs
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve as hypercorn_serve
+
+from .config import AppConfig, load_config
+from .context import ServerContext
+from .errors import ConfigError, StoreUnavailable
+from .server import build_asgi
+
+log = logging.getLogger("awaken")
+
+
+def hypercorn_config(config: AppConfig) -> HypercornConfig:
+    hc = HypercornConfig()
+    hc.bind = [config.server.bind]
+    hc.graceful_timeout = config.server.graceful_timeout
+    hc.accesslog = None
+    hc.errorlog = "-"
+    hc.keep_alive_timeout = 75
+    return hc
+
+
+async def serve(config: AppConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+    """Open the ledger, serve until SIGINT/SIGTERM (or cancellation), close everything."""
+    ctx = ServerContext.build(config)
+    await ctx.open()
+    try:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+
+            async def shutdown_trigger() -> None:
+                async for _ in signals:
+                    return
+
+            async with trio.open_nursery() as nursery:
+                binds = await nursery.start(
+                    lambda task_status=trio.TASK_STATUS_IGNORED: hypercorn_serve(
+                        build_asgi(ctx), hypercorn_config(config), shutdown_trigger=shutdown_trigger,
+                        task_status=task_status,
+                    )
+                )
+                print(f"awaken: serving on {', '.join(binds)} (ledger: {config.ledger.backend} at "
+                      f"{config.ledger.path})", flush=True)
+                task_status.started(binds)
+    finally:
+        with trio.CancelScope(shield=True):
+            await ctx.aclose()
+
+
+def _serve_command(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+        if args.bind:
+            config = attrs.evolve(config, server=attrs.evolve(config.server, bind=args.bind))
+            host, _, port = args.bind.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(f"--bind: {args.bind!r} is not HOST:PORT")
+        ServerContext.build(config)  # surface plugin/tool/backend errors before serving
+    except ConfigError as exc:
+        print(f"awaken: {exc}", file=sys.stderr)
+        return 2
+    try:
+        trio.run(serve, config)
+    except StoreUnavailable as exc:
+        print(f"awaken: the ledger is unavailable: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="awaken", description="A self-hosted agent server.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_serve = sub.add_parser("serve", help="serve the published agents over HTTP")
+    p_serve.add_argument("--config", default="config.toml", help="config file (default: ./config.toml)")
+    p_serve.add_argument("--bind", help="HOST:PORT, overriding server.bind")
+    p_serve.set_defaults(func=_serve_command)
+    try:
+        from .ledger_copy import add_copy_command
+
+        add_copy_command(sub)
+    except ImportError:
+        pass
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""ServerContext: the one place the server's parts are built, opened and closed.
+
+It owns the ledger, the tool registry, the published agents and the ``RunApplication``; the HTTP
+and WebSocket layers receive it and use only these handles.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from .agents import AgentRegistry, build_models, build_tools
+from .config import AppConfig
+from .engine import RunApplication
+from .ledger import Ledger, ledger_class
+from .models import Model
+
+
+@attrs.define
+class ServerContext:
+    config: AppConfig
+    ledger: Ledger
+    agents: AgentRegistry
+    app: RunApplication
+    models: dict[str, Model]
+
+    @classmethod
+    def build(cls, config: AppConfig) -> ServerContext:
+        """Build every part (raising ``ConfigError`` for a bad tool, plugin or backend); opens nothing."""
+        tools = build_tools(config)
+        models = build_models(config)
+        agents = AgentRegistry(config, tools, models)
+        backend = ledger_class(config.ledger.backend)
+        ledger = backend(path=config.ledger.path, **config.ledger.options)
+        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models)
+
+    async def open(self) -> None:
+        await self.ledger.open()
+
+    async def aclose(self) -> None:
+        for model in {id(m): m for m in self.models.values()}.values():
+            await model.aclose()
+        await self.ledger.aclose()

@@ -1,0 +1,126 @@
+"""The encoder base: a pure state machine from AgentEvents to wire events (h11 style).
+
+``feed(event) -> list[wire event]`` dispatches on the event's class to a hook (``on_text_delta``…);
+``frame(wire events) -> bytes`` gives the SSE bytes (``data: <compact JSON>\\n\\n``, LF only). No
+I/O, no clock, no ids are invented here: everything comes in on the events or the constructor.
+
+The base owns the lifecycle: after a terminal wire event it refuses further input
+(``EncoderClosed``), and a hook that sees an out-of-order event raises ``EncoderMisuse`` and moves the
+encoder to its error state: it never silently patches a stream.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from . import events as ev
+
+WireEvent = dict[str, Any]
+
+
+class EncoderMisuse(RuntimeError):
+    """An AgentEvent arrived that the stream cannot carry in its current state (a server bug)."""
+
+
+class EncoderClosed(EncoderMisuse):
+    """Input after the terminal event."""
+
+
+def _hook_name(cls: type) -> str:
+    return "on_" + re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+
+
+_HOOKS: dict[type, str] = {cls: _hook_name(cls) for cls in (
+    ev.RunStarted, ev.StepStarted, ev.StepFinished, ev.TextStart, ev.TextDelta, ev.TextEnd,
+    ev.ReasoningStart, ev.ReasoningDelta, ev.ReasoningEnd, ev.ToolCallStart, ev.ToolCallArgs,
+    ev.ToolCallEnd, ev.ToolApprovalRequested, ev.ToolResult, ev.StateChanged, ev.RunFinished, ev.RunFailed,
+)}
+
+
+def sse_frame(payload: Any) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+class EncoderBase:
+    """Subclasses override ``on_*`` hooks; each returns the wire events for one AgentEvent."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.failed = False
+
+    def feed(self, event: ev.AgentEvent) -> list[WireEvent]:
+        if self.closed:
+            raise EncoderClosed(f"{type(event).__name__} after the terminal event")
+        if self.failed:
+            raise EncoderMisuse("the encoder already refused an event")
+        try:
+            out: list[WireEvent] = getattr(self, _HOOKS[type(event)])(event)
+        except EncoderMisuse:
+            self.failed = True
+            raise
+        if isinstance(event, ev.RunFinished | ev.RunFailed):
+            self.closed = True
+        return out
+
+    def encode(self, event: ev.AgentEvent) -> bytes:
+        """``feed`` and ``frame`` in one call (the live path)."""
+        return self.frame(self.feed(event))
+
+    def frame(self, wire: Iterable[WireEvent]) -> bytes:
+        return b"".join(sse_frame(w) for w in wire)
+
+    # Every hook defaults to emitting nothing.
+    def on_run_started(self, e: ev.RunStarted) -> list[WireEvent]:
+        return []
+
+    def on_step_started(self, e: ev.StepStarted) -> list[WireEvent]:
+        return []
+
+    def on_step_finished(self, e: ev.StepFinished) -> list[WireEvent]:
+        return []
+
+    def on_text_start(self, e: ev.TextStart) -> list[WireEvent]:
+        return []
+
+    def on_text_delta(self, e: ev.TextDelta) -> list[WireEvent]:
+        return []
+
+    def on_text_end(self, e: ev.TextEnd) -> list[WireEvent]:
+        return []
+
+    def on_reasoning_start(self, e: ev.ReasoningStart) -> list[WireEvent]:
+        return []
+
+    def on_reasoning_delta(self, e: ev.ReasoningDelta) -> list[WireEvent]:
+        return []
+
+    def on_reasoning_end(self, e: ev.ReasoningEnd) -> list[WireEvent]:
+        return []
+
+    def on_tool_call_start(self, e: ev.ToolCallStart) -> list[WireEvent]:
+        return []
+
+    def on_tool_call_args(self, e: ev.ToolCallArgs) -> list[WireEvent]:
+        return []
+
+    def on_tool_call_end(self, e: ev.ToolCallEnd) -> list[WireEvent]:
+        return []
+
+    def on_tool_approval_requested(self, e: ev.ToolApprovalRequested) -> list[WireEvent]:
+        return []
+
+    def on_tool_result(self, e: ev.ToolResult) -> list[WireEvent]:
+        return []
+
+    def on_state_changed(self, e: ev.StateChanged) -> list[WireEvent]:
+        return []
+
+    def on_run_finished(self, e: ev.RunFinished) -> list[WireEvent]:
+        return []
+
+    def on_run_failed(self, e: ev.RunFailed) -> list[WireEvent]:
+        return []

@@ -1,0 +1,104 @@
+"""The HTTP surface: one ASGI app on hypercorn's trio worker.
+
+Streaming run routes (``POST /v1/ag-ui…``, and the other protocols' routes as they register) are
+served as raw ASGI by their adapters, so nothing sits between the run and the socket but the SSE
+transport. Everything else (health, agents, history) is a quart-trio app.
+
+Routes:
+    GET  /healthz                                    200 while the process serves
+    GET  /readyz                                     200 when the ledger answers, else 503
+    GET  /v1/agents                                  the published agents
+    POST /v1/ag-ui, /v1/ag-ui/agents/{agentId}       AG-UI runs (SSE)
+    GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import unquote
+
+from quart import jsonify, request
+from quart_trio import QuartTrio
+
+from .agui import adapter as agui_adapter
+from .agui.history import project_history
+from .context import ServerContext
+from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
+from .history import parse_limit, read_page
+
+ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
+StreamRoute = Callable[[ServerContext, dict, Any, Any, "str | None"], Awaitable[None]]
+
+
+def _error(exc: AwakenError, status: int):  # noqa: ANN202 - a quart response tuple
+    return jsonify({"error": {"code": exc.code, "message": exc.message}}), status
+
+
+def build_quart(ctx: ServerContext) -> QuartTrio:
+    app = QuartTrio(__name__)
+    app.config["RESPONSE_TIMEOUT"] = None
+
+    @app.get("/healthz")
+    async def healthz():  # noqa: ANN202
+        return jsonify({"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz():  # noqa: ANN202
+        try:
+            await ctx.ledger.ping()
+        except StoreUnavailable as exc:
+            return _error(exc, 503)
+        return jsonify({"status": "ready"})
+
+    @app.get("/v1/agents")
+    async def agents():  # noqa: ANN202
+        return jsonify({"default": ctx.agents.default_id, "agents": [a.describe() for a in ctx.agents.all()]})
+
+    def history_route(project: Callable[[list], list]) -> Callable[[str], Awaitable[Any]]:
+        async def history(thread_id: str):  # noqa: ANN202
+            try:
+                limit = parse_limit(request.args.get("limit"))
+                messages, cursor = await read_page(ctx.ledger, thread_id, request.args.get("cursor"), limit)
+            except BadCursor as exc:
+                return _error(exc, 400)
+            except UnknownThread as exc:
+                return _error(exc, 404)
+            except StoreUnavailable as exc:
+                return _error(exc, 503)
+            return jsonify({"items": project(messages), "cursor": cursor})
+
+        return history
+
+    app.add_url_rule("/v1/ag-ui/threads/<path:thread_id>/messages", "agui_history",
+                     history_route(project_history), methods=["GET"])
+    return app
+
+
+#: (method, compiled path pattern, handler); a pattern's ``agent`` group selects the agent
+STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
+    ("POST", re.compile(r"^/v1/ag-ui/?$"), agui_adapter.handle_run),
+    ("POST", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/?$"), agui_adapter.handle_run),
+]
+
+
+def build_asgi(ctx: ServerContext) -> ASGIApp:
+    quart_app = build_quart(ctx)
+
+    async def asgi(scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] in ("http", "websocket"):
+            method = scope.get("method", "GET") if scope["type"] == "http" else "WEBSOCKET"
+            path = scope["path"]
+            for route_method, pattern, handler in STREAM_ROUTES:
+                if route_method != method:
+                    continue
+                match = pattern.match(path)
+                if match:
+                    agent = match.groupdict().get("agent")
+                    await handler(ctx, scope, receive, send, unquote(agent) if agent else None)
+                    return
+        await quart_app(scope, receive, send)
+
+    asgi.quart = quart_app  # type: ignore[attr-defined]
+    return asgi

@@ -1,0 +1,173 @@
+"""SSE over raw ASGI: the response writer between a run and the socket.
+
+The run never awaits the client. It ``put``s encoded frames into a ``FrameBuffer`` (synchronous,
+never blocks); the connection task drains whatever is queued and writes it in one ``send`` (frames
+that pile up while a send is in flight are coalesced; an idle stream costs one wake-up per frame).
+hypercorn's trio sends are shielded and cannot be cancelled, so a reader that stops reading is
+detected by the buffer's byte limit instead: on overflow the run's scope is cancelled and the run
+is committed ``interrupted``.
+
+A concurrent ``receive()`` loop sees ``http.disconnect`` the moment the client goes and cancels the
+connection's nursery, which owns the run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+log = logging.getLogger("awaken.sse")
+
+Put = Callable[[bytes], None]
+Producer = Callable[[Put], Awaitable[None]]
+ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body was read."""
+
+
+class FrameBuffer:
+    """Bytes waiting for the socket: ``put`` is synchronous; ``take`` waits for data or a timeout."""
+
+    def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
+        self.limit = limit
+        self.on_overflow = on_overflow
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._closed = False
+        self._lot = trio.lowlevel.ParkingLot()
+        self.overflowed = False
+
+    def put(self, data: bytes) -> None:
+        if self._closed or not data:
+            return
+        self._chunks.append(data)
+        self._size += len(data)
+        if self._size > self.limit and not self.overflowed:
+            self.overflowed = True
+            self.on_overflow()
+        if self._lot:
+            self._lot.unpark_all()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._lot:
+            self._lot.unpark_all()
+
+    @property
+    def exhausted(self) -> bool:
+        return self._closed and not self._chunks
+
+    async def take(self, idle: float) -> bytes | None:
+        """All queued bytes; ``None`` when ``idle`` seconds passed with nothing queued or when exhausted."""
+        if not self._chunks and not self._closed:
+            with trio.move_on_after(idle):
+                await self._lot.park()
+        if not self._chunks:
+            return None
+        data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+        self._chunks.clear()
+        self._size = 0
+        return data
+
+
+def sse_headers(extra: list[tuple[bytes, bytes]] | None = None) -> list[tuple[bytes, bytes]]:
+    headers = [
+        (b"content-type", b"text/event-stream"),
+        (b"cache-control", b"no-cache"),
+        (b"x-accel-buffering", b"no"),
+    ]
+    return headers + (extra or [])
+
+
+async def read_body(receive: ASGIReceive, limit: int) -> bytes | None:
+    """The whole request body, or None if it is larger than ``limit`` (the rest is drained)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone("the client disconnected")
+        body = message.get("body", b"")
+        size += len(body)
+        if size <= limit:
+            chunks.append(body)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks) if size <= limit else None
+
+
+async def send_once(send: ASGISend, headers: list[tuple[bytes, bytes]], body: bytes, status: int = 200) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def stream(
+    send: ASGISend,
+    receive: ASGIReceive,
+    headers: list[tuple[bytes, bytes]],
+    producer: Producer,
+    *,
+    keepalive: float,
+    max_buffered: int,
+    trailer: bytes = b"",
+) -> None:
+    """Send the response head, run ``producer`` in a nursery owned by this connection, and write
+    what it puts until it returns. ``trailer`` (e.g. ``data: [DONE]``) follows a normal end.
+
+    A client disconnect or a buffer overflow cancels the producer; the producer's own cleanup
+    (committing ``interrupted``) runs under its shield.
+    """
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    with trio.CancelScope() as connection:
+        await _pump(send, receive, producer, connection, keepalive=keepalive, max_buffered=max_buffered,
+                    trailer=trailer)
+    if connection.cancelled_caught:
+        return  # the client is gone (or could not keep up): nothing more to write
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _pump(
+    send: ASGISend,
+    receive: ASGIReceive,
+    producer: Producer,
+    connection: trio.CancelScope,
+    *,
+    keepalive: float,
+    max_buffered: int,
+    trailer: bytes,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        buffer = FrameBuffer(max_buffered, connection.cancel)
+
+        async def watch_disconnect() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    connection.cancel()
+                    return
+
+        async def produce() -> None:
+            try:
+                await producer(buffer.put)
+                buffer.put(trailer)
+            finally:
+                buffer.close()
+
+        nursery.start_soon(watch_disconnect)
+        nursery.start_soon(produce)
+        while True:
+            data = await buffer.take(keepalive)
+            if data is None:
+                if buffer.exhausted:
+                    break
+                data = KEEPALIVE
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        nursery.cancel_scope.cancel()  # stop watching for a disconnect
