@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 import trio
 
 log = logging.getLogger("awaken.sse")
@@ -107,6 +108,38 @@ async def read_body(receive: ASGIReceive, limit: int) -> bytes | None:
 async def send_once(send: ASGISend, headers: list[tuple[bytes, bytes]], body: bytes, status: int = 200) -> None:
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class SseTransport:
+    """The ``Transport`` for one HTTP request: SSE frames, keep-alive comments, ``data: <done>``."""
+
+    def __init__(self, send: ASGISend, receive: ASGIReceive, headers: list[tuple[bytes, bytes]], *,
+                 keepalive: float, max_buffered: int) -> None:
+        self.send = send
+        self.receive = receive
+        self.headers = headers
+        self.keepalive = keepalive
+        self.max_buffered = max_buffered
+
+    async def stream(self, producer: Callable[[Callable[[list[Any]], None]], Awaitable[None]],
+                     done_marker: str | None) -> None:
+        async def produce(put: Put) -> None:
+            await producer(lambda wire: put(frame_all(wire)))
+
+        trailer = b"data: " + done_marker.encode() + b"\n\n" if done_marker else b""
+        await stream(self.send, self.receive, self.headers, produce, keepalive=self.keepalive,
+                     max_buffered=self.max_buffered, trailer=trailer)
+
+    async def reject(self, wire: list[Any], done_marker: str | None) -> None:
+        trailer = b"data: " + done_marker.encode() + b"\n\n" if done_marker else b""
+        await send_once(self.send, self.headers, frame_all(wire) + trailer)
+
+
+def frame_all(wire: list[Any]) -> bytes:
+    """SSE frames for wire events: ``data: <compact JSON>\n\n`` each, LF only."""
+    if len(wire) == 1:
+        return b"data: " + orjson.dumps(wire[0]) + b"\n\n"
+    return b"".join(b"data: " + orjson.dumps(w) + b"\n\n" for w in wire)
 
 
 async def stream(

@@ -1,0 +1,99 @@
+"""Test helpers: a live server in the test's nursery, SSE parsing, config building."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import orjson
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve as hypercorn_serve
+
+from awaken.config import AppConfig, parse_config
+from awaken.context import ServerContext
+from awaken.server import build_asgi
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_config_data() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "config.toml").read_text())
+
+
+def make_config(tmp_path: Path, *, backend: str = "sqlite", **top: Any) -> AppConfig:
+    """The repo's config.toml with the ledger under ``tmp_path`` and top-level keys replaced."""
+    data = default_config_data()
+    data["ledger"] = {"backend": backend,
+                      "path": str(tmp_path / ("awaken.db" if backend == "sqlite" else "ledger"))}
+    data.update(top)
+    return parse_config(data, source="test config")
+
+
+@attrs.define
+class LiveServer:
+    base_url: str
+    ctx: ServerContext
+    cancel_scope: trio.CancelScope
+
+    def client(self, **kw: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.base_url, timeout=kw.pop("timeout", 10), **kw)
+
+
+@asynccontextmanager
+async def live_server(config: AppConfig) -> AsyncIterator[LiveServer]:
+    """Serve ``config`` on 127.0.0.1 (a free port) inside a nursery; stop and close on exit."""
+    ctx = ServerContext.build(config)
+    await ctx.open()
+    try:
+        async with trio.open_nursery() as nursery:
+            hc = HypercornConfig()
+            hc.bind = ["127.0.0.1:0"]
+            hc.accesslog = None
+            hc.graceful_timeout = 0.5
+            binds = await nursery.start(
+                lambda task_status: hypercorn_serve(build_asgi(ctx), hc, task_status=task_status)
+            )
+            yield LiveServer(binds[0], ctx, nursery.cancel_scope)
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await ctx.aclose()
+
+
+def parse_sse(raw: str | bytes) -> list[Any]:
+    """The ``data:`` payloads of an SSE body, JSON-decoded (``[DONE]`` kept as the string)."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    assert "\r" not in text, "SSE must be framed with LF only"
+    out: list[Any] = []
+    for frame in text.split("\n\n"):
+        lines = [line for line in frame.split("\n") if line.startswith("data: ")]
+        if not lines:
+            continue
+        payload = "\n".join(line[6:] for line in lines)
+        out.append(payload if payload == "[DONE]" else orjson.loads(payload))
+    return out
+
+
+def agui_body(thread_id: str, run_id: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """A ``RunAgentInput`` as ``HttpAgent`` sends it by default."""
+    body = {"threadId": thread_id, "runId": run_id, "state": {}, "messages": messages, "tools": [],
+            "context": [], "forwardedProps": {}}
+    body.update(extra)
+    return body
+
+
+async def post_agui(client: httpx.AsyncClient, body: dict[str, Any], path: str = "/v1/ag-ui") -> list[dict[str, Any]]:
+    response = await client.post(path, json=body)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    return parse_sse(response.content)
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
