@@ -19,6 +19,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from .config import AppConfig, load_config
 from .context import ServerContext
 from .errors import ConfigError, StoreUnavailable
+from .ledger_copy import add_copy_command
 from .server import build_asgi
 
 log = logging.getLogger("awaken")
@@ -90,12 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     p_serve.add_argument("--config", default="config.toml", help="config file (default: ./config.toml)")
     p_serve.add_argument("--bind", help="HOST:PORT, overriding server.bind")
     p_serve.set_defaults(func=_serve_command)
-    try:
-        from .ledger_copy import add_copy_command
-
-        add_copy_command(sub)
-    except ImportError:
-        pass
+    add_copy_command(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 
