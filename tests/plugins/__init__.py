@@ -1,0 +1,1 @@
+"""Plugin tools used by the tests (loaded by dotted path from config, like a user's package)."""

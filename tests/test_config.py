@@ -1,0 +1,117 @@
+"""Config: the repo's config.toml is the working default; bad config stops start-up with one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import httpx
+import pytest
+import trio
+
+from awaken.config import load_config, parse_config
+from awaken.context import ServerContext
+from awaken.errors import ConfigError
+
+from .helpers import ROOT, default_config_data
+
+
+def test_repo_config_is_the_working_default():
+    """CONTRACT §2.1/§8: config.toml publishes assistant (default), guarded and frontend."""
+    config = load_config(ROOT / "config.toml")
+    assert config.default_agent == "assistant"
+    assert set(config.agents) == {"assistant", "guarded", "frontend"}
+    assert config.ledger.backend == "sqlite" and config.ledger.path == "./var/awaken.db"
+    assert config.server.bind == "127.0.0.1:8000"
+    ctx = ServerContext.build(config)
+    assistant = ctx.agents.get("assistant").describe()
+    assert [(t["name"], t["kind"], t["permission"]) for t in assistant["tools"]] == [
+        ("calculator", "server", "allow"), ("current_time", "server", "allow"), ("set_state", "server", "allow")]
+    guarded = ctx.agents.get("guarded").describe()
+    assert {t["permission"] for t in guarded["tools"]} == {"ask"}
+    frontend = ctx.agents.get("frontend").describe()
+    assert [(t["name"], t["kind"]) for t in frontend["tools"]] == [("ask_user", "client")]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["agents"]["assistant"].update(modle="x"), "unknown key agents.assistant.modle"),
+        (lambda d: d.update(colour="blue"), "unknown key colour"),
+        (lambda d: d["server"].update(keepalive_seconds="soon"),
+         "server.keepalive_seconds: expected float, got str 'soon'"),
+        (lambda d: d["agents"]["assistant"].update(max_steps="8"),
+         "agents.assistant.max_steps: expected int, got str '8'"),
+        (lambda d: d.update(default_agent="ghost"),
+         "default_agent: agent 'ghost' is not defined under [agents]"),
+        (lambda d: d["agents"]["assistant"].update(model="gpt"),
+         "agents.assistant.model: 'gpt' is neither 'scripted' nor 'openai:<model>'"),
+        (lambda d: d["agents"]["guarded"].update(permissions={"nope": "ask"}),
+         "agents.guarded.permissions.nope: the agent has no such tool"),
+        (lambda d: d["server"].update(bind="8000"), "server.bind: '8000' is not HOST:PORT"),
+    ],
+)
+def test_bad_config_is_one_line_naming_the_key(change, message):
+    """Issue 2.2: unknown key, wrong type, missing agent → one clear line naming the key."""
+    data = default_config_data()
+    change(data)
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, source="config.toml")
+    assert str(info.value) == f"config.toml: {message}"
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_tool_and_backend_are_named():
+    data = default_config_data()
+    data["agents"]["assistant"]["tools"] = ["calculator", "teleport"]
+    with pytest.raises(ConfigError, match=r"^agents\.assistant\.tools: unknown tool 'teleport'; known tools: "):
+        ServerContext.build(parse_config(data))
+    data = default_config_data()
+    data["ledger"]["backend"] = "mongo"
+    with pytest.raises(ConfigError, match=r"^ledger\.backend: unknown backend 'mongo'; known backends: .*files.*sqlite"):
+        ServerContext.build(parse_config(data))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cli_bad_config_exits_with_one_line(tmp_path):
+    """`awaken serve --config PATH` with a bad key prints one line and exits 2."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text((ROOT / "config.toml").read_text().replace("keepalive_seconds", "keepalive_secs"))
+    proc = subprocess.run([sys.executable, "-m", "awaken", "serve", "--config", str(bad)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"awaken: {bad}: unknown key server.keepalive_secs"]
+
+
+async def test_cli_serves_with_config_and_bind_override(tmp_path):
+    """`--config` and `--bind` override; the server answers /healthz and stops on SIGTERM."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text((ROOT / "config.toml").read_text().replace("./var/awaken.db", str(tmp_path / "a.db")))
+    port = _free_port()
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "awaken", "serve", "--config", str(cfg), "--bind", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        async with httpx.AsyncClient() as client:
+            for _ in range(100):
+                try:
+                    r = await client.get(f"http://127.0.0.1:{port}/healthz")
+                    break
+                except httpx.TransportError:
+                    await trio.sleep(0.1)
+            assert r.status_code == 200 and r.json() == {"status": "ok"}
+            assert (await client.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        with trio.fail_after(10):
+            await proc.wait()
+    assert proc.returncode == 0
+    assert (tmp_path / "a.db").exists()
