@@ -103,6 +103,16 @@ class Commit:
     error_message: str | None = None
 
 
+@attrs.frozen
+class ThreadView:
+    """What a run needs to start on a thread: the thread (None if new), its whole committed
+    history, and the pending calls of its waiting run (empty if none)."""
+
+    thread: ThreadRecord | None
+    messages: tuple[Message, ...]
+    pending: tuple[PendingCall, ...]
+
+
 class DuplicateRun(ValueError):
     """``start_run`` was given a run id the ledger already holds."""
 
@@ -160,6 +170,19 @@ class Ledger(abc.ABC):
     @abc.abstractmethod
     async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
         """Up to ``limit`` messages with ``seq > after_seq``, oldest first."""
+
+    async def thread_view(self, thread_id: str) -> ThreadView:
+        """The thread, its history and its pending calls, read consistently.
+
+        The default composes the single reads; a backend overrides it to answer in one round trip
+        (this is on the path to a run's first delta).
+        """
+        thread = await self.get_thread(thread_id)
+        if thread is None:
+            return ThreadView(None, (), ())
+        messages = await self.read_messages(thread_id, 0, thread.last_seq + 1)
+        pending = await self.pending_calls(thread_id)
+        return ThreadView(thread, tuple(messages), tuple(pending))
 
     @abc.abstractmethod
     async def list_threads(self) -> list[ThreadRecord]:

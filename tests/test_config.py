@@ -115,3 +115,20 @@ async def test_cli_serves_with_config_and_bind_override(tmp_path):
             await proc.wait()
     assert proc.returncode == 0
     assert (tmp_path / "a.db").exists()
+
+
+def test_readme_openai_snippet_is_a_valid_agent_table():
+    """Issue 6.6: the README's three lines point an agent at a local OpenAI-compatible server."""
+    import re
+    import tomllib
+
+    readme = (ROOT / "README.md").read_text()
+    snippet = re.search(r"```toml\n(\[agents\.assistant\]\n.*?)```", readme, re.S).group(1)
+    assert len(snippet.strip().splitlines()) == 3
+    data = default_config_data()
+    data["agents"]["assistant"].update(tomllib.loads(snippet)["agents"]["assistant"])
+    config = parse_config(data)
+    agent = config.agents["assistant"]
+    assert agent.model == "openai:llama3.2"
+    assert config.provider_for(agent).base_url == "http://127.0.0.1:11434/v1"
+    assert config.provider_for(agent).api_key_env == "OPENAI_API_KEY"

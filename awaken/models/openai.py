@@ -27,7 +27,11 @@ An endpoint that ignores ``stream`` and answers with one JSON completion is acce
 Timeouts. ``connect_timeout`` is httpx's connect, write and pool timeout. ``first_byte_timeout`` bounds
 the time from sending the request to the first SSE ``data:`` event, connecting included.
 ``idle_timeout`` bounds the gap between two ``data:`` events (comments do not count). Both use trio
-deadlines.
+deadlines. A value of zero or less means no limit.
+
+``temperature`` and ``max_tokens`` are sent when set. ``max_tokens`` goes out as
+``max_completion_tokens`` when the host is ``api.openai.com``, because OpenAI's reasoning models refuse
+``max_tokens``.
 
 Retries (``max_retries``, exponential backoff with jitter, ``Retry-After`` or ``retry-after-ms``
 honoured and capped at ``retry_after_max``) happen only while nothing has been passed to ``out``.
@@ -35,12 +39,11 @@ Once a delta is out, any failure ends the run. Connection errors, connect timeou
 and a stream that drops before its first delta are retried. A first-byte timeout is not retried,
 because the endpoint is up but slow and a retry would multiply the wait. Classification:
 
-========================================================  ======================
-connection refused or failed, 401/403, 404, 3xx, 5xx        ``MODEL_UNAVAILABLE``
-429 (after retries), an in-stream rate-limit error          ``MODEL_RATE_LIMITED``
-connect, first-byte and idle timeouts, 408                  ``MODEL_TIMEOUT``
-400 and other 4xx, malformed chunks, a stream that drops    ``MODEL_ERROR``
-========================================================  ======================
+* ``MODEL_UNAVAILABLE``: connection refused or failed, 401/403 ("the endpoint refused the
+  credentials"), 404, 3xx, 5xx once the retries are spent;
+* ``MODEL_RATE_LIMITED``: 429 once the retries are spent, or an in-stream rate-limit error;
+* ``MODEL_TIMEOUT``: connect, first-byte and idle timeouts, and 408;
+* ``MODEL_ERROR``: 400 and other 4xx, malformed chunks, and a stream that breaks off or ends early.
 
 Secrets. The API key is read from ``os.environ[config.api_key_env]`` at each request. If it is
 missing or empty (local servers), no ``Authorization`` header is sent. Failure messages are built
@@ -56,6 +59,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -78,7 +82,7 @@ from . import ModelOutput, ModelRequest, ToolSpec
 log = logging.getLogger(__name__)
 
 #: how long a finished stream (after ``data: [DONE]``) may take to end its body before it is dropped
-_DRAIN_SECONDS = 1.0
+_DRAIN_SECONDS = 0.25
 #: how long reading a non-2xx error body may take
 _ERROR_BODY_SECONDS = 5.0
 #: how long closing the upstream response may take (it is shielded from cancellation)
@@ -111,7 +115,7 @@ class OpenAIModel:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            t = self.config.connect_timeout
+            t = self.config.connect_timeout if self.config.connect_timeout > 0 else None
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(connect=t, read=None, write=t, pool=t), follow_redirects=False
             )
@@ -166,7 +170,7 @@ class OpenAIModel:
     async def _attempt(self, payload: bytes, headers: dict[str, str], relay: _Relay, api_key: str) -> None:
         cfg = self.config
         client = self._http()
-        deadline = trio.current_time() + cfg.first_byte_timeout
+        deadline = trio.current_time() + _limit(cfg.first_byte_timeout)
         response: httpx.Response | None = None
         with trio.move_on_at(deadline):
             try:
@@ -264,7 +268,7 @@ class OpenAIModel:
             if done:
                 deadline = trio.current_time() + _DRAIN_SECONDS
             elif chunks.seen_data:
-                deadline = trio.current_time() + self.config.idle_timeout
+                deadline = trio.current_time() + _limit(self.config.idle_timeout)
         if not done:
             for event in parser.close():
                 if not done:
@@ -285,7 +289,12 @@ class OpenAIModel:
             raise _Failed("MODEL_TIMEOUT", "the model endpoint did not answer within first_byte_timeout "
                           f"({self.config.first_byte_timeout:g} s)")
         chunks = _ChunkReader(relay)
-        chunks.chunk(_parse_json(body), key="message")
+        if body.lstrip().startswith(b"data:"):  # an event stream mislabelled as JSON
+            parser, done = _SSEParser(), False
+            for event in parser.feed(body) + parser.close():
+                done = done or chunks.event(event)
+        else:
+            chunks.chunk(_parse_json(body), key="message")
         chunks.end()
 
 
@@ -488,7 +497,7 @@ class _ChunkReader:
         if not isinstance(choices, list):
             raise _Failed("MODEL_ERROR", "the model stream sent a chunk whose choices are not a list")
         for choice in choices:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            if not isinstance(choice, dict) or choice.get("index") not in (0, None):
                 continue
             if choice.get("finish_reason"):
                 self.finished = True
@@ -575,6 +584,11 @@ class _Call:
     name: str | None = None
     announced: bool = False
     buffered: list[str] = attrs.field(factory=list)
+
+
+def _limit(seconds: float) -> float:
+    """A configured timeout; zero or less means none."""
+    return seconds if seconds > 0 else math.inf
 
 
 def _parse_json(data: bytes) -> Any:
