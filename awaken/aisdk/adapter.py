@@ -1,0 +1,186 @@
+"""The AI SDK protocol adapter: validate, deduplicate, split input from decisions, pick the encoder.
+
+It decides no run state. ``to_run_request`` drops what the ledger already holds — user/system
+messages by id, and tool parts whose call already has a committed result (replayed history) — and
+turns the rest of the continued assistant message's tool parts into ``ToolDecision``s:
+
+* ``output-available`` → ``ok`` with the JSON text of ``output``; ``output-error`` → ``error`` with
+  ``errorText``; ``approval-responded`` → ``approve``/``deny`` (the denial ``reason`` is kept), after
+  checking that ``approval.id`` is the ``approvalId`` this server issued (``wire.approval_id``).
+* A call counts as answered when ``tr_<toolCallId>`` is committed (every result the engine commits for
+  a decision without a message id), or — for a thread that was answered over AG-UI, where the result
+  is committed under the client's tool message id — when a committed tool result names the call.
+* A decision for a call that is not pending reaches the engine, which refuses it
+  (``TOOL_CALL_NOT_PENDING`` / ``NO_PENDING_RUN``): one ``error`` + ``finish{error}`` stream, nothing
+  committed.
+
+``handle_run`` is the SSE route; ``history_view`` the history route (``{items, cursor}``, paging that
+never splits one run's assistant UIMessage: see ``read_history``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from ..context import ServerContext
+from ..engine import RunRequest, ToolDecision, result_id
+from ..errors import AwakenError, BadCursor, InputRejected, StoreUnavailable, UnknownThread
+from ..exchange import Protocol, sse_exchange
+from ..history import encode_cursor, parse_limit, read_page
+from ..ledger import Ledger
+from ..messages import Message
+from .encoder import AiSdkEncoder
+from .history import project_history, same_group
+from .request import AiSdkInput, ToolPartAnswer, parse_chat_request
+from .wire import approval_id
+
+#: ``UI_MESSAGE_STREAM_HEADERS`` beyond what the SSE transport sends itself
+EXTRA_HEADERS = [(b"connection", b"keep-alive"), (b"x-vercel-ai-ui-message-stream", b"v1")]
+#: messages read per ledger call when a history page is extended to a run boundary
+_EXTEND_BATCH = 64
+#: the whole thread, for the rare scan for results committed under another protocol's ids
+_ALL = 1_000_000_000
+
+
+def decision_of(answer: ToolPartAnswer) -> ToolDecision:
+    """The engine's decision for one answered tool part (``message_id`` None: committed as ``tr_<id>``)."""
+    if answer.state == "approval-responded":
+        if answer.approved:
+            return ToolDecision(answer.tool_call_id, "approve")
+        return ToolDecision(answer.tool_call_id, "deny", answer.reason or "")
+    if answer.state == "output-error":
+        return ToolDecision(answer.tool_call_id, "error", answer.error_text)
+    return ToolDecision(answer.tool_call_id, "ok", orjson.dumps(answer.output).decode())
+
+
+async def _answered_elsewhere(ledger: Ledger, thread_id: str, call_ids: set[str]) -> set[str]:
+    """Those of ``call_ids`` with a committed tool result under any message id."""
+    if await ledger.get_thread(thread_id) is None:
+        return set()
+    found: set[str] = set()
+    for m in await ledger.read_messages(thread_id, 0, _ALL):
+        result = m.tool_result
+        if result is not None and result.tool_call_id in call_ids:
+            found.add(result.tool_call_id)
+    return found
+
+
+class AiSdkProtocol(Protocol):
+    done_marker = "[DONE]"
+    sse_headers = EXTRA_HEADERS
+
+    def parse(self, body: bytes, content_type: str | None) -> AiSdkInput:
+        return parse_chat_request(body, content_type)
+
+    def encoder(self, parsed: AiSdkInput | None) -> AiSdkEncoder:
+        return AiSdkEncoder(parsed.continued_id if parsed is not None else None)
+
+    async def to_run_request(self, ctx: ServerContext, parsed: AiSdkInput, agent_id: str | None) -> RunRequest:
+        agent_id = agent_id or parsed.agent_id  # the route's agent wins over the body's
+        ctx.agents.get(agent_id)  # an unknown agent is refused before the ledger is touched
+        thread_id = parsed.thread_id or f"thread_{uuid.uuid4().hex}"
+        ledger = ctx.ledger
+        ids = [m.id for m in parsed.inputs] + [result_id(a.tool_call_id) for a in parsed.answers]
+        committed = await ledger.committed_ids(thread_id, ids) if ids else set()
+        inputs = tuple(Message(m.id, m.role, m.parts) for m in parsed.inputs if m.id not in committed and m.parts)
+        answers = [a for a in parsed.answers if result_id(a.tool_call_id) not in committed]
+        if answers:
+            pending = {p.tool_call_id for p in await ledger.pending_calls(thread_id)}
+            unknown = {a.tool_call_id for a in answers if a.tool_call_id not in pending}
+            if unknown:
+                replayed = await _answered_elsewhere(ledger, thread_id, unknown)
+                answers = [a for a in answers if a.tool_call_id not in replayed]
+        for a in answers:
+            if a.state == "approval-responded" and a.approval_id != approval_id(a.tool_call_id):
+                raise InputRejected(
+                    f"approval {a.approval_id!r} was not issued for tool call {a.tool_call_id!r}; "
+                    "answer the approval request the server sent",
+                    code="TOOL_CALL_NOT_PENDING",
+                )
+        if not inputs and not answers and parsed.trigger == "regenerate-message":
+            raise InputRejected("regenerating a committed answer is not supported; send the question again "
+                                "as a new message", code="NO_NEW_INPUT")
+        return RunRequest(thread_id, agent_id, inputs, tuple(decision_of(a) for a in answers))
+
+
+PROTOCOL = AiSdkProtocol()
+
+
+async def handle_run(ctx: ServerContext, scope: dict, receive: Any, send: Any, agent_id: str | None) -> None:
+    """``POST /v1/ai-sdk/chat`` and ``POST /v1/ai-sdk/agents/{agentId}/chat`` over SSE."""
+    await sse_exchange(ctx, PROTOCOL, scope, receive, send, agent_id)
+
+
+async def read_history(ledger: Ledger, thread_id: str, cursor: str | None, limit: int) -> tuple[list[dict], str]:
+    """One page of UIMessages and the cursor after it.
+
+    Paging never splits one run's assistant UIMessage: a page that would end inside one is
+    **extended** forward to the run's boundary (so a page may hold more than ``limit`` messages;
+    extending, unlike cutting before, always makes progress). A page that starts inside one — the
+    run went on after the previous page was read, e.g. a waiting run was resumed — re-sends that
+    UIMessage **whole**, with the same id: a client replaces messages by id. The cursor still marks the
+    last committed message the page holds, with the AG-UI route's 400/404/503 rules.
+    """
+    messages, next_cursor = await read_page(ledger, thread_id, cursor, limit)
+    if messages and messages[-1].role in ("assistant", "tool"):
+        run_id = messages[-1].run_id
+        while True:
+            more = await ledger.read_messages(thread_id, messages[-1].seq, _EXTEND_BATCH)
+            taken = 0
+            for m in more:
+                if not same_group(m, run_id):
+                    break
+                messages.append(m)
+                taken += 1
+            if taken < _EXTEND_BATCH:
+                break
+        next_cursor = encode_cursor(thread_id, messages[-1].seq)
+    if messages and messages[0].role in ("assistant", "tool"):
+        messages = await _group_head(ledger, thread_id, messages[0]) + messages
+    pending = await ledger.pending_calls(thread_id)
+    usage = {r.run_id: r.usage for r in await ledger.list_runs(thread_id)}
+    return project_history(messages, pending, usage), next_cursor
+
+
+async def _group_head(ledger: Ledger, thread_id: str, first: Message) -> list[Message]:
+    """The earlier messages of the assistant UIMessage ``first`` belongs to (read backward in windows)."""
+    head: list[Message] = []
+    end = first.seq - 1
+    while end > 0:
+        start = max(0, end - _EXTEND_BATCH)
+        window = [m for m in await ledger.read_messages(thread_id, start, end - start) if m.seq <= end]
+        for m in reversed(window):
+            if not same_group(m, first.run_id):
+                return head
+            head.insert(0, m)
+        end = start
+    return head
+
+
+def _error(exc: AwakenError, status: int) -> Any:
+    from quart import jsonify
+
+    return jsonify({"error": {"code": exc.code, "message": exc.message}}), status
+
+
+def history_view(ctx: ServerContext) -> Callable[[str], Awaitable[Any]]:
+    """The quart view for ``GET /v1/ai-sdk/threads/{threadId}/messages?cursor=&limit=``."""
+    from quart import jsonify, request
+
+    async def history(thread_id: str) -> Any:
+        try:
+            limit = parse_limit(request.args.get("limit"))
+            items, cursor = await read_history(ctx.ledger, thread_id, request.args.get("cursor"), limit)
+        except BadCursor as exc:
+            return _error(exc, 400)
+        except UnknownThread as exc:
+            return _error(exc, 404)
+        except StoreUnavailable as exc:
+            return _error(exc, 503)
+        return jsonify({"items": items, "cursor": cursor})
+
+    return history
