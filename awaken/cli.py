@@ -19,6 +19,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from .config import AppConfig, load_config
 from .context import ServerContext
 from .errors import ConfigError, StoreUnavailable
+from .exchange import MAX_BODY
 from .ledger_copy import add_copy_command
 from .server import build_asgi
 
@@ -32,6 +33,7 @@ def hypercorn_config(config: AppConfig) -> HypercornConfig:
     hc.accesslog = None
     hc.errorlog = "-"
     hc.keep_alive_timeout = 75
+    hc.websocket_max_message_size = MAX_BODY  # a WebSocket request may be as large as a POST body
     return hc
 
 

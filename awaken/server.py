@@ -10,6 +10,10 @@ Routes:
     GET  /v1/agents                                  the published agents
     POST /v1/ag-ui, /v1/ag-ui/agents/{agentId}       AG-UI runs (SSE)
     GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor}
+    POST /v1/ai-sdk/chat, /v1/ai-sdk/agents/{agentId}/chat   AI SDK UI Message Stream runs (SSE)
+    GET  /v1/ai-sdk/threads/{threadId}/messages      AI SDK history page {items: UIMessage[], cursor}
+    WS   /v1/ag-ui/ws, /v1/ag-ui/agents/{agentId}/ws         AG-UI runs over WebSocket (transports/ws.py)
+    WS   /v1/ai-sdk/ws, /v1/ai-sdk/agents/{agentId}/ws       AI SDK runs over WebSocket
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from quart_trio import QuartTrio
 
 from .agui import adapter as agui_adapter
 from .agui.history import project_history
+from .aisdk import adapter as aisdk_adapter
 from .context import ServerContext
 from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
 from .history import parse_limit, read_page
+from .transports import ws
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 StreamRoute = Callable[[ServerContext, dict, Any, Any, "str | None"], Awaitable[None]]
@@ -73,6 +79,8 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
 
     app.add_url_rule("/v1/ag-ui/threads/<path:thread_id>/messages", "agui_history",
                      history_route(project_history), methods=["GET"])
+    app.add_url_rule("/v1/ai-sdk/threads/<path:thread_id>/messages", "aisdk_history",
+                     aisdk_adapter.history_view(ctx), methods=["GET"])
     return app
 
 
@@ -80,6 +88,12 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
 STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
     ("POST", re.compile(r"^/v1/ag-ui/?$"), agui_adapter.handle_run),
     ("POST", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/?$"), agui_adapter.handle_run),
+    ("POST", re.compile(r"^/v1/ai-sdk/chat/?$"), aisdk_adapter.handle_run),
+    ("POST", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/?$"), aisdk_adapter.handle_run),
+    ("WEBSOCKET", re.compile(r"^/v1/ag-ui/ws/?$"), ws.route(agui_adapter.PROTOCOL)),
+    ("WEBSOCKET", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/ws/?$"), ws.route(agui_adapter.PROTOCOL)),
+    ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/ws/?$"), ws.route(aisdk_adapter.PROTOCOL)),
+    ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/ws/?$"), ws.route(aisdk_adapter.PROTOCOL)),
 ]
 
 

@@ -17,6 +17,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from awaken.config import AppConfig, parse_config
 from awaken.context import ServerContext
+from awaken.exchange import MAX_BODY
 from awaken.server import build_asgi
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +57,7 @@ async def live_server(config: AppConfig) -> AsyncIterator[LiveServer]:
             hc.bind = ["127.0.0.1:0"]
             hc.accesslog = None
             hc.graceful_timeout = 0.5
+            hc.websocket_max_message_size = MAX_BODY
             binds = await nursery.start(
                 lambda task_status: hypercorn_serve(build_asgi(ctx), hc, task_status=task_status)
             )

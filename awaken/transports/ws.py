@@ -1,0 +1,502 @@
+"""WebSocket over raw ASGI: many runs, one after another, on one socket, for any protocol.
+
+The wire. Each client **text** message is one request body, exactly what the protocol's POST route
+takes (``application/json`` is implied). Each wire event goes back as one text message whose payload
+is exactly what SSE puts after ``data: `` (an AI SDK stream still ends with a ``[DONE]`` message).
+Keep-alive is a WebSocket ping frame every ``server.ws_ping_seconds`` (``<= 0`` turns it off).
+
+One request at a time. A text message that arrives while the previous request is still streaming
+gets ``REQUEST_BUSY`` as that protocol's rejection stream (AG-UI ``RUN_ERROR``; AI SDK ``error`` +
+``finish`` + ``[DONE]``), interleaved with the running stream, which is untouched. A request counts as
+streaming until its terminal event (and done marker) is queued, so a client may send the next one as
+soon as it reads the previous terminal event. Bad input gets the same coded error the POST route
+gives (a binary message: ``UNSUPPORTED_MEDIA_TYPE``) and the socket stays open and usable.
+
+Ownership (structured concurrency). ``serve_websocket`` opens one nursery per connection holding the
+reader (the ASGI ``receive`` loop), the writer, the pinger, the shutdown watcher and the current
+request (``exchange``: parse, admit, run). Nothing outlives the connection; everything stops by
+cancel scopes. The run never awaits the socket: its sink ``put``s frames into the ``Outbox``
+(synchronous, bounded by ``server.max_buffered_bytes``) and the writer, the only task that writes,
+drains it. A client that stops reading therefore never stalls the run or the server.
+
+Close codes (the server's; a client's own close is simply a disconnect)::
+
+    1001  going away: the server is shutting down. An idle socket is closed at once; a streaming
+          request first finishes, or is interrupted when the server's graceful timeout runs out.
+    1011  internal error: a server bug broke the current request's stream.
+    4008  too slow: the client left more than ``server.max_buffered_bytes`` unread. The frames still
+          queued are dropped, the in-flight run is cancelled and committed ``interrupted`` (as for a
+          disconnect), and the close frame follows the bytes already handed to the socket.
+    1009  (hypercorn's own) a message larger than hypercorn's ``websocket_max_message_size``.
+
+Ending. Whatever the reason, an in-flight run is cancelled and the engine commits it
+``interrupted``. After sending its close frame the server waits ``CLOSE_TIMEOUT`` for the client's
+reply; when the close frame cannot even be written (the client reads nothing at all, so an earlier
+write is still blocked) the TCP connection is dropped after ``ABORT_AFTER`` seconds.
+
+The hypercorn seam (``HypercornWire``). ASGI has no ping message, no way to drop a connection whose
+write is stuck (hypercorn shields ``send_all`` with no deadline), no shutdown notice for an open
+websocket, and one ``websocket.send`` per message costs a shielded socket write each (about 19k
+messages/s on the trio worker, slower than a run can produce them). hypercorn's ``WSStream``, whose
+bound ``app_send`` is the ASGI ``send``, has what is missing: its wsproto ``connection`` frames
+queued messages into one write per ``WRITE_CHUNK`` characters, a ping, and ``context.terminated``. Under any other ASGI
+server ``AsgiWire`` is used: one ``websocket.send`` per message, no pings, and shutdown is noticed
+only when the server cancels the connection. ``tests/test_ws_transport.py`` pins the seam.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import attrs
+import orjson
+import trio
+
+from ..context import ServerContext
+from ..encoding import WireEvent
+from ..exchange import MAX_BODY, Emit, Protocol, exchange
+
+log = logging.getLogger("awaken.ws")
+
+ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
+Route = Callable[[ServerContext, dict, ASGIReceive, ASGISend, "str | None"], Awaitable[None]]
+
+#: the server is shutting down
+CLOSE_GOING_AWAY = 1001
+#: a server bug broke the current stream
+CLOSE_INTERNAL_ERROR = 1011
+#: the client left more than ``server.max_buffered_bytes`` unread (mirrors 1008 "policy violation")
+CLOSE_TOO_SLOW = 4008
+#: seconds the server waits for the client's reply to its close frame before dropping the connection
+CLOSE_TIMEOUT = 1.0
+#: seconds a close frame may wait behind a write the client does not read before the TCP connection is dropped
+ABORT_AFTER = 5.0
+#: the content type every text message is read as
+CONTENT_TYPE = "application/json"
+#: characters of text framed per socket write: framing (and permessage-deflate) is synchronous work,
+#: about 7-13 us a message, so a 4 MB backlog is written in slices that each leave the loop quickly
+WRITE_CHUNK = 64 * 1024
+
+
+# -- the outbox: the only thing between a run and the socket ------------------------------------------
+
+
+@attrs.frozen
+class Close:
+    code: int
+    reason: str
+
+
+@attrs.frozen
+class Batch:
+    """What the writer sends next, in this order: a ping, the texts, the close frame."""
+
+    ping: bool
+    texts: list[str]
+    close: Close | None
+
+
+class Outbox:
+    """Text messages waiting for the socket, bounded in bytes.
+
+    ``put`` is synchronous and never blocks: the run calls it from its event sink. ``take`` hands the
+    writer everything queued so far as one ``Batch``. When more than ``limit`` bytes are queued,
+    ``on_overflow`` is called (once; it is expected to ``close`` with ``drop=True``). ``close`` queues
+    the close frame: with ``drop`` the queued texts are discarded, without it they are sent first.
+    After ``close``, ``put`` and ``ping`` do nothing.
+    """
+
+    def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
+        self.limit = limit
+        self._on_overflow = on_overflow
+        self._texts: list[str] = []
+        self._size = 0
+        self._ping = False
+        self._close: Close | None = None
+        self._dropped = False
+        self._taken_close = False
+        self._lot = trio.lowlevel.ParkingLot()
+
+    @property
+    def closing(self) -> bool:
+        return self._close is not None
+
+    @property
+    def dropped(self) -> bool:
+        """Whether ``close`` discarded the queue (the writer also abandons the batch it holds)."""
+        return self._dropped
+
+    def put(self, text: str, size: int) -> None:
+        if self._close is not None:
+            return
+        self._texts.append(text)
+        self._size += size
+        if self._size > self.limit:
+            self._on_overflow()
+        self._wake()
+
+    def ping(self) -> None:
+        if self._close is None:
+            self._ping = True
+            self._wake()
+
+    def close(self, code: int, reason: str, *, drop: bool) -> None:
+        if self._close is not None:
+            return
+        self._close = Close(code, reason)
+        if drop:
+            self._dropped = True
+            self._texts = []
+            self._size = 0
+            self._ping = False
+        self._wake()
+
+    async def take(self) -> Batch:
+        """The next batch; waits while there is nothing to send. Never returns after the close batch."""
+        while not (self._texts or self._ping or (self._close is not None and not self._taken_close)):
+            await self._lot.park()
+        batch = Batch(self._ping, self._texts, self._close)
+        self._texts = []
+        self._size = 0
+        self._ping = False
+        self._taken_close = self._close is not None
+        return batch
+
+    def _wake(self) -> None:
+        if self._lot:
+            self._lot.unpark_all()
+
+
+def slices(texts: list[str], size: int) -> Iterator[list[str]]:
+    """``texts`` in order, in runs of about ``size`` characters (at least one text each)."""
+    start = total = 0
+    for i, text in enumerate(texts):
+        total += len(text)
+        if total >= size:
+            yield texts[start : i + 1]
+            start, total = i + 1, 0
+    if start < len(texts):
+        yield texts[start:]
+
+
+# -- the wire: how bytes reach the client -------------------------------------------------------------
+
+
+class AsgiWire:
+    """Plain ASGI: one ``websocket.send`` per message; no pings, no abort, no shutdown notice."""
+
+    can_ping = False
+
+    def __init__(self, send: ASGISend) -> None:
+        self._send = send
+
+    async def send_texts(self, texts: list[str]) -> None:
+        for text in texts:
+            await self._send({"type": "websocket.send", "text": text})
+
+    async def ping(self) -> None:
+        return None
+
+    async def close(self, code: int, reason: str) -> None:
+        await self._send({"type": "websocket.close", "code": code, "reason": reason})
+
+    async def abort(self) -> None:
+        """Drop the connection without a close frame (unsupported: the stuck write keeps its task)."""
+        return None
+
+    async def wait_shutdown(self) -> None:
+        await trio.sleep_forever()
+
+
+class HypercornWire(AsgiWire):
+    """hypercorn's ``WSStream`` behind the ASGI ``send``: batched frames, pings, abort, shutdown notice.
+
+    Batches are framed by the stream's own wsproto connection (so permessage-deflate and the close
+    state stay hypercorn's) and written in one ``Data`` event: one shielded ``send_all`` per batch.
+    The close frame still goes through ASGI ``websocket.close``, which moves hypercorn's state.
+    """
+
+    can_ping = True
+
+    def __init__(self, send: ASGISend, stream: Any) -> None:
+        super().__init__(send)
+        self._stream = stream
+
+    @classmethod
+    def of(cls, send: ASGISend) -> AsgiWire:
+        """The best wire for ``send``: this one under hypercorn (checked by type), else ``AsgiWire``."""
+        try:
+            from hypercorn.protocol.ws_stream import WSStream
+        except ImportError:  # pragma: no cover - hypercorn is a dependency
+            return AsgiWire(send)
+        stream = getattr(send, "__self__", None)
+        if isinstance(stream, WSStream) and all(hasattr(stream, a) for a in ("connection", "send", "stream_id")):
+            return cls(send, stream)
+        log.warning("not served by hypercorn's WSStream: websocket pings, batching and abort are off")
+        return AsgiWire(send)
+
+    async def _write_frames(self, events: list[Any]) -> None:
+        from hypercorn.protocol.events import Data
+        from wsproto.utilities import LocalProtocolError
+
+        stream = self._stream
+        if stream.closed:
+            return  # the client is gone; its disconnect is on the receive channel
+        try:
+            data = b"".join([stream.connection.send(event) for event in events])
+        except LocalProtocolError:
+            return  # the client started the close handshake: nothing more may be sent
+        await stream.send(Data(stream_id=stream.stream_id, data=data))
+
+    async def send_texts(self, texts: list[str]) -> None:
+        from wsproto.events import TextMessage
+
+        await self._write_frames([TextMessage(data=text) for text in texts])
+
+    async def ping(self) -> None:
+        from wsproto.events import Ping
+
+        await self._write_frames([Ping()])
+
+    async def abort(self) -> None:
+        from hypercorn.protocol.events import StreamClosed
+
+        # hypercorn's own end-of-stream path: the app sees websocket.disconnect, the TCP stream is
+        # closed, and a write blocked on it fails (and returns) at once.
+        await self._stream.send(StreamClosed(stream_id=self._stream.stream_id))
+
+    async def wait_shutdown(self) -> None:
+        await self._stream.context.terminated.wait()
+
+
+# -- one connection -----------------------------------------------------------------------------------
+
+
+class RequestStream:
+    """The ``exchange.Transport`` of one request on a socket: its frames go to the connection's outbox."""
+
+    def __init__(self, conn: WsConnection) -> None:
+        self.conn = conn
+        self.scope = trio.CancelScope()
+        self.started = False
+        self.finished = False
+
+    def emit(self, wire: list[WireEvent]) -> None:
+        self.started = True
+        self.conn.emit(wire)
+
+    async def stream(self, producer: Callable[[Emit], Awaitable[None]], done_marker: str | None) -> None:
+        await producer(self.emit)
+        self.finish(done_marker)
+
+    async def reject(self, wire: list[WireEvent], done_marker: str | None) -> None:
+        self.emit(wire)
+        self.finish(done_marker)
+
+    def finish(self, done_marker: str | None) -> None:
+        """The terminal frames are queued: the socket takes the next request from now on."""
+        if self.finished:
+            return
+        self.finished = True
+        if done_marker:
+            self.conn.emit_text(done_marker)
+        self.conn.request_finished(self)
+
+
+class WsConnection:
+    """One accepted socket: reader, writer, pinger, shutdown watcher and the current request."""
+
+    def __init__(self, ctx: ServerContext, protocol: Protocol, receive: ASGIReceive, wire: AsgiWire,
+                 agent_id: str | None) -> None:
+        server = ctx.config.server
+        self.ctx = ctx
+        self.protocol = protocol
+        self.receive = receive
+        self.wire = wire
+        self.agent_id = agent_id
+        self.ping_seconds = server.ws_ping_seconds
+        self.outbox = Outbox(server.max_buffered_bytes, self._on_overflow)
+        self.current: RequestStream | None = None
+        self._nursery: trio.Nursery | None = None
+        self._shutting_down = False
+        self._disconnected = False
+        self._sending = False
+        self._close_sent = trio.Event()
+
+    # The connection's tasks --------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._write_loop)
+                nursery.start_soon(self._watch_shutdown)
+                if self.wire.can_ping and self.ping_seconds > 0:
+                    nursery.start_soon(self._ping_loop)
+                try:
+                    await self._read_loop()
+                finally:
+                    nursery.cancel_scope.cancel()  # the run (if any) is interrupted, the rest stop
+                    if self._sending:
+                        # A write the client does not read would pin this nursery (hypercorn shields it).
+                        with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                            await self.wire.abort()
+        except BaseException as exc:
+            # Cancelled from outside (the server's graceful timeout ran out) or a bug: say so, bounded.
+            if not (self._disconnected or self._close_sent.is_set()):
+                cancelled = isinstance(exc, trio.Cancelled) or (
+                    isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[1] is None
+                )
+                code = CLOSE_GOING_AWAY if cancelled else CLOSE_INTERNAL_ERROR
+                with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                    await self.wire.close(code, "server shutting down" if cancelled else "internal error")
+            raise
+
+    async def _read_loop(self) -> None:
+        """Until the client's disconnect: each text message is one request."""
+        while True:
+            message = await self.receive()
+            kind = message["type"]
+            if kind == "websocket.disconnect":
+                self._disconnected = True
+                return
+            if kind != "websocket.receive" or self.outbox.closing:
+                continue  # closing: wait for the client's close reply
+            text = message.get("text")
+            if text is None:
+                self.reject_now("UNSUPPORTED_MEDIA_TYPE",
+                                "binary WebSocket messages are not accepted: send each request as one JSON text message")
+            elif self.current is not None:
+                self.reject_now("REQUEST_BUSY",
+                                "a run is already streaming on this socket; send the next request after its "
+                                "terminal event")
+            else:
+                request = RequestStream(self)
+                self.current = request
+                assert self._nursery is not None
+                self._nursery.start_soon(self._serve_request, request, text.encode())
+
+    async def _serve_request(self, request: RequestStream, body: bytes) -> None:
+        try:
+            with request.scope:
+                if len(body) > MAX_BODY:
+                    encoder = self.protocol.encoder(None)
+                    await request.reject(self.protocol.rejection(
+                        encoder, "BODY_TOO_LARGE", f"the body is larger than {MAX_BODY} bytes"),
+                        self.protocol.done_marker)
+                    return
+                await exchange(self.ctx, self.protocol, request, body, CONTENT_TYPE, self.agent_id)
+        except Exception:
+            log.exception("a WebSocket request failed")
+            if not request.started:
+                encoder = self.protocol.encoder(None)
+                await request.reject(self.protocol.rejection(
+                    encoder, "INTERNAL_ERROR", "the server failed while handling the request"),
+                    self.protocol.done_marker)
+            else:
+                self.close(CLOSE_INTERNAL_ERROR, "internal error", drop=False)
+        finally:
+            request.finish(None)  # cancelled or failed: free the socket (a no-op after a normal end)
+
+    async def _write_loop(self) -> None:
+        """The only task that writes. Ends after the close frame (and its bounded wait for a reply)."""
+        while True:
+            batch = await self.outbox.take()
+            self._sending = True
+            try:
+                if batch.ping:
+                    await self.wire.ping()
+                for chunk in slices(batch.texts, WRITE_CHUNK):
+                    if self.outbox.dropped:
+                        break
+                    await self.wire.send_texts(chunk)
+                if batch.close is not None:
+                    await self.wire.close(batch.close.code, batch.close.reason)
+                    break
+            finally:
+                self._sending = False
+        self._close_sent.set()
+        await trio.sleep(CLOSE_TIMEOUT)
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+
+    async def _ping_loop(self) -> None:
+        while True:
+            await trio.sleep(self.ping_seconds)
+            self.outbox.ping()
+
+    async def _watch_shutdown(self) -> None:
+        await self.wire.wait_shutdown()
+        self._shutting_down = True
+        if self.current is None:
+            self.close(CLOSE_GOING_AWAY, "server shutting down", drop=False)
+
+    async def _abort_if_stalled(self) -> None:
+        """Drop the TCP connection when the close frame cannot be written within ``ABORT_AFTER``."""
+        with trio.move_on_after(ABORT_AFTER):
+            await self._close_sent.wait()
+            return
+        log.warning("a WebSocket client read nothing for %.1f s after its close: dropping the connection",
+                    ABORT_AFTER)
+        await self.wire.abort()
+
+    # Synchronous helpers (called by the run's sink, the reader and the request) ---------------------
+
+    def emit(self, wire: list[WireEvent]) -> None:
+        for event in wire:
+            data = orjson.dumps(event)
+            self.outbox.put(data.decode(), len(data))
+
+    def emit_text(self, text: str) -> None:
+        self.outbox.put(text, len(text))
+
+    def reject_now(self, code: str, message: str) -> None:
+        """A whole rejection stream for a message that starts no request (the current one is untouched)."""
+        wire = self.protocol.rejection(self.protocol.encoder(None), code, message)
+        self.emit(wire)
+        if self.protocol.done_marker:
+            self.emit_text(self.protocol.done_marker)
+
+    def request_finished(self, request: RequestStream) -> None:
+        if self.current is request:
+            self.current = None
+            if self._shutting_down:
+                self.close(CLOSE_GOING_AWAY, "server shutting down", drop=False)
+
+    def close(self, code: int, reason: str, *, drop: bool) -> None:
+        """Start closing: cancel the current request, queue the close frame, watch that it gets out."""
+        if self.outbox.closing:
+            return
+        if self.current is not None:
+            self.current.scope.cancel()
+        self.outbox.close(code, reason, drop=drop)
+        if self._nursery is not None:
+            self._nursery.start_soon(self._abort_if_stalled)
+
+    def _on_overflow(self) -> None:
+        log.info("a WebSocket client left more than %d bytes unread: closing with %d",
+                 self.outbox.limit, CLOSE_TOO_SLOW)
+        self.close(CLOSE_TOO_SLOW, "too slow: the client left too many bytes unread", drop=True)
+
+
+async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, receive: ASGIReceive,
+                          send: ASGISend, agent_id: str | None) -> None:
+    """Accept one websocket and serve ``protocol`` requests on it until either side closes it."""
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return
+    await send({"type": "websocket.accept"})
+    await WsConnection(ctx, protocol, receive, HypercornWire.of(send), agent_id).serve()
+
+
+def route(protocol: Protocol) -> Route:
+    """The ``STREAM_ROUTES`` handler serving ``protocol`` over WebSocket."""
+
+    async def handle(ctx: ServerContext, scope: dict, receive: ASGIReceive, send: ASGISend,
+                     agent_id: str | None) -> None:
+        await serve_websocket(ctx, protocol, scope, receive, send, agent_id)
+
+    return handle

@@ -1,0 +1,161 @@
+"""The AI SDK UI Message Stream over WebSocket (CONTRACT §4, §6): ``/v1/ai-sdk/ws`` and per-agent sockets.
+
+Every message is what SSE carries after ``data: `` (chunks as JSON, then the ``[DONE]`` message);
+every chunk passes the ai@6.0.0 strict schema (``awaken.aisdk.wire.check_chunk``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import trio
+from trio_websocket import WebSocketConnection, open_websocket_url
+
+from awaken.aisdk.wire import check_chunk
+from awaken.runstate import RunStatus
+
+from .helpers import parse_sse
+from .test_ws_transport import run_node, ws_url
+
+DONE = "[DONE]"
+
+
+def ui_user(message_id: str, text: str) -> dict[str, Any]:
+    return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def chat(thread_id: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """A body as ``DefaultChatTransport`` sends it."""
+    return {"id": thread_id, "messages": messages, "trigger": "submit-message", **extra}
+
+
+async def until_done(ws: WebSocketConnection) -> list[Any]:
+    """Every message up to and including the next ``[DONE]`` (chunks decoded and schema-checked)."""
+    out: list[Any] = []
+    with trio.fail_after(10):
+        while not out or out[-1] != DONE:
+            message = await ws.get_message()
+            assert isinstance(message, str)
+            if message != DONE:
+                chunk = orjson.loads(message)
+                check_chunk(chunk)
+                out.append(chunk)
+            else:
+                out.append(message)
+    return out
+
+
+async def chat_over_ws(ws: WebSocketConnection, body: dict[str, Any]) -> list[Any]:
+    await ws.send_message(orjson.dumps(body).decode())
+    return await until_done(ws)
+
+
+def kinds(stream: list[Any]) -> list[str]:
+    return [c if c == DONE else c["type"] for c in stream]
+
+
+def text_of(stream: list[Any]) -> str:
+    return "".join(c["delta"] for c in stream if c != DONE and c["type"] == "text-delta")
+
+
+def normalized(stream: list[Any]) -> list[Any]:
+    """Chunks with the per-run ids replaced, for comparing two runs of the same input."""
+    ids = ("id", "messageId", "toolCallId", "approvalId")
+    return [c if c == DONE else {k: (k if k in ids else v) for k, v in c.items()} for c in stream]
+
+
+def only(stream: list[Any], kind: str) -> dict[str, Any]:
+    (found,) = [c for c in stream if c != DONE and c["type"] == kind]
+    return found
+
+
+async def test_text_run_ends_with_done_and_is_the_sse_stream(server, client):
+    """§4/§6: the same chunks as the POST route's SSE stream, one per message, then a ``[DONE]`` message."""
+    response = await client.post("/v1/ai-sdk/chat", json=chat("a-sse", [ui_user("a-u1", "hello there")]))
+    sse = parse_sse(response.content)
+    async with open_websocket_url(ws_url(server.base_url, "/v1/ai-sdk/ws")) as ws:
+        stream = await chat_over_ws(ws, chat("a-ws", [ui_user("a-u2", "hello there")]))
+    assert kinds(stream)[-2:] == ["finish", DONE] and only(stream, "finish")["finishReason"] == "stop"
+    assert text_of(stream) == 'You said: "hello there".'
+    assert normalized(stream) == normalized(sse)
+    runs = await server.ctx.ledger.list_runs("a-ws")
+    assert [r.status for r in runs] == [RunStatus.COMPLETED]
+
+
+async def test_approval_and_client_result_over_one_socket(server):
+    """Both tool flows on one socket: the body's ``agentId`` picks ``guarded`` then ``frontend``."""
+    async with open_websocket_url(ws_url(server.base_url, "/v1/ai-sdk/ws")) as ws:
+        ask = ui_user("a-g1", '/call calculator {"expression":"1+1"}')
+        gate = await chat_over_ws(ws, chat("a-g", [ask], agentId="guarded"))
+        request = only(gate, "tool-approval-request")
+        assert only(gate, "finish")["finishReason"] == "tool-calls"
+        part = {"type": "tool-calculator", "toolCallId": request["toolCallId"], "state": "approval-responded",
+                "input": only(gate, "tool-input-available")["input"],
+                "approval": {"id": request["approvalId"], "approved": True}}
+        assistant = {"id": only(gate, "start")["messageId"], "role": "assistant", "parts": [part]}
+        approved = await chat_over_ws(ws, chat("a-g", [ask, assistant], agentId="guarded"))
+        assert only(approved, "tool-output-available")["output"] == {"result": 2}
+        assert "calculator returned" in text_of(approved)
+        assert only(approved, "finish")["finishReason"] == "stop"
+
+        question = ui_user("a-f1", '/call ask_user {"question":"?"}')
+        asked = await chat_over_ws(ws, chat("a-f", [question], agentId="frontend"))
+        call = only(asked, "tool-input-available")
+        assert call["toolName"] == "ask_user" and only(asked, "finish")["finishReason"] == "tool-calls"
+        part = {"type": "tool-ask_user", "toolCallId": call["toolCallId"], "state": "output-available",
+                "input": call["input"], "output": "forty-two"}
+        assistant = {"id": only(asked, "start")["messageId"], "role": "assistant", "parts": [part]}
+        answered = await chat_over_ws(ws, chat("a-f", [question, assistant], agentId="frontend"))
+        assert "ask_user returned" in text_of(answered) and "forty-two" in text_of(answered)
+    for thread in ("a-g", "a-f"):
+        assert [r.status for r in await server.ctx.ledger.list_runs(thread)] == [RunStatus.COMPLETED]
+
+
+async def test_request_while_streaming_gets_request_busy_error_finish_done(server):
+    """REQUEST_BUSY as the AI SDK rejection stream (error, finish{error}, [DONE]); the run streams on."""
+    async with open_websocket_url(ws_url(server.base_url, "/v1/ai-sdk/ws")) as ws:
+        await ws.send_message(orjson.dumps(chat("a-busy", [ui_user("a-b1", "/delay 15\n/words 12")])).decode())
+        head = [orjson.loads(await ws.get_message()) for _ in range(4)]
+        assert kinds(head)[-1] == "text-delta"
+        await ws.send_message(orjson.dumps(chat("a-later", [ui_user("a-l1", "hi")])).decode())
+        refused = await until_done(ws)
+        rest = await until_done(ws)
+    # the refusal is queued whole: run chunks that were already queued, then error, finish, [DONE]
+    error, finish, done = refused[-3:]
+    assert error["type"] == "error" and error["errorText"].startswith("REQUEST_BUSY: ")
+    assert (finish, done) == ({"type": "finish", "finishReason": "error"}, DONE)
+    stream = head + refused[:-3] + rest
+    assert kinds(stream).count("start") == 1 and kinds(stream).count("finish") == 1
+    assert kinds(stream)[-2:] == ["finish", DONE] and len(text_of(stream).split()) == 12
+    assert await server.ctx.ledger.get_thread("a-later") is None
+
+
+async def test_bad_messages_get_error_parts_and_the_socket_stays_usable(server):
+    """Malformed JSON, binary frames and bad UIMessages: an ``error`` chunk stream each, socket still open."""
+    async with open_websocket_url(ws_url(server.base_url, "/v1/ai-sdk/ws")) as ws:
+        for message, code in [("{x", "INVALID_JSON"), (b"\x01\x02", "UNSUPPORTED_MEDIA_TYPE"),
+                              ('{"messages": [{"id": "m", "role": "robot", "parts": []}]}', "INVALID_REQUEST")]:
+            await ws.send_message(message)
+            stream = await until_done(ws)
+            assert kinds(stream) == ["error", "finish", DONE]
+            assert stream[0]["errorText"].startswith(f"{code}: ")
+        ok = await chat_over_ws(ws, chat("a-ok", [ui_user("a-ok1", "fine")]))
+        assert text_of(ok) == 'You said: "fine".'
+
+
+async def test_agent_socket_uses_the_path_agent(server):
+    async with open_websocket_url(ws_url(server.base_url, "/v1/ai-sdk/agents/frontend/ws")) as ws:
+        asked = await chat_over_ws(ws, chat("a-p", [ui_user("a-p1", '/call ask_user {"question":"?"}')]))
+    assert only(asked, "tool-input-available")["toolName"] == "ask_user"
+
+
+async def test_node_ws_client_runs_text_and_both_tool_flows_on_one_socket(server):
+    """The Node ``ws`` package: a text run, an approval and a client result on one AI SDK socket."""
+    out = await run_node("aisdk", ws_url(server.base_url, ""))
+    assert out["text"][-1] == DONE and text_of(out["text"]) == 'You said: "hi from node".'
+    assert only(out["gate"], "finish")["finishReason"] == "tool-calls"
+    assert only(out["approved"], "tool-output-available")["output"] == {"result": 2}
+    assert kinds(out["approved"])[-1] == DONE
+    assert "forty-two" in text_of(out["answered"])
+    assert out["close"] == 1000

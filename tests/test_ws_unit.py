@@ -1,0 +1,111 @@
+"""WebSocket transport without a network: the ``Outbox``, write slicing, and the plain-ASGI fallback wire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+import trio
+
+from awaken.agui.adapter import PROTOCOL as AGUI
+from awaken.context import ServerContext
+from awaken.transports.ws import AsgiWire, Batch, Close, HypercornWire, Outbox, serve_websocket, slices
+
+from .helpers import agui_body, default_config_data, make_config
+
+
+def test_outbox_hands_over_everything_queued_as_one_batch_in_order():
+    box = Outbox(100, lambda: pytest.fail("no overflow expected"))
+    box.put("a", 1)
+    box.put("b", 1)
+    box.ping()
+
+    async def take() -> Batch:
+        return await box.take()
+
+    assert trio.run(take) == Batch(True, ["a", "b"], None)
+
+
+def test_outbox_overflow_fires_once_and_a_dropping_close_discards_the_queue():
+    calls: list[int] = []
+    box = Outbox(10, lambda: calls.append(1) or box.close(4008, "too slow", drop=True))
+    box.put("x" * 6, 6)
+    box.put("y" * 6, 6)  # 12 > 10: overflow, and the close drops both
+    box.put("z", 1)  # after close: ignored
+    box.ping()  # likewise
+    assert calls == [1] and box.closing and box.dropped
+
+    async def take() -> Batch:
+        return await box.take()
+
+    assert trio.run(take) == Batch(False, [], Close(4008, "too slow"))
+
+
+async def test_outbox_graceful_close_sends_the_queue_first_and_nothing_after(autojump_clock):
+    box = Outbox(100, lambda: None)
+    box.put("last", 4)
+    box.close(1001, "bye", drop=False)
+    assert not box.dropped
+    assert await box.take() == Batch(False, ["last"], Close(1001, "bye"))
+    with trio.move_on_after(60) as waited:
+        await box.take()  # the close batch was the last one
+    assert waited.cancelled_caught
+
+
+async def test_outbox_take_waits_for_a_put(autojump_clock):
+    box = Outbox(100, lambda: None)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_put_later, box)
+        assert (await box.take()).texts == ["late"]
+
+
+async def _put_later(box: Outbox) -> None:
+    await trio.sleep(5)
+    box.put("late", 4)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "limit", "expected"),
+    [([10] * 25, 100, [10, 10, 5]), ([], 5, []), ([500, 1], 100, [1, 1]), ([3, 3, 3], 100, [3])],
+)
+def test_slices_keep_order_and_bound_each_write(sizes, limit, expected):
+    texts = [f"{i:0{n}d}"[:n] for i, n in enumerate(sizes)]
+    chunks = list(slices(texts, limit))
+    assert [len(c) for c in chunks] == expected
+    assert [t for c in chunks for t in c] == texts
+
+
+async def test_plain_asgi_server_gets_one_send_per_event_and_no_hypercorn_extras(tmp_path):
+    """Under a server that is not hypercorn the transport still works: one ``websocket.send`` per
+    wire event, no pings, and a disconnect ends the connection (``AsgiWire``)."""
+    config = make_config(tmp_path, server={**default_config_data()["server"], "ws_ping_seconds": 0.01})
+    ctx = ServerContext.build(config)
+    await ctx.open()
+    to_app, app_inbox = trio.open_memory_channel[dict[str, Any]](10)
+    sent: list[dict[str, Any]] = []
+    finished = trio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message.get("text") and orjson.loads(message["text"])["type"] == "RUN_FINISHED":
+            finished.set()
+
+    assert type(HypercornWire.of(send)) is AsgiWire
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_websocket, ctx, AGUI, {"type": "websocket"}, app_inbox.receive, send, None)
+            await to_app.send({"type": "websocket.connect"})
+            body = agui_body("t-u", "r-u", [{"id": "u1", "role": "user", "content": "plain"}])
+            await to_app.send({"type": "websocket.receive", "text": orjson.dumps(body).decode()})
+            with trio.fail_after(5):
+                await finished.wait()
+            await trio.sleep(0.05)  # five ping intervals: nothing may be sent
+            await to_app.send({"type": "websocket.disconnect", "code": 1000})
+    finally:
+        await ctx.aclose()
+    assert sent[0] == {"type": "websocket.accept"}
+    events = [orjson.loads(m["text"]) for m in sent[1:]]
+    assert all(m["type"] == "websocket.send" for m in sent[1:])
+    assert [e["type"] for e in events][0] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED"
+    assert "".join(e.get("delta", "") for e in events) == 'You said: "plain".'
