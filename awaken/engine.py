@@ -91,7 +91,8 @@ class ToolDecision:
     tool_call_id: str
     kind: Literal["ok", "error", "approve", "deny"]
     content: str = ""
-    #: the id to commit the result message under (the client's tool message id, when it has one)
+    #: the client's tool message id: a client tool's result is committed under it (a permission gate's
+    #: result is the server's own and always gets ``result_id``)
     message_id: str | None = None
 
 
@@ -161,6 +162,9 @@ class AdmittedRun:
         #: results committed at admission (resume), announced once the stream starts
         self._admission_results: list[Message] = []
         self._admission_state: StateChanged | None = None
+        #: the state a resumed stream opens with: before the approved calls changed it, so that the
+        #: admission ``StateChanged`` patch applies to it
+        self._opening_state: dict[str, Any] | None = None
         self._remaining: list[PendingCall] = []
         self._released = False
 
@@ -276,7 +280,11 @@ class AdmittedRun:
                 reason = decision.content.strip()
                 part = ToolResultPart(call.tool_call_id, call.name, f"{DENIED}: {reason}" if reason else DENIED,
                                       "denied", "denied")
-            results.append(Message(decision.message_id or result_id(call.tool_call_id), "tool", (part,), self.run_id))
+            # A client tool's result is the client's own tool message, committed under its id; a gate's
+            # result is the server's (the client's message only carried the decision), so it gets the
+            # server's stable id and the client can receive it as a new message.
+            message_id = decision.message_id if call.kind == "client" else None
+            results.append(Message(message_id or result_id(call.tool_call_id), "tool", (part,), self.run_id))
         self._remaining = [p for p in pending if p.tool_call_id not in decided]
         new_status = RunStatus.WAITING if self._remaining else RunStatus.RUNNING
         check_transition(RunStatus.WAITING, new_status)
@@ -294,6 +302,7 @@ class AdmittedRun:
         )
         if changed:
             self._admission_state = _state_change(self.state, state)
+            self._opening_state = self.state
             self.state = state
         self.status = new_status
         self.history.extend(committed)
@@ -304,7 +313,8 @@ class AdmittedRun:
     async def execute(self, sink: Sink) -> None:
         """Stream the run into ``sink`` and commit its outcome. Never raises except ``Cancelled``."""
         try:
-            sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
+            opening = self.state if self._opening_state is None else self._opening_state
+            sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, opening))
             for message in self._admission_results:
                 sink(_tool_result_event(message))
             if self._admission_state is not None:

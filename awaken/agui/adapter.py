@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..context import ServerContext
-from ..engine import RunRequest, ToolDecision
+from ..engine import RunRequest, ToolDecision, result_id
 from ..errors import InputRejected
 from ..exchange import Protocol, sse_exchange
 from ..messages import Message
 from .encoder import AguiEncoder
-from .request import AguiInput, InputMessage, parse_run_input
+from .request import AguiInput, InputMessage, ToolMessage, parse_run_input
 
 
 class AguiProtocol(Protocol):
@@ -25,12 +25,19 @@ class AguiProtocol(Protocol):
     def encoder(self, parsed: AguiInput | None) -> AguiEncoder:
         if parsed is None:
             return AguiEncoder("", "")
-        return AguiEncoder(parsed.thread_id, parsed.run_id, modern=parsed.modern)
+        # The client already holds its own tool messages: echoing one as TOOL_CALL_RESULT would make the
+        # client's reducer append a second message with the same id (both client generations do).
+        client_held = frozenset(m.id for m in parsed.messages if isinstance(m, ToolMessage))
+        return AguiEncoder(parsed.thread_id, parsed.run_id, modern=parsed.modern, client_held=client_held)
 
     async def to_run_request(self, ctx: ServerContext, parsed: AguiInput, agent_id: str | None) -> RunRequest:
         data = parsed
         ctx.agents.get(agent_id)  # an unknown agent is refused before the ledger is touched
-        committed = await ctx.ledger.committed_ids(data.thread_id, data.message_ids) if data.message_ids else set()
+        # A tool message whose call already has a server-committed result (a decision at a permission
+        # gate, or a call superseded by new input) is the client's copy of an earlier decision: replayed.
+        decided = [result_id(m.tool_call_id) for m in data.messages if isinstance(m, ToolMessage)]
+        lookup = [*data.message_ids, *decided]
+        committed = await ctx.ledger.committed_ids(data.thread_id, lookup) if lookup else set()
         if data.state:
             thread = await ctx.ledger.get_thread(data.thread_id)
             if thread is None or thread.state != data.state:
@@ -41,7 +48,7 @@ class AguiProtocol(Protocol):
         inputs: list[Message] = []
         decisions: list[ToolDecision] = []
         for m in data.messages:
-            if m.id in committed:
+            if m.id in committed or (isinstance(m, ToolMessage) and result_id(m.tool_call_id) in committed):
                 continue
             if isinstance(m, InputMessage):
                 if m.parts:

@@ -19,11 +19,14 @@ PROTOCOL_VERSION = "1.0"
 class AguiEncoder(EncoderBase):
     """One run's stream. ``thread_id``/``run_id`` are the request's (echoed on the boundary events)."""
 
-    def __init__(self, thread_id: str, run_id: str, *, modern: bool = False) -> None:
+    def __init__(self, thread_id: str, run_id: str, *, modern: bool = False,
+                 client_held: frozenset[str] = frozenset()) -> None:
         super().__init__()
         self.thread_id = thread_id
         self.run_id = run_id
         self.modern = modern
+        #: ids of tool messages the client sent in this request: their results are not echoed back
+        self.client_held = client_held
         self.started = False
         self.snapshot_sent = False
         self.open_text: str | None = None
@@ -134,6 +137,8 @@ class AguiEncoder(EncoderBase):
 
     def on_tool_result(self, e: ev.ToolResult) -> list[WireEvent]:
         self._need_run("ToolResult")
+        if e.message_id in self.client_held:
+            return []
         return [{"type": "TOOL_CALL_RESULT", "messageId": e.message_id, "toolCallId": e.tool_call_id,
                  "content": e.content, "role": "tool"}]
 

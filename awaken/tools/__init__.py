@@ -100,7 +100,10 @@ class ToolRegistry:
             return ToolOutcome(str(exc), False)
         except Exception as exc:  # a plugin's bug is the model's error result, not a dead run
             return ToolOutcome(f"{name} failed: {type(exc).__name__}", False)
-        return ToolOutcome(dumps(value), True)
+        try:
+            return ToolOutcome(dumps(value), True)
+        except (TypeError, ValueError) as exc:  # not JSON (or an int too long to print): same rule
+            return ToolOutcome(f"{name} failed: its result is not JSON ({type(exc).__name__})", False)
 
 
 def load_plugin(path: str) -> Tool:

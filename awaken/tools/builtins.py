@@ -22,6 +22,9 @@ _BINARY = {
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _MAX_EXPONENT = 1000
 _MAX_LENGTH = 500
+#: the largest integer (in bits) any step may produce: ~1200 decimal digits, well under the 4300-digit
+#: limit of int -> str, and small enough that no operation on such operands takes noticeable time
+_MAX_BITS = 4096
 
 
 def evaluate(expression: str) -> int | float:
@@ -45,10 +48,19 @@ def evaluate(expression: str) -> int | float:
             left, right = walk(node.left), walk(node.right)
             if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
                 raise ToolError("exponent too large")
+            # a small exponent on a big base is still a huge power: bound it before computing it
+            if (isinstance(node.op, ast.Pow) and isinstance(left, int) and isinstance(right, int) and right > 0
+                    and (abs(left).bit_length() - 1) * right > _MAX_BITS):
+                raise ToolError("the result is too large")
             try:
-                return _BINARY[type(node.op)](left, right)
+                value = _BINARY[type(node.op)](left, right)
             except ZeroDivisionError:
                 raise ToolError("division by zero") from None
+            except OverflowError:
+                raise ToolError("the result is too large") from None
+            if isinstance(value, int) and value.bit_length() > _MAX_BITS:
+                raise ToolError("the result is too large")
+            return value
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
             return _UNARY[type(node.op)](walk(node.operand))
         raise ToolError(f"unsupported element in expression: {type(node).__name__}")

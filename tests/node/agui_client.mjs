@@ -1,0 +1,180 @@
+// Drive a real @ag-ui/client HttpAgent against a live Awaken server and print what it saw as JSON.
+//
+//   node agui_client.mjs <package> <baseUrl> <scenario> [threadId] [extra JSON]
+//
+// <package> is an npm alias installed next to this file ("agui-client-0059" = what CopilotKit pins,
+// "agui-client-1" = @ag-ui/client 1.x). Every run records the event types the client's pipeline let
+// through (after schema checks, chunk expansion and sequence verification), RUN_ERROR codes, the
+// result and newMessages; the script ends with agent.messages and agent.state. Anything the client
+// logs (warnings, "Agent execution failed") is captured into `logs` instead of being printed, so the
+// caller can assert there is none. The script itself never decides pass/fail.
+
+const [pkg, baseUrl, scenario, threadArg, extraArg] = process.argv.slice(2);
+const { HttpAgent } = await import(pkg);
+const extra = extraArg ? JSON.parse(extraArg) : {};
+
+const logs = [];
+for (const level of ["log", "info", "warn", "error", "debug"]) {
+  console[level] = (...args) =>
+    logs.push(`${level}: ${args.map((a) => (typeof a === "string" ? a : a instanceof Error ? a.message : JSON.stringify(a))).join(" ")}`);
+}
+
+const threadId = threadArg || `${scenario}-${Math.random().toString(36).slice(2)}`;
+const runs = [];
+let counter = 0;
+const nextId = (prefix) => `${prefix}-${threadId}-${++counter}`;
+
+function makeAgent(path, init = {}) {
+  return new HttpAgent({ url: `${baseUrl}${path}`, threadId, initialState: {}, ...init });
+}
+
+async function run(agent) {
+  const record = { types: [], errors: [], finished: [] };
+  try {
+    const { result, newMessages } = await agent.runAgent(
+      {},
+      {
+        onEvent: ({ event }) => {
+          record.types.push(event.type);
+        },
+        onRunErrorEvent: ({ event }) => {
+          record.errors.push({ code: event.code, message: event.message });
+        },
+        onRunFinishedEvent: (p) => {
+          record.finished.push({ outcome: p.outcome ?? null, result: p.result ?? null,
+                                 pendingToolCallIds: p.pendingToolCallIds ?? null });
+        },
+      },
+    );
+    record.result = result ?? null;
+    record.newMessages = newMessages;
+  } catch (err) {
+    record.failed = String(err && err.message ? err.message : err);
+  }
+  runs.push(record);
+  return record;
+}
+
+function say(agent, content) {
+  agent.addMessage({ id: nextId("u"), role: "user", content });
+}
+
+function answerTool(agent, toolCallId, content, error) {
+  const message = { id: nextId("tool"), role: "tool", toolCallId, content };
+  if (error !== undefined) message.error = error;
+  agent.addMessage(message);
+}
+
+function pendingCalls(agent) {
+  // tool calls in agent.messages that have no tool message yet
+  const answered = new Set(agent.messages.filter((m) => m.role === "tool").map((m) => m.toolCallId));
+  return agent.messages
+    .filter((m) => m.role === "assistant")
+    .flatMap((m) => m.toolCalls ?? [])
+    .filter((c) => !answered.has(c.id));
+}
+
+const calc = (expression) => `/call calculator ${JSON.stringify({ expression })}`;
+
+const scenarios = {
+  // Three turns on one HttpAgent: it resends the whole history every time; the server dedups it.
+  async multiturn() {
+    const agent = makeAgent("/v1/ag-ui");
+    for (const text of ["hello", "second turn", "third turn"]) {
+      say(agent, text);
+      await run(agent);
+    }
+    return agent;
+  },
+  async reasoning() {
+    const agent = makeAgent("/v1/ag-ui");
+    say(agent, "/think weighing the options\nwhich one?");
+    await run(agent);
+    return agent;
+  },
+  // Two calls in one step (both open while the model streams them), results, answer, then a plain turn.
+  async server_tool() {
+    const agent = makeAgent("/v1/ag-ui");
+    say(agent, `${calc("6 * 7")}\n${calc("2 ** 5")}`);
+    await run(agent);
+    say(agent, "thanks");
+    await run(agent);
+    return agent;
+  },
+  // set_state twice (snapshot, then delta) with a plain turn between: HttpAgent sends its state back.
+  async state() {
+    const agent = makeAgent("/v1/ag-ui");
+    say(agent, `/call set_state ${JSON.stringify({ key: "color", value: "blue" })}`);
+    await run(agent);
+    say(agent, "what is the state?");
+    await run(agent);
+    say(agent, `/call set_state ${JSON.stringify({ key: "size", value: { w: 2, h: [1, 2] } })}`);
+    await run(agent);
+    return agent;
+  },
+  // guarded: both calls wait at their permission gates; tool messages without error allow them.
+  async approve() {
+    const agent = makeAgent("/v1/ag-ui/agents/guarded");
+    say(agent, `${calc("2 ** 10")}\n/call current_time {}`);
+    await run(agent);
+    for (const call of pendingCalls(agent)) answerTool(agent, call.id, "approved");
+    await run(agent);
+    say(agent, "and now?");
+    await run(agent);
+    return agent;
+  },
+  async deny() {
+    const agent = makeAgent("/v1/ag-ui/agents/guarded");
+    say(agent, calc("1 + 1"));
+    await run(agent);
+    for (const call of pendingCalls(agent)) answerTool(agent, call.id, "no", "the user said no");
+    await run(agent);
+    say(agent, "ok then");
+    await run(agent);
+    return agent;
+  },
+  async client_tool() {
+    const agent = makeAgent("/v1/ag-ui/agents/frontend");
+    say(agent, `/call ask_user ${JSON.stringify({ question: "Your name?" })}`);
+    await run(agent);
+    for (const call of pendingCalls(agent)) answerTool(agent, call.id, "Ada");
+    await run(agent);
+    say(agent, "bye");
+    await run(agent);
+    return agent;
+  },
+  async mismatch() {
+    const agent = makeAgent("/v1/ag-ui/agents/guarded");
+    say(agent, calc("3 - 1"));
+    await run(agent);
+    answerTool(agent, "call_not_pending", "approved");
+    await run(agent);
+    return agent;
+  },
+  // First half of a resume across a restart: leave a call waiting at its gate.
+  async suspend() {
+    const agent = makeAgent("/v1/ag-ui/agents/guarded");
+    say(agent, calc("5 + 5"));
+    await run(agent);
+    return agent;
+  },
+  // Second half, in a fresh process: rebuild the agent from committed history, then answer the call.
+  async resume() {
+    const response = await fetch(`${baseUrl}/v1/ag-ui/threads/${encodeURIComponent(threadId)}/messages`);
+    const page = await response.json();
+    const agent = makeAgent("/v1/ag-ui/agents/guarded", { initialMessages: page.items });
+    for (const call of pendingCalls(agent)) answerTool(agent, call.id, "approved");
+    await run(agent);
+    return agent;
+  },
+};
+
+const body = scenarios[scenario];
+if (!body) {
+  process.stdout.write(JSON.stringify({ fatal: `unknown scenario ${scenario}` }));
+  process.exit(2);
+}
+const agent = await body(extra);
+process.stdout.write(
+  JSON.stringify({ threadId, runs, messages: agent.messages, state: agent.state, logs }),
+);
