@@ -159,20 +159,24 @@ class AdmittedRun:
         self.usage = Usage()
         self.steps_done = 0
         self.answer_message_id = ""
-        #: results committed at admission (resume), announced once the stream starts
-        self._admission_results: list[Message] = []
-        self._admission_state: StateChanged | None = None
-        #: the state a resumed stream opens with: before the approved calls changed it, so that the
-        #: admission ``StateChanged`` patch applies to it
-        self._opening_state: dict[str, Any] | None = None
+        #: the decided calls of a resume, in pending order, applied when the stream starts
+        self._decided: list[tuple[PendingCall, ToolDecision]] = []
         self._remaining: list[PendingCall] = []
         self._released = False
 
     # -- admission ------------------------------------------------------------------------------
 
     async def prepare(self) -> None:
+        """Admission: everything that can refuse the request happens here, before any byte is sent.
+
+        A fresh run's input is committed with its run record; a resume only validates its decisions
+        (they are applied by ``execute``, so a slow tool never delays the response head).
+        """
         request = self.request
-        pending = await self.ledger.pending_calls(self.thread_id)
+        view = await self.ledger.thread_view(self.thread_id)
+        self.state = dict(view.thread.state) if view.thread else {}
+        self.history = list(view.messages)
+        pending = list(view.pending)
         if request.decisions:
             await self._prepare_resume(pending)
         elif request.inputs:
@@ -183,13 +187,7 @@ class AdmittedRun:
             raise InputRejected("the request carries no new input: every message is already committed",
                                 code="NO_NEW_INPUT")
 
-    async def _load_thread(self) -> None:
-        thread = await self.ledger.get_thread(self.thread_id)
-        self.state = dict(thread.state) if thread else {}
-        self.history = await self.ledger.read_messages(self.thread_id, 0, 1_000_000_000) if thread else []
-
     async def _prepare_fresh(self) -> None:
-        await self._load_thread()
         now = now_ms()
         run_id = self.request.run_id or new_id("run")
         inputs = tuple(attrs.evolve(m, run_id=run_id) for m in self.request.inputs)
@@ -212,23 +210,19 @@ class AdmittedRun:
     async def _supersede(self, pending: list[PendingCall]) -> None:
         """New input while a run waits: its open calls are closed as cancelled, the run interrupted."""
         run_id = pending[0].run_id
-        results = tuple(
-            Message(result_id(p.tool_call_id), "tool", (ToolResultPart(p.tool_call_id, p.name, SUPERSEDED, "error"),),
-                    run_id)
-            for p in pending
-        )
         check_transition(RunStatus.WAITING, RunStatus.INTERRUPTED)
-        await self.ledger.commit(
+        committed = await self.ledger.commit(
             self.thread_id,
             run_id,
             Commit(
                 status=RunStatus.INTERRUPTED,
-                messages=results,
+                messages=_superseded(pending, run_id),
                 resolved=tuple(p.tool_call_id for p in pending),
                 error_code=None,
                 error_message="superseded by new input",
             ),
         )
+        self.history.extend(committed)
 
     async def _prepare_resume(self, pending: list[PendingCall]) -> None:
         if not pending:
@@ -250,23 +244,31 @@ class AdmittedRun:
                 )
             decided[call.tool_call_id] = decision
         self.run_id = pending[0].run_id
-        self.resumed = True
         run = await self.ledger.get_run(self.run_id)
         if run is None or run.status is not RunStatus.WAITING:
             raise InputRejected("the waiting run is gone", code="NO_PENDING_RUN")
+        # The run continues under the agent that started it, whichever route the decision came by.
+        self.agent = self.app.agents.get(run.agent_id)
+        self.resumed = True
+        self.status = RunStatus.WAITING
         self.usage = run.usage
         self.steps_done = run.steps
-        await self._load_thread()
         self.answer_message_id = next(
             (m.id for m in self.history if m.run_id == self.run_id and m.role == "assistant"), new_id("msg")
         )
-        # Approved gates run now, before anything is committed: a crash here leaves the run waiting.
+        self._decided = [(p, decided[p.tool_call_id]) for p in pending if p.tool_call_id in decided]
+        self._remaining = [p for p in pending if p.tool_call_id not in decided]
+
+    async def _apply_decisions(self, sink: Sink) -> None:
+        """Run approved calls, then commit every decided result in one step (a resume's first commit).
+
+        Until that commit the run stays ``waiting``: a crash or a disconnect while an approved tool
+        runs leaves the same calls pending, to be decided again. New input in the same request closes
+        any call it leaves undecided (as new input always does) and is committed after the results.
+        """
         state = dict(self.state)
         results: list[Message] = []
-        for call in pending:
-            decision = decided.get(call.tool_call_id)
-            if decision is None:
-                continue
+        for call, decision in self._decided:
             if call.kind == "client":
                 status = "ok" if decision.kind == "ok" else "error"
                 part = ToolResultPart(call.tool_call_id, call.name, decision.content, status)
@@ -285,40 +287,41 @@ class AdmittedRun:
             # server's stable id and the client can receive it as a new message.
             message_id = decision.message_id if call.kind == "client" else None
             results.append(Message(message_id or result_id(call.tool_call_id), "tool", (part,), self.run_id))
-        self._remaining = [p for p in pending if p.tool_call_id not in decided]
+        inputs = tuple(attrs.evolve(m, run_id=self.run_id) for m in self.request.inputs)
+        closed: tuple[Message, ...] = ()
+        if inputs and self._remaining:
+            closed, self._remaining = _superseded(self._remaining, self.run_id), []
         new_status = RunStatus.WAITING if self._remaining else RunStatus.RUNNING
-        check_transition(RunStatus.WAITING, new_status)
-        inputs = tuple(attrs.evolve(m, run_id=self.run_id) for m in self.request.inputs) if not self._remaining else ()
+        check_transition(self.status, new_status)
         changed = state != self.state
         committed = await self.ledger.commit(
             self.thread_id,
             self.run_id,
             Commit(
                 status=new_status,
-                messages=tuple(results) + inputs,
-                resolved=tuple(decided),
+                messages=tuple(results) + closed + (inputs if not self._remaining else ()),
+                resolved=tuple(c.tool_call_id for c, _ in self._decided) + tuple(m.tool_result.tool_call_id
+                                                                               for m in closed),
                 state=state if changed else None,
             ),
         )
-        if changed:
-            self._admission_state = _state_change(self.state, state)
-            self._opening_state = self.state
-            self.state = state
         self.status = new_status
         self.history.extend(committed)
-        self._admission_results = [m for m in committed if m.role == "tool"]
+        for message in committed:
+            if message.role == "tool":
+                sink(_tool_result_event(message))
+        if changed:
+            sink(_state_change(self.state, state))
+            self.state = state
 
     # -- execution ------------------------------------------------------------------------------
 
     async def execute(self, sink: Sink) -> None:
         """Stream the run into ``sink`` and commit its outcome. Never raises except ``Cancelled``."""
         try:
-            opening = self.state if self._opening_state is None else self._opening_state
-            sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, opening))
-            for message in self._admission_results:
-                sink(_tool_result_event(message))
-            if self._admission_state is not None:
-                sink(self._admission_state)
+            sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
+            if self.resumed:
+                await self._apply_decisions(sink)
             if self._remaining:
                 self._finish_waiting(sink, self._remaining)
                 return
@@ -465,6 +468,14 @@ class AdmittedRun:
             self._released = True
             if self.app._active.get(self.thread_id) is self:
                 del self.app._active[self.thread_id]
+
+
+def _superseded(pending: Sequence[PendingCall], run_id: str) -> tuple[Message, ...]:
+    return tuple(
+        Message(result_id(p.tool_call_id), "tool", (ToolResultPart(p.tool_call_id, p.name, SUPERSEDED, "error"),),
+                run_id)
+        for p in pending
+    )
 
 
 def _tool_result_event(message: Message) -> ToolResult:

@@ -322,7 +322,9 @@ class FileLedger(Ledger):
         try:
             return await trio.to_thread.run_sync(fn, limiter=self._limiter)
         except OSError as exc:
-            raise StoreUnavailable(f"the file ledger at {self.path} failed to {what}: {_describe(exc)}") from None
+            raise StoreUnavailable(
+                f"the file ledger at {self.path} failed to {what}: {_describe(exc)}"
+            ) from None
 
     def _fsync_dir(self, path: Path) -> None:
         if not self.fsync:
@@ -395,13 +397,21 @@ class FileLedger(Ledger):
                 pass
 
     async def _write(self, index: _Index, name: str, offset: int, record: dict[str, Any]) -> list[Message]:
-        """Frame, write and fsync ``record``, then apply it to ``index`` (caller holds the write lock)."""
+        """Frame, write and fsync ``record``, then apply it to ``index`` (caller holds the write lock).
+
+        JSON encoding and decoding happen in the writer thread too, so a large step (inline images)
+        never stalls the event loop.
+        """
         record["v"] = FORMAT_VERSION
-        frame = encode_frame(record)
-        await self._io(lambda: self._append_frame(name, frame, offset), "write a record")
-        # Apply exactly what replay will see: the decoded payload, never the caller's objects.
-        decoded = json.loads(frame[_HEADER.size :].decode("utf-8", "surrogatepass"))
-        return index.apply(decoded, name, offset + len(frame))
+
+        def work() -> tuple[dict[str, Any], int]:
+            frame = encode_frame(record)
+            self._append_frame(name, frame, offset)
+            # Apply exactly what replay will see: the decoded payload, never the caller's objects.
+            return json.loads(frame[_HEADER.size :].decode("utf-8", "surrogatepass")), len(frame)
+
+        decoded, length = await self._io(work, "write a record")
+        return index.apply(decoded, name, offset + length)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -438,14 +448,14 @@ class FileLedger(Ledger):
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 who = f" (pid {holder})" if holder.isdigit() else ""
                 raise StoreUnavailable(
-                    f"the ledger directory {self.path} is locked by another process{who}; "
-                    "stop it or point [ledger] path elsewhere"
+                    f"ledger directory is locked by another process{who}: {self.path} "
+                    "(stop that process, or point [ledger] path at another directory)"
                 ) from None
             raise
         self._lock_fd = fd
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            _write_all(fd, f"{os.getpid()}\n".encode(), 0)
         except OSError:
             pass  # the pid is a courtesy for the error message above, not part of the lock
 
@@ -467,7 +477,10 @@ class FileLedger(Ledger):
     def _cut_tail(self, path: Path, data: bytes, valid: int) -> None:
         dropped = len(data) - valid
         logger.warning(
-            "ledger file %s: cutting off a torn or corrupt tail of %d bytes at offset %d", path, dropped, valid
+            "ledger file %s: cutting off a torn or corrupt tail of %d bytes at offset %d",
+            path,
+            dropped,
+            valid,
         )
         try:  # best effort: keep the bytes for forensics
             torn = self.path / "torn"
@@ -491,7 +504,13 @@ class FileLedger(Ledger):
         now = _now_ms()
         for thread_id, run_ids in stale.items():
             thread = index.threads[thread_id]
-            record = {"type": "recover", "thread": thread_id, "runs": run_ids, "updated_at": now, "v": FORMAT_VERSION}
+            record = {
+                "type": "recover",
+                "thread": thread_id,
+                "runs": run_ids,
+                "updated_at": now,
+                "v": FORMAT_VERSION,
+            }
             frame = encode_frame(record)
             self._append_frame(thread.file_name, frame, thread.size)
             index.apply(record, thread.file_name, thread.size + len(frame))
@@ -587,7 +606,9 @@ class FileLedger(Ledger):
             pending: list[dict[str, Any]] = []
             for p in commit.pending:
                 if p.tool_call_id in open_calls:
-                    raise ValueError(f"tool call {p.tool_call_id!r} is already pending on thread {thread_id!r}")
+                    raise ValueError(
+                        f"tool call {p.tool_call_id!r} is already pending on thread {thread_id!r}"
+                    )
                 open_calls.add(p.tool_call_id)
                 pending.append(_pending_to_json(attrs.evolve(p, thread_id=thread_id)))
             record = {
@@ -624,7 +645,9 @@ class FileLedger(Ledger):
                 if run.run_id in index.runs or run.run_id in seen_runs:
                     raise DuplicateRun(run.run_id)
                 if run.thread_id != thread_id:
-                    raise ValueError(f"run {run.run_id!r} belongs to thread {run.thread_id!r}, not {thread_id!r}")
+                    raise ValueError(
+                        f"run {run.run_id!r} belongs to thread {run.thread_id!r}, not {thread_id!r}"
+                    )
                 seen_runs.add(run.run_id)
             ids: set[str] = set()
             seqs: set[int] = set()
@@ -655,7 +678,7 @@ class FileLedger(Ledger):
 
 
 def _stamp(thread: _Thread | None, thread_id: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Assign seqs and timestamps to ``messages``; a repeated id raises ``ValueError`` (nothing is written)."""
+    """Assign seqs and timestamps to ``messages``; a repeated id raises ``ValueError`` (nothing written)."""
     last = thread.last_seq if thread is not None else 0
     taken = thread.ids if thread is not None else set()
     batch: set[str] = set()

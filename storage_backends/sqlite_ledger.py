@@ -100,10 +100,13 @@ class SqliteLedger(Ledger):
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = body(conn)
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # A failed COMMIT (or an error SQLite already rolled back) must not leave the connection
+            # inside a transaction: every later BEGIN would fail.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
         return result
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -115,21 +118,25 @@ class SqliteLedger(Ledger):
             conn = sqlite3.connect(
                 str(self.path), check_same_thread=False, isolation_level=None, timeout=self.busy_timeout_ms / 1000
             )
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            db = sqlite_utils.Database(conn)
-            db.enable_wal()
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.executescript(_SCHEMA)
-            now = _now_ms()
-            conn.execute(
-                "UPDATE runs SET status = ?, error_code = NULL, updated_at = ? WHERE status = ?",
-                (RunStatus.INTERRUPTED.value, now, RunStatus.RUNNING.value),
-            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                db = sqlite_utils.Database(conn)
+                db.enable_wal()
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.executescript(_SCHEMA)
+                now = _now_ms()
+                conn.execute(
+                    "UPDATE runs SET status = ?, error_code = NULL, updated_at = ? WHERE status = ?",
+                    (RunStatus.INTERRUPTED.value, now, RunStatus.RUNNING.value),
+                )
+            except BaseException:
+                conn.close()  # a failed open must not leak the connection (or its locks)
+                raise
             return db
 
         try:
             self._db = await trio.to_thread.run_sync(setup, limiter=self._limiter)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(f"cannot open the SQLite ledger at {self.path}: {exc}") from None
 
     async def aclose(self) -> None:
@@ -241,6 +248,9 @@ class SqliteLedger(Ledger):
 
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
         def body(conn: sqlite3.Connection) -> list[Message]:
+            owner = conn.execute("SELECT thread_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if owner is None or owner[0] != thread_id:
+                raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
             appended = _append(conn, thread_id, commit.messages)
             if commit.resolved:
                 conn.executemany(
@@ -249,9 +259,8 @@ class SqliteLedger(Ledger):
                 )
             if commit.pending:
                 base = conn.execute("SELECT coalesce(max(ord), 0) FROM pending").fetchone()[0]
-                conn.executemany(
-                    "INSERT INTO pending (thread_id, tool_call_id, run_id, name, arguments, kind, message_id, ord)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                _insert_pending(
+                    conn,
                     [
                         (thread_id, p.tool_call_id, p.run_id, p.name, p.arguments, p.kind, p.message_id, base + i + 1)
                         for i, p in enumerate(commit.pending)
@@ -285,26 +294,41 @@ class SqliteLedger(Ledger):
         messages: Sequence[Message],
         pending: Sequence[PendingCall],
     ) -> None:
+        thread_id = thread.thread_id
+        if any(r.thread_id != thread_id for r in runs) or any(p.thread_id != thread_id for p in pending):
+            raise ValueError(f"import of thread {thread_id!r}: a run or pending call is of another thread")
+        if any(not 0 < m.seq <= thread.last_seq for m in messages):
+            raise ValueError(f"import of thread {thread_id!r}: a message seq is outside 1..{thread.last_seq}")
+
         def body(conn: sqlite3.Connection) -> None:
+            if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone():
+                raise ValueError(f"thread {thread_id!r} already exists in the ledger")
             conn.execute(
                 "INSERT INTO threads (id, created_at, state, last_seq) VALUES (?, ?, ?, ?)",
-                (thread.thread_id, thread.created_at, _dumps(thread.state), thread.last_seq),
+                (thread_id, thread.created_at, _dumps(thread.state), thread.last_seq),
             )
             for run in runs:
+                if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.run_id,)).fetchone():
+                    raise DuplicateRun(run.run_id)
                 _insert_run(conn, run)
-            conn.executemany(
-                "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at) VALUES (?,?,?,?,?,?,?)",
+            rows = [
+                (thread_id, m.seq, m.id, m.role, m.run_id, _dumps(parts_to_json(m.parts)), m.created_at)
+                for m in messages
+            ]
+            try:
+                conn.executemany(
+                    "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at) VALUES (?,?,?,?,?,?,?)",
+                    rows,
+                )
+            except sqlite3.IntegrityError:
+                raise ValueError(f"import of thread {thread_id!r}: a message id or seq repeats") from None
+            _insert_pending(
+                conn,
                 [
-                    (thread.thread_id, m.seq, m.id, m.role, m.run_id, _dumps(parts_to_json(m.parts)), m.created_at)
-                    for m in messages
+                    (p.thread_id, p.tool_call_id, p.run_id, p.name, p.arguments, p.kind, p.message_id, i + 1)
+                    for i, p in enumerate(pending)
                 ],
             )
-            for i, p in enumerate(pending):
-                conn.execute(
-                    "INSERT INTO pending (thread_id, tool_call_id, run_id, name, arguments, kind, message_id, ord)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (p.thread_id, p.tool_call_id, p.run_id, p.name, p.arguments, p.kind, p.message_id, i + 1),
-                )
 
         await self._call(lambda db: self._transaction(db, body))
 
@@ -347,6 +371,17 @@ def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
             run.steps,
         ),
     )
+
+
+def _insert_pending(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    try:
+        conn.executemany(
+            "INSERT INTO pending (thread_id, tool_call_id, run_id, name, arguments, kind, message_id, ord)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+    except sqlite3.IntegrityError:
+        raise ValueError("a pending tool call id is already pending on the thread") from None
 
 
 def _append(conn: sqlite3.Connection, thread_id: str, messages: Sequence[Message]) -> list[Message]:
