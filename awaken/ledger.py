@@ -15,6 +15,9 @@ checks them):
   thread (a duplicate id in a commit raises ``ValueError`` and commits nothing).
 * **Recovery.** ``open`` marks runs left ``running`` by a dead process as ``interrupted``.
 * **Errors.** Any failure to reach the store raises ``StoreUnavailable``; nothing partial is left.
+  A caller's mistake raises ``ValueError`` and writes nothing: a duplicate message id, a commit to
+  a run that does not exist (or belongs to another thread), a pending call id that is already
+  pending, an ``import_thread`` onto an existing thread (``DuplicateRun`` for a taken run id).
 * ``aclose`` is idempotent.
 """
 
@@ -165,7 +168,11 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     async def pending_calls(self, thread_id: str) -> list[PendingCall]:
-        """The pending tool calls of the thread's waiting run, in the order they were committed."""
+        """The thread's pending tool calls, in the order they were committed.
+
+        The engine keeps at most one run per thread with pending calls (its waiting run) and
+        resolves every call before the run leaves ``waiting``.
+        """
 
     @abc.abstractmethod
     async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:

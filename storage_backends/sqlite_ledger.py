@@ -30,6 +30,7 @@ from awaken.ledger import (
     PendingCall,
     RunRecord,
     ThreadRecord,
+    ThreadView,
     Usage,
 )
 from awaken.messages import Message, parts_from_json, parts_to_json
@@ -210,6 +211,39 @@ class SqliteLedger(Ledger):
                 (thread_id,),
             )
             return [PendingCall(*r) for r in rows]
+
+        return await self._call(q)
+
+    async def thread_view(self, thread_id: str) -> ThreadView:
+        """One worker-thread round trip: the thread, its history and its pending calls.
+
+        All calls share one connection behind a limiter of one, so no commit can land between the
+        three reads.
+        """
+
+        def q(db: sqlite_utils.Database) -> ThreadView:
+            conn = db.conn
+            row = conn.execute("SELECT id, created_at, state, last_seq FROM threads WHERE id = ?",
+                               (thread_id,)).fetchone()
+            if row is None:
+                return ThreadView(None, (), ())
+            thread = ThreadRecord(row[0], row[1], json.loads(row[2]), row[3])
+            messages = tuple(
+                Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5])
+                for r in conn.execute(
+                    "SELECT id, role, parts, run_id, seq, created_at FROM messages WHERE thread_id = ? ORDER BY seq",
+                    (thread_id,),
+                )
+            )
+            pending = tuple(
+                PendingCall(*r)
+                for r in conn.execute(
+                    "SELECT tool_call_id, run_id, thread_id, name, arguments, kind, message_id "
+                    "FROM pending WHERE thread_id = ? ORDER BY ord",
+                    (thread_id,),
+                )
+            )
+            return ThreadView(thread, messages, pending)
 
         return await self._call(q)
 

@@ -258,6 +258,22 @@ async def test_pending_calls_are_added_resolved_and_ordered(ledger: Ledger) -> N
     assert [p.tool_call_id for p in await ledger.pending_calls("other")] == ["x"]
 
 
+async def test_thread_view_is_the_thread_its_history_and_its_pending_calls(ledger: Ledger) -> None:
+    """``thread_view`` answers what the three single reads answer (one round trip where it can)."""
+    empty = await ledger.thread_view("nobody")
+    assert (empty.thread, empty.messages, empty.pending) == (None, (), ())
+    await started(ledger, "r1", "t", user("u1"))
+    c1 = pending("c1", "r1", "t", "a1")
+    await ledger.commit("t", "r1", Commit(status=RunStatus.WAITING, messages=(assistant("a1", calls=["c1"]),),
+                                          pending=(c1,), state={"k": 1}))
+    view = await ledger.thread_view("t")
+    assert view.thread == await ledger.get_thread("t")
+    assert view.thread.state == {"k": 1}
+    assert list(view.messages) == await ledger.read_messages("t", 0, 100)
+    assert [m.id for m in view.messages] == ["u1", "a1"]
+    assert list(view.pending) == [c1]
+
+
 async def test_run_status_transitions_and_usage_accumulate(ledger: Ledger) -> None:
     """Each commit sets the run's status and error fields and adds its usage and steps to the run."""
     record = await ledger.start_run(run_record("r1", "t"), [user("u1")])
