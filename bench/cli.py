@@ -1,0 +1,554 @@
+"""``python -m bench``: start the servers, measure them interleaved with the floor, write the report.
+
+    python -m bench                       # full run (several minutes), report under bench/results/
+    python -m bench --quick               # CI smoke run (< 60 s, tiny counts)
+    python -m bench --target agui=http://host:8000/agui --target aisdk=http://host:8000/api/chat
+
+See bench/README.md for what is measured and how to read the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import trio
+
+from . import measure, report
+from .client import Endpoint, probe
+from .servers import REPO, ServerProcess, awaken_server, file_backend_available, floor_server, pin_self
+from .stats import Progress
+
+CHANNELS = ("agui/sse", "aisdk/sse", "agui/ws", "aisdk/ws")
+PATHS = {"agui/sse": "/v1/ag-ui", "aisdk/sse": "/v1/ai-sdk/chat", "agui/ws": "/v1/ag-ui/ws",
+         "aisdk/ws": "/v1/ai-sdk/ws"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    rounds: int
+    latency_runs: int            # per subject, channel and connection mode (split over the rounds)
+    lateness_words: int
+    lateness_delay_ms: float
+    throughput_words: int
+    sweep_levels: tuple[int, ...]
+    sweep_words: int
+    sweep_delay_ms: float
+    sweep_all_channels_backends: tuple[str, ...]  # other backends sweep only agui/sse
+    sweep_rounds_primary: int    # rounds of the sweep on agui/sse
+    sweep_rounds_other: int      # rounds of the sweep on the other channels
+    memory_streams: int
+    memory_waiting: int
+    http_runs: int
+    http_concurrency: int
+    ledger_runs: int
+    profile_words: int
+    profile_rounds: int
+
+
+FULL = Plan(rounds=3, latency_runs=210, lateness_words=40, lateness_delay_ms=10, throughput_words=20000,
+            sweep_levels=(1, 50, 200, 500), sweep_words=100, sweep_delay_ms=10,
+            sweep_all_channels_backends=("sqlite",), sweep_rounds_primary=2, sweep_rounds_other=1, memory_streams=200, memory_waiting=400, http_runs=400,
+            http_concurrency=8, ledger_runs=1000, profile_words=20000, profile_rounds=3)
+QUICK = Plan(rounds=1, latency_runs=12, lateness_words=10, lateness_delay_ms=5, throughput_words=1000,
+             sweep_levels=(1, 10), sweep_words=10, sweep_delay_ms=10, sweep_all_channels_backends=("sqlite",),
+             sweep_rounds_primary=1, sweep_rounds_other=1,
+             memory_streams=10, memory_waiting=10, http_runs=24, http_concurrency=4, ledger_runs=40,
+             profile_words=2000, profile_rounds=1)
+
+
+@dataclass
+class Subject:
+    name: str
+    kind: str                      # floor | awaken | target
+    backend: str | None = None
+    server: ServerProcess | None = None
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Step:
+    label: str
+    weight: float
+    run: Callable[[], Awaitable[None]]
+
+
+def parse_targets(values: list[str]) -> list[Subject]:
+    subjects: dict[str, Subject] = {}
+    for value in values:
+        proto, sep, url = value.partition("=")
+        proto = proto.strip().lower().replace("-", "")
+        if not sep or proto not in ("agui", "aisdk"):
+            raise SystemExit(f"bench: --target {value!r}: expected agui=URL or aisdk=URL")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https", "ws", "wss") or not parts.hostname:
+            raise SystemExit(f"bench: --target {value!r}: the URL must be http(s):// (SSE) or ws(s):// (WebSocket)")
+        transport = "ws" if parts.scheme in ("ws", "wss") else "sse"
+        name = f"target {parts.netloc}"
+        subject = subjects.setdefault(name, Subject(name, "target"))
+        subject.endpoints[f"{proto}/{transport}"] = Endpoint(name, proto, transport, url)
+    return list(subjects.values())
+
+
+def local_endpoints(subject: str, base_url: str) -> dict[str, Endpoint]:
+    ws_base = base_url.replace("http://", "ws://", 1)
+    out = {}
+    for channel in CHANNELS:
+        proto, transport = channel.split("/")
+        out[channel] = Endpoint(subject, proto, transport, (ws_base if transport == "ws" else base_url) + PATHS[channel])
+    return out
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.plan = QUICK if args.quick else FULL
+        if args.rounds:
+            import dataclasses
+
+            self.plan = dataclasses.replace(self.plan, rounds=args.rounds)
+        self.out = Path(args.out).resolve()
+        self.tmp = Path(tempfile.mkdtemp(prefix="awaken-bench-", dir=args.data_dir))
+        self.logs = self.out / "logs"
+        self.subjects: list[Subject] = []
+        self.floor: Subject | None = None
+        self.notes: list[str] = []
+        self.raw: dict[str, Any] = defaultdict(list)
+        self.progress: Progress | None = None
+        self.backends: list[str] = []
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        if self.progress:
+            self.progress.note("bench: " + text)
+        else:
+            print("bench: " + text, file=sys.stderr, flush=True)
+
+    def measured(self) -> list[Subject]:
+        return [s for s in self.subjects if s.endpoints]
+
+    def channels(self) -> list[str]:
+        """Channels some non-floor subject serves, in CHANNELS order."""
+        have = {c for s in self.subjects if s.kind != "floor" for c in s.endpoints}
+        return [c for c in CHANNELS if c in have]
+
+    def interleaved(self, channel: str, kinds: tuple[str, ...] = ("floor", "awaken", "target"),
+                    subjects: list[Subject] | None = None) -> list[Subject]:
+        """Floor first, then every other subject serving ``channel``."""
+        pool = subjects if subjects is not None else self.subjects
+        return [s for s in pool if s.kind in kinds and channel in s.endpoints]
+
+    # -- set-up ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        floor = Subject("floor", "floor", server=floor_server(self.logs))
+        self.subjects.append(floor)
+        self.floor = floor
+        if not self.args.no_awaken:
+            self.backends = ["sqlite"]
+            ok, why = file_backend_available()
+            if ok:
+                self.backends.append("files")
+            else:
+                self.note(f"storage backend 'files' skipped: {why}")
+            if self.args.backends:
+                wanted = [b.strip() for b in self.args.backends.split(",") if b.strip()]
+                self.backends = [b for b in wanted if b in self.backends or b not in ("sqlite", "files")]
+            for backend in self.backends:
+                name = f"awaken[{backend}]"
+                self.subjects.append(Subject(name, "awaken", backend=backend,
+                                             server=awaken_server(name, backend, self.tmp / backend, self.logs)))
+        self.subjects.extend(parse_targets(self.args.target or []))
+        for subject in self.subjects:
+            if subject.server is not None:
+                await subject.server.start()
+                subject.endpoints = local_endpoints(subject.name, subject.server.base_url)
+        # Probe every channel (the floor serves all four: keep only those someone else serves).
+        for subject in self.subjects:
+            if subject.kind == "floor":
+                continue
+            for channel, endpoint in list(subject.endpoints.items()):
+                ok, why, endpoint = await probe(endpoint)
+                if ok:
+                    subject.endpoints[channel] = endpoint
+                else:
+                    del subject.endpoints[channel]
+                    subject.skipped[channel] = why.splitlines()[0][:160]
+                    self.note(f"{subject.name} {channel} skipped: {subject.skipped[channel]}")
+        wanted = set(self.channels())
+        for channel in list(floor.endpoints):
+            if channel not in wanted:
+                del floor.endpoints[channel]
+        for channel, endpoint in list(floor.endpoints.items()):
+            ok, why, endpoint = await probe(endpoint)
+            floor.endpoints[channel] = endpoint
+            if not ok:
+                raise RuntimeError(f"the floor does not answer {channel}: {why}")
+
+    async def stop_all(self) -> None:
+        for subject in self.subjects:
+            if subject.server is not None:
+                await subject.server.stop()
+
+    # -- the plan ------------------------------------------------------------------------------------
+
+    def steps(self) -> list[Step]:
+        p = self.plan
+        steps: list[Step] = []
+        channels = self.channels()
+        awaken = [s for s in self.subjects if s.kind == "awaken"]
+        per_round = max(1, math.ceil(p.latency_runs / p.rounds))
+
+        for rnd in range(p.rounds):
+            for channel in channels:
+                pool = self.interleaved(channel)
+                for fresh in (False, True):
+                    mode = "fresh" if fresh else "keepalive"
+                    est = per_round * len(pool) * (0.012 if fresh else 0.005) + 0.2
+                    steps.append(Step(f"latency {channel} {mode}, {len(pool)} servers run by run (round {rnd + 1})",
+                                      est, self._latency(pool, channel, fresh)))
+        for rnd in range(p.rounds):
+            for channel in channels:
+                for subject in self.ordered(channel, rnd):
+                    steps.append(Step(f"lateness {subject.name} {channel} (round {rnd + 1})",
+                                      p.lateness_words * p.lateness_delay_ms / 1000 + 0.3,
+                                      self._lateness(subject, channel)))
+        for rnd in range(p.rounds):
+            for channel in channels:
+                for subject in self.ordered(channel, rnd):
+                    steps.append(Step(f"events/s {subject.name} {channel} (round {rnd + 1})",
+                                      p.throughput_words / 15000 + 0.3, self._throughput(subject, channel)))
+        for level in p.sweep_levels:
+            for channel in channels:
+                primary = channel == "agui/sse"
+                pool = [s for s in self.interleaved(channel)
+                        if s.kind != "awaken" or primary or s.backend in p.sweep_all_channels_backends]
+                if len(pool) < 2:
+                    continue
+                for rnd in range(p.sweep_rounds_primary if primary else p.sweep_rounds_other):
+                    for subject in (pool if rnd % 2 == 0 else pool[::-1]):
+                        est = p.sweep_words * p.sweep_delay_ms / 1000 * max(1.0, level / 25) + 0.3
+                        steps.append(Step(f"sweep C={level} {subject.name} {channel} (round {rnd + 1})", est,
+                                          self._sweep(subject, channel, level)))
+        for rnd in range(p.rounds):
+            for subject in self.ordered("agui/sse", rnd, ("floor", "awaken")):
+                steps.append(Step(f"short runs/s {subject.name} (round {rnd + 1})", p.http_runs * 0.004 + 0.3,
+                                  self._http_runs(subject)))
+        steps.append(Step("stopping servers", 1.0, self.stop_all))
+        if not self.args.no_awaken:
+            for subject in [self.floor, *awaken]:
+                assert subject is not None
+                steps.append(Step(f"memory per active stream {subject.name}", 4.0 + p.memory_streams * 0.01,
+                                  self._memory_active(subject)))
+            for subject in awaken:
+                steps.append(Step(f"memory per waiting run {subject.name}", 2.0 + p.memory_waiting * 0.006,
+                                  self._memory_waiting(subject)))
+                steps.append(Step(f"memory per completed run (control) {subject.name}",
+                                  2.0 + p.memory_waiting * 0.006, self._memory_completed(subject)))
+            for subject in awaken:
+                for concurrency in (1, 16):
+                    steps.append(Step(f"ledger commits/s {subject.backend} (concurrency {concurrency})",
+                                      p.ledger_runs * 0.002 + 0.3, self._ledger(subject.backend, concurrency)))
+        return steps
+
+    # -- step bodies -----------------------------------------------------------------------------------
+
+    def ordered(self, channel: str, rnd: int, kinds: tuple[str, ...] = ("floor", "awaken", "target")
+                ) -> list[Subject]:
+        """``interleaved``, reversed on odd rounds (floor A B, B A floor, …) so drifts cancel."""
+        pool = self.interleaved(channel, kinds)
+        return pool if rnd % 2 == 0 else pool[::-1]
+
+    def _latency(self, pool: list[Subject], channel: str, fresh: bool) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            per_round = max(1, math.ceil(self.plan.latency_runs / self.plan.rounds))
+            results = await measure.latency_interleaved([s.endpoints[channel] for s in pool], per_round, fresh=fresh)
+            mode = "fresh" if fresh else "keepalive"
+            for subject, res in zip(pool, results, strict=True):
+                self.raw[("latency", subject.name, channel, mode)].extend(res)
+        return run
+
+    def _lateness(self, subject: Subject, channel: str) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            p = self.plan
+            self.raw[("lateness", subject.name, channel)].append(
+                await measure.lateness_run(subject.endpoints[channel], p.lateness_words, p.lateness_delay_ms))
+        return run
+
+    def _throughput(self, subject: Subject, channel: str) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            self.raw[("throughput", subject.name, channel)].append(
+                await measure.throughput_run(subject.endpoints[channel], self.plan.throughput_words, subject.server))
+        return run
+
+    def _sweep(self, subject: Subject, channel: str, level: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            p = self.plan
+            self.raw[("sweep", subject.name, channel, level)].append(
+                await measure.sweep_level(subject.endpoints[channel], level, p.sweep_words, p.sweep_delay_ms,
+                                          subject.server))
+        return run
+
+    def _http_runs(self, subject: Subject) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            self.raw[("http_runs", subject.name)].append(
+                await measure.http_runs(subject.endpoints["agui/sse"], self.plan.http_runs, self.plan.http_concurrency))
+        return run
+
+    async def _fresh_server(self, subject: Subject, tag: str) -> tuple[ServerProcess, Endpoint]:
+        if subject.kind == "floor":
+            server = floor_server(self.logs)
+        else:
+            assert subject.backend is not None
+            server = awaken_server(f"{subject.name}-{tag}", subject.backend, self.tmp / f"{subject.backend}-{tag}",
+                                   self.logs)
+        await server.start()
+        return server, local_endpoints(subject.name, server.base_url)["agui/sse"]
+
+    def _memory_active(self, subject: Subject) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            server, endpoint = await self._fresh_server(subject, "memory")
+            try:
+                self.raw[("memory_active", subject.name)].append(
+                    await measure.memory_active(endpoint, server, self.plan.memory_streams))
+            finally:
+                await server.stop()
+        return run
+
+    def _memory_waiting(self, subject: Subject) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            server, endpoint = await self._fresh_server(subject, "waiting")
+            try:
+                self.raw[("memory_waiting", subject.name)].append(
+                    await measure.memory_waiting(measure.guarded_endpoint(endpoint), server, self.plan.memory_waiting))
+            finally:
+                await server.stop()
+        return run
+
+    def _memory_completed(self, subject: Subject) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            server, endpoint = await self._fresh_server(subject, "completed")
+            try:
+                self.raw[("memory_completed", subject.name)].append(
+                    await measure.memory_completed(endpoint, server, self.plan.memory_waiting))
+            finally:
+                await server.stop()
+        return run
+
+    def _ledger(self, backend: str | None, concurrency: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            assert backend is not None
+            runs = self.plan.ledger_runs
+            tag = f"ledger-{backend}-{concurrency}"
+            result = await measure.ledger_commits(backend, self.tmp / tag, runs, concurrency)
+            floor = await measure.raw_commits(backend, self.tmp / (tag + "-raw"), runs, concurrency)
+            self.raw[("ledger", backend, concurrency)].append({"ledger": result, "floor": floor})
+        return run
+
+    # -- profile -----------------------------------------------------------------------------------------
+
+    async def profile(self) -> dict[str, Any]:
+        """Profile a fresh Awaken (SQLite, AG-UI over SSE) under two workloads, each in its own window:
+        the one-stream test (the per-delta path) and short keep-alive runs (the first-delta path)."""
+        p = self.plan
+        prof_dir = self.out / "profile"
+        shutil.rmtree(prof_dir, ignore_errors=True)
+        server = awaken_server("awaken-profiled", "sqlite", self.tmp / "profile", self.logs, profile_dir=prof_dir)
+        await server.start()
+        endpoint = local_endpoints("awaken[sqlite] (profiled)", server.base_url)["agui/sse"]
+        short_runs = 30 if self.args.quick else 300
+        paced_streams = 10 if self.args.quick else 200
+        out: dict[str, Any] = {}
+        try:
+            await measure.throughput_run(endpoint, 2000, server)  # warm-up, unprofiled
+            await measure.latency_series(endpoint, 20, fresh=False)
+
+            async def window(n: int, work: Callable[[], Awaitable[Any]]) -> Path:
+                server.signal(signal.SIGUSR1)
+                await trio.sleep(0.2)
+                await work()
+                server.signal(signal.SIGUSR2)
+                path = prof_dir / f"profile-{n}.prof"
+                with trio.fail_after(30):
+                    while not path.exists():
+                        await trio.sleep(0.05)
+                return path
+
+            async def one_stream() -> None:
+                for _ in range(p.profile_rounds):
+                    await measure.throughput_run(endpoint, p.profile_words, server)
+
+            async def first_delta() -> None:
+                await measure.latency_series(endpoint, short_runs, fresh=False, warmup=0)
+
+            async def paced() -> None:
+                await measure.sweep_level(endpoint, paced_streams, p.sweep_words, p.sweep_delay_ms, server)
+
+            out["one_stream"] = report.profile_summary(await window(1, one_stream))
+            out["one_stream"]["workload"] = (f"{p.profile_rounds} x '/words {p.profile_words}' one-stream runs, "
+                                             "AG-UI over SSE, SQLite ledger")
+            out["first_delta"] = report.profile_summary(await window(2, first_delta))
+            out["first_delta"]["workload"] = (f"{short_runs} short runs ('/words 3') one after another on a "
+                                              "keep-alive connection, AG-UI over SSE, SQLite ledger")
+            out["paced"] = report.profile_summary(await window(3, paced))
+            out["paced"]["workload"] = (f"{paced_streams} concurrent streams of '/words {p.sweep_words}' paced "
+                                        f"'/delay {p.sweep_delay_ms:g}' (the sweep's load: one send per delta), "
+                                        "AG-UI over SSE, SQLite ledger")
+        finally:
+            await server.stop(limit_s=30)
+        out["note"] = ("cProfile on the server's event-loop thread only (the ledger's worker thread is not in it); "
+                       "the profiler inflates the cost of Python calls, so read shares, not absolute times")
+        return out
+
+    # -- run ---------------------------------------------------------------------------------------------
+
+    async def run(self) -> dict[str, Any]:
+        t0 = time.time()
+        self.load_start = _loadavg()
+        steps: list[Step] = []
+        try:
+            await self.start()
+            steps = self.steps()
+            self.progress = Progress(sum(s.weight for s in steps) + (8 if not self.args.no_profile else 0))
+            for step in steps:
+                self.progress.show(step.label)
+                await step.run()
+                self.progress.advance(step.weight)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.stop_all()
+        results = report.summarise(self)
+        missed = [t for t in results["targets"] if t["met"] is False and t["kind"] == "time"]
+        profile_reason = None
+        if self.args.no_profile:
+            profile_reason = "skipped (--no-profile)"
+        elif self.args.no_awaken:
+            profile_reason = "skipped (no Awaken server in this run)"
+        elif self.args.profile or missed:
+            if self.progress:
+                self.progress.show("profiling the delta path (cProfile)")
+            try:
+                results["profile"] = await self.profile()
+            except Exception as exc:  # noqa: BLE001 - a failed profile must not lose the measurements
+                results["profile"] = {"error": f"{type(exc).__name__}: {exc}"}
+        else:
+            profile_reason = "skipped (every time target met; --profile forces one)"
+        if profile_reason:
+            results["profile"] = {"skipped": profile_reason}
+        if self.progress:
+            self.progress.finish()
+        results["meta"] = self.meta(t0)
+        return results
+
+    def meta(self, t0: float) -> dict[str, Any]:
+        import hypercorn
+        import orjson
+
+        try:
+            rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                                 timeout=5).stdout.strip() or None
+            dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "awaken", "storage_backends"],
+                                        cwd=REPO, capture_output=True, text=True, timeout=5).stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            rev, dirty = None, None
+        p = self.plan
+        return {
+            "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t0)),
+            "duration_s": round(time.time() - t0, 1),
+            "mode": "quick" if self.args.quick else "full",
+            "rounds": p.rounds,
+            "plan": p.__dict__,
+            "pinning": self.pinning,
+            "load_average": {"start": self.load_start, "end": _loadavg()},
+            "machine": {"cpus": __import__("os").cpu_count(), "platform": platform.platform(),
+                        "python": platform.python_version()},
+            "versions": {"trio": trio.__version__, "hypercorn": getattr(hypercorn, "__version__", None) or _dist("hypercorn"),
+                         "orjson": orjson.__version__, "quart-trio": _dist("quart-trio")},
+            "git": {"rev": rev, "awaken_tree_dirty": dirty},
+            "subjects": [{"name": s.name, "kind": s.kind, "backend": s.backend,
+                          "channels": sorted(s.endpoints), "skipped": s.skipped} for s in self.subjects],
+            "notes": self.notes,
+            "data_dir": str(self.tmp),
+        }
+
+    pinning = ""
+    load_start: list[float] | None = None
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in __import__("os").getloadavg()]
+    except OSError:
+        return None
+
+
+def _dist(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Streaming latency, throughput, fan-out, memory and ledger commits of Awaken, each as a "
+                    "ratio to a raw-ASGI floor measured in the same run.",
+    )
+    parser.add_argument("--quick", action="store_true", help="CI smoke run: tiny counts, < 60 s, plots if possible")
+    parser.add_argument("--target", action="append", metavar="PROTO=URL",
+                        help="also measure another server: agui=URL or aisdk=URL; http(s):// = SSE, ws(s):// = "
+                             "WebSocket (repeatable)")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results"),
+                        help="output directory (default: bench/results)")
+    parser.add_argument("--backends", help="comma-separated storage backends to measure (default: sqlite,files)")
+    parser.add_argument("--no-awaken", action="store_true", help="measure only the floor and the --target servers")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default: 3 full, 1 quick)")
+    parser.add_argument("--profile", action="store_true", help="profile the delta path even if every target is met")
+    parser.add_argument("--no-profile", action="store_true", help="never profile")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--data-dir", help="where the temporary ledgers go (default: the system temp dir)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.no_awaken and not args.target:
+        print("bench: --no-awaken needs at least one --target", file=sys.stderr)
+        return 2
+    pinning = pin_self()
+    bench = Bench(args)
+    bench.pinning = pinning
+    print(f"bench: {'quick' if args.quick else 'full'} run; {pinning}; writing to {bench.out}", file=sys.stderr)
+    try:
+        results = trio.run(bench.run)
+    except KeyboardInterrupt:
+        print("\nbench: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        shutil.rmtree(bench.tmp, ignore_errors=True)
+    written = report.write(results, bench, plots=not args.no_plots)
+    print(report.console_summary(results), file=sys.stderr)
+    print("bench: wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+    return 0
+

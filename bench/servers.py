@@ -1,0 +1,221 @@
+"""Server subprocesses under test: Awaken (one per storage backend) and the floor, pinned to CPU 0.
+
+The load generator pins itself to CPU 1 (``pin_self``); each server is started through
+``taskset -c 0`` when it exists (else ``sched_setaffinity`` in the child). ``ServerProcess`` reads
+the server's resident memory and CPU time from ``/proc/<pid>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from .client import ClientError, HttpConnection
+
+REPO = Path(__file__).resolve().parent.parent
+SERVER_CPU = 0
+CLIENT_CPU = 1
+
+
+def can_pin() -> bool:
+    return hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2
+
+
+def pin_self() -> str:
+    """Pin the load generator to CPU 1 (and so every thread it starts). Returns a description."""
+    if not can_pin():
+        return "not pinned (fewer than 2 CPUs or no sched_setaffinity)"
+    os.sched_setaffinity(0, {CLIENT_CPU})
+    how = "taskset -c 0" if shutil.which("taskset") else "sched_setaffinity(0)"
+    return f"servers on CPU {SERVER_CPU} ({how}), load generator on CPU {CLIENT_CPU}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def file_backend_available() -> tuple[bool, str]:
+    try:
+        from storage_backends.file_ledger import FileLedger  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any import failure means "skip this backend"
+        return False, f"storage_backends/file_ledger.py does not import: {type(exc).__name__}: {exc}"
+    return True, "ok"
+
+
+def awaken_config(backend: str, data_dir: Path) -> str:
+    """The repo's config.toml with its ``[ledger]`` table pointed at ``data_dir`` (a minimal config if the
+    repo's cannot be used)."""
+    path = data_dir / ("awaken.db" if backend == "sqlite" else "ledger")
+    ledger = f'[ledger]\nbackend = "{backend}"\npath = "{path}"\noptions = {{}}\n'
+    try:
+        text = (REPO / "config.toml").read_text()
+        new = re.sub(r"(?ms)^\[ledger\]\s*$.*?(?=^\[)", ledger + "\n", text, count=1)
+        tomllib.loads(new)
+        if new != text and "[agents.guarded]" in new:
+            return new
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    tools = '["calculator", "current_time", "set_state"]'
+    return (f'default_agent = "assistant"\n\n{ledger}\n'
+            f'[agents.assistant]\nmodel = "scripted"\ntools = {tools}\ndefault_permission = "allow"\n\n'
+            f'[agents.guarded]\nmodel = "scripted"\ntools = {tools}\ndefault_permission = "ask"\n')
+
+
+@dataclass
+class ServerProcess:
+    name: str
+    argv: list[str]
+    log_path: Path
+    port: int = 0
+    proc: subprocess.Popen | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def spawn(self) -> None:
+        argv = list(self.argv)
+        preexec = None
+        if can_pin():
+            if shutil.which("taskset"):
+                argv = ["taskset", "-c", str(SERVER_CPU)] + argv
+            else:
+                def preexec() -> None:
+                    os.sched_setaffinity(0, {SERVER_CPU})
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+        env.update(self.extra_env)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         cwd=REPO, env=env, preexec_fn=preexec)
+
+    async def start(self, *, limit_s: float = 30.0) -> None:
+        self.spawn()
+        assert self.proc is not None
+        with trio.move_on_after(limit_s):
+            while True:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"{self.name} exited with {self.proc.returncode} at start-up:\n"
+                                       + self.log_tail())
+                if await self.healthy():
+                    return
+                await trio.sleep(0.05)
+        await self.stop()
+        raise RuntimeError(f"{self.name} did not answer GET /healthz within {limit_s:g} s:\n{self.log_tail()}")
+
+    async def healthy(self) -> bool:
+        conn = HttpConnection("127.0.0.1", self.port)
+        try:
+            with trio.move_on_after(1):
+                await conn.connect()
+                status, _ = await conn.get_status("/healthz")
+                return status == 200
+        except (OSError, ClientError, trio.BrokenResourceError):
+            return False
+        finally:
+            await conn.aclose()
+        return False
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    async def stop(self, *, limit_s: float = 10.0) -> int | None:
+        """SIGTERM, wait (a profiled server writes its stats on the way out), then SIGKILL."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        with trio.move_on_after(limit_s):
+            while self.proc.poll() is None:
+                await trio.sleep(0.05)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            await trio.to_thread.run_sync(self.proc.wait)
+        return self.proc.returncode
+
+    def rss_kb(self) -> int:
+        """Resident set size (VmRSS) in KiB."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    def cpu_seconds(self) -> float:
+        """CPU time of the whole process (every thread): nanoseconds from schedstat, else clock ticks."""
+        return process_cpu_seconds(self.pid)
+
+    def sched(self) -> tuple[float, float]:
+        return process_sched(self.pid)
+
+    def signal(self, signum: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+
+def process_cpu_seconds(pid: int | str = "self") -> float:
+    return process_sched(pid)[0]
+
+
+def process_sched(pid: int | str = "self") -> tuple[float, float]:
+    """``(seconds on a CPU, seconds runnable but waiting for one)`` summed over the process's threads
+    (``/proc/<pid>/task/*/schedstat``). A large wait means other work shared the CPU."""
+    try:
+        run = wait = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                    fields = f.read().split()
+                run += int(fields[0])
+                wait += int(fields[1])
+            except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+                pass  # a thread that just ended
+        if run:
+            return run / 1e9, wait / 1e9
+    except OSError:
+        pass
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 0.0
+
+
+def awaken_server(name: str, backend: str, data_dir: Path, log_dir: Path, *, profile_dir: Path | None = None
+                  ) -> ServerProcess:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config_path = data_dir / "config.toml"
+    config_path.write_text(awaken_config(backend, data_dir))
+    port = free_port()
+    bind = f"127.0.0.1:{port}"
+    if profile_dir is None:
+        argv = [sys.executable, "-m", "awaken", "serve", "--config", str(config_path), "--bind", bind]
+    else:
+        argv = [sys.executable, "-m", "bench.profiled", str(profile_dir), "serve", "--config", str(config_path),
+                "--bind", bind]
+    return ServerProcess(name, argv, log_dir / f"{name}.log", port)
+
+
+def floor_server(log_dir: Path) -> ServerProcess:
+    port = free_port()
+    return ServerProcess("floor", [sys.executable, "-m", "bench.floor", "--bind", f"127.0.0.1:{port}"],
+                         log_dir / "floor.log", port)
