@@ -7,7 +7,7 @@ tool results or decisions, and commits every outcome to the ledger. Adapters han
 
 Usage, from a connection handler that owns the nursery::
 
-    async with app.admit(request) as run:          # InputRejected (e.g. THREAD_BUSY) before any byte
+    async with app.admit(thread_id, agent_id, build) as run:  # InputRejected (THREAD_BUSY…) before any byte
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run.execute, sink)  # a disconnect cancels this nursery
 
@@ -51,7 +51,7 @@ from .events import (
     ToolCallStart,
     ToolResult,
 )
-from .ledger import Commit, DuplicateRun, Ledger, PendingCall, RunRecord, Usage
+from .ledger import Commit, DuplicateRun, Ledger, PendingCall, RunRecord, ThreadView, Usage
 from .messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from .models import ModelRequest
 from .runstate import RunStatus, check_transition
@@ -118,22 +118,27 @@ class RunApplication:
         return thread_id in self._active
 
     @contextlib.asynccontextmanager
-    async def admit(self, request: RunRequest) -> AsyncIterator[AdmittedRun]:
-        """Admit ``request`` or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
+    async def admit(
+        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest]
+    ) -> AsyncIterator[AdmittedRun]:
+        """Admit a request or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
 
-        On exit, a run that never reached a committed outcome is committed ``interrupted``.
+        The thread is reserved first; then its committed view is read once and handed to ``build``
+        (the adapter's pure dedup: replayed history out, new input and decisions in); then the run is
+        prepared against that same view. A fresh run costs one ledger read and one write before its
+        first byte. On exit, a run that never reached a committed outcome is committed ``interrupted``.
         """
-        agent = self.agents.get(request.agent_id)
-        thread_id = request.thread_id
+        agent = self.agents.get(agent_id)
         if thread_id in self._active:
             raise InputRejected(
                 f"thread {thread_id!r} already has an active run; send the next input when it ends",
                 code="THREAD_BUSY",
             )
-        run = AdmittedRun(self, agent, request)
+        run = AdmittedRun(self, agent, thread_id)
         self._active[thread_id] = run
         try:
-            await run.prepare()
+            view = await self.ledger.thread_view(thread_id)
+            await run.prepare(build(view), view)
             yield run
         finally:
             try:
@@ -145,12 +150,12 @@ class RunApplication:
 class AdmittedRun:
     """One admitted run (fresh or resumed) and the state it needs while it executes."""
 
-    def __init__(self, app: RunApplication, agent: Agent, request: RunRequest) -> None:
+    def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
         self.app = app
         self.ledger = app.ledger
         self.agent = agent
-        self.request = request
-        self.thread_id = request.thread_id
+        self.request = RunRequest(thread_id, agent.id)
+        self.thread_id = thread_id
         self.run_id = ""
         self.status = RunStatus.RUNNING
         self.resumed = False
@@ -166,14 +171,13 @@ class AdmittedRun:
 
     # -- admission ------------------------------------------------------------------------------
 
-    async def prepare(self) -> None:
+    async def prepare(self, request: RunRequest, view: ThreadView) -> None:
         """Admission: everything that can refuse the request happens here, before any byte is sent.
 
         A fresh run's input is committed with its run record; a resume only validates its decisions
         (they are applied by ``execute``, so a slow tool never delays the response head).
         """
-        request = self.request
-        view = await self.ledger.thread_view(self.thread_id)
+        self.request = request
         self.state = dict(view.thread.state) if view.thread else {}
         self.history = list(view.messages)
         pending = list(view.pending)

@@ -17,9 +17,10 @@ from typing import Protocol as TypingProtocol
 
 from .context import ServerContext
 from .encoding import EncoderBase, EncoderMisuse, WireEvent
-from .engine import RunRequest, Sink
+from .engine import RunRequest, Sink, new_id
 from .errors import InputRejected, StoreUnavailable
 from .events import AgentEvent, RunFailed
+from .ledger import ThreadView
 from .transports import sse
 
 log = logging.getLogger("awaken.exchange")
@@ -30,7 +31,7 @@ Emit = Callable[[list[WireEvent]], None]
 
 
 class Protocol(abc.ABC):
-    """A wire protocol's request side and encoder factory. Pure except ``to_run_request``."""
+    """A wire protocol's request side and encoder factory. Every method is pure (sans-IO)."""
 
     #: what follows the terminal event on every stream (the AI SDK's ``[DONE]``), or None
     done_marker: str | None = None
@@ -42,8 +43,13 @@ class Protocol(abc.ABC):
         """Validate a request body; raise ``InputRejected`` with a catalogue code."""
 
     @abc.abstractmethod
-    async def to_run_request(self, ctx: ServerContext, parsed: Any, agent_id: str | None) -> RunRequest:
-        """Dedup against the ledger and split the new material into input and decisions."""
+    def target(self, parsed: Any, route_agent: str | None) -> tuple[str | None, str | None]:
+        """The thread (None: start a new one) and the agent (None: the default) a request addresses."""
+
+    @abc.abstractmethod
+    def to_run_request(self, parsed: Any, thread_id: str, agent_id: str | None, view: ThreadView) -> RunRequest:
+        """Drop what ``view`` (the thread as committed) already holds; split the rest into new input
+        and tool decisions. Raise ``InputRejected`` for what cannot be run."""
 
     @abc.abstractmethod
     def encoder(self, parsed: Any | None) -> EncoderBase:
@@ -92,8 +98,13 @@ async def exchange(
     try:
         parsed = protocol.parse(body, content_type)
         encoder = protocol.encoder(parsed)
-        request = await protocol.to_run_request(ctx, parsed, agent_id)
-        async with ctx.app.admit(request) as run:
+        thread, agent = protocol.target(parsed, agent_id)
+        thread_id = thread or new_id("thread")
+
+        def build(view: ThreadView) -> RunRequest:
+            return protocol.to_run_request(parsed, thread_id, agent, view)
+
+        async with ctx.app.admit(thread_id, agent, build) as run:
 
             async def produce(emit: Emit) -> None:
                 await run.execute(make_sink(encoder, emit))

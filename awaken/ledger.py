@@ -115,6 +115,14 @@ class ThreadView:
     messages: tuple[Message, ...]
     pending: tuple[PendingCall, ...]
 
+    def message_ids(self) -> frozenset[str]:
+        """Every committed message id (what an adapter drops as replayed history)."""
+        return frozenset(m.id for m in self.messages)
+
+    def answered_calls(self) -> frozenset[str]:
+        """Every tool call id with a committed result, under whatever message id it was committed."""
+        return frozenset(m.tool_result.tool_call_id for m in self.messages if m.tool_result is not None)
+
 
 class DuplicateRun(ValueError):
     """``start_run`` was given a run id the ledger already holds."""

@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..context import ServerContext
-from ..engine import RunRequest, ToolDecision, result_id
+from ..engine import RunRequest, ToolDecision
 from ..errors import InputRejected
 from ..exchange import Protocol, sse_exchange
+from ..ledger import ThreadView
 from ..messages import Message
 from .encoder import AguiEncoder
 from .request import AguiInput, InputMessage, ToolMessage, parse_run_input
@@ -30,17 +31,18 @@ class AguiProtocol(Protocol):
         client_held = frozenset(m.id for m in parsed.messages if isinstance(m, ToolMessage))
         return AguiEncoder(parsed.thread_id, parsed.run_id, modern=parsed.modern, client_held=client_held)
 
-    async def to_run_request(self, ctx: ServerContext, parsed: AguiInput, agent_id: str | None) -> RunRequest:
+    def target(self, parsed: AguiInput, route_agent: str | None) -> tuple[str, str | None]:
+        return parsed.thread_id, route_agent
+
+    def to_run_request(self, parsed: AguiInput, thread_id: str, agent_id: str | None,
+                       view: ThreadView) -> RunRequest:
         data = parsed
-        ctx.agents.get(agent_id)  # an unknown agent is refused before the ledger is touched
-        # A tool message whose call already has a server-committed result (a decision at a permission
-        # gate, or a call superseded by new input) is the client's copy of an earlier decision: replayed.
-        decided = [result_id(m.tool_call_id) for m in data.messages if isinstance(m, ToolMessage)]
-        lookup = [*data.message_ids, *decided]
-        committed = await ctx.ledger.committed_ids(data.thread_id, lookup) if lookup else set()
+        committed = view.message_ids()
+        # A tool message whose call already has a committed result (a decision at a permission gate,
+        # or a call superseded by new input) is the client's copy of an earlier decision: replayed.
+        answered = view.answered_calls()
         if data.state:
-            thread = await ctx.ledger.get_thread(data.thread_id)
-            if thread is None or thread.state != data.state:
+            if view.thread is None or view.thread.state != data.state:
                 raise InputRejected(
                     "state is not supported by this server; send it empty (or exactly as the server last sent it)",
                     code="UNSUPPORTED_FIELD",
@@ -48,16 +50,18 @@ class AguiProtocol(Protocol):
         inputs: list[Message] = []
         decisions: list[ToolDecision] = []
         for m in data.messages:
-            if m.id in committed or (isinstance(m, ToolMessage) and result_id(m.tool_call_id) in committed):
+            if m.id in committed:
                 continue
             if isinstance(m, InputMessage):
                 if m.parts:
                     inputs.append(Message(m.id, m.role, m.parts))
+            elif m.tool_call_id in answered:
+                continue
             elif m.error is not None:
                 decisions.append(ToolDecision(m.tool_call_id, "error", m.error or m.content, m.id))
             else:
                 decisions.append(ToolDecision(m.tool_call_id, "ok", m.content, m.id))
-        return RunRequest(data.thread_id, agent_id, tuple(inputs), tuple(decisions), data.run_id)
+        return RunRequest(thread_id, agent_id, tuple(inputs), tuple(decisions), data.run_id)
 
 
 PROTOCOL = AguiProtocol()

@@ -1,15 +1,15 @@
 """The AI SDK protocol adapter: validate, deduplicate, split input from decisions, pick the encoder.
 
-It decides no run state. ``to_run_request`` drops what the ledger already holds — user/system
-messages by id, and tool parts whose call already has a committed result (replayed history) — and
-turns the rest of the continued assistant message's tool parts into ``ToolDecision``s:
+It decides no run state. ``to_run_request`` (pure, over the thread's committed view) drops what the
+ledger already holds — user/system messages by id, and tool parts whose call already has a committed
+result (replayed history) — and turns the rest of the continued assistant message's tool parts into
+``ToolDecision``s:
 
 * ``output-available`` → ``ok`` with the JSON text of ``output``; ``output-error`` → ``error`` with
   ``errorText``; ``approval-responded`` → ``approve``/``deny`` (the denial ``reason`` is kept), after
   checking that ``approval.id`` is the ``approvalId`` this server issued (``wire.approval_id``).
-* A call counts as answered when ``tr_<toolCallId>`` is committed (every result the engine commits for
-  a decision without a message id), or — for a thread that was answered over AG-UI, where the result
-  is committed under the client's tool message id — when a committed tool result names the call.
+* A call counts as answered when a committed tool result names it, under whatever message id
+  (``tr_<toolCallId>`` for the engine's own, the client's id for a call answered over AG-UI).
 * A decision for a call that is not pending reaches the engine, which refuses it
   (``TOOL_CALL_NOT_PENDING`` / ``NO_PENDING_RUN``): one ``error`` + ``finish{error}`` stream, nothing
   committed.
@@ -20,18 +20,17 @@ never splits one run's assistant UIMessage: see ``read_history``).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 
 from ..context import ServerContext
-from ..engine import RunRequest, ToolDecision, result_id
+from ..engine import RunRequest, ToolDecision
 from ..errors import AwakenError, BadCursor, InputRejected, StoreUnavailable, UnknownThread
 from ..exchange import Protocol, sse_exchange
 from ..history import encode_cursor, parse_limit, read_page
-from ..ledger import Ledger
+from ..ledger import Ledger, ThreadView
 from ..messages import Message
 from .encoder import AiSdkEncoder
 from .history import project_history, same_group
@@ -42,8 +41,6 @@ from .wire import approval_id
 EXTRA_HEADERS = [(b"connection", b"keep-alive"), (b"x-vercel-ai-ui-message-stream", b"v1")]
 #: messages read per ledger call when a history page is extended to a run boundary
 _EXTEND_BATCH = 64
-#: the whole thread, for the rare scan for results committed under another protocol's ids
-_ALL = 1_000_000_000
 
 
 def decision_of(answer: ToolPartAnswer) -> ToolDecision:
@@ -57,18 +54,6 @@ def decision_of(answer: ToolPartAnswer) -> ToolDecision:
     return ToolDecision(answer.tool_call_id, "ok", orjson.dumps(answer.output).decode())
 
 
-async def _answered_elsewhere(ledger: Ledger, thread_id: str, call_ids: set[str]) -> set[str]:
-    """Those of ``call_ids`` with a committed tool result under any message id."""
-    if await ledger.get_thread(thread_id) is None:
-        return set()
-    found: set[str] = set()
-    for m in await ledger.read_messages(thread_id, 0, _ALL):
-        result = m.tool_result
-        if result is not None and result.tool_call_id in call_ids:
-            found.add(result.tool_call_id)
-    return found
-
-
 class AiSdkProtocol(Protocol):
     done_marker = "[DONE]"
     sse_headers = EXTRA_HEADERS
@@ -79,21 +64,15 @@ class AiSdkProtocol(Protocol):
     def encoder(self, parsed: AiSdkInput | None) -> AiSdkEncoder:
         return AiSdkEncoder(parsed.continued_id if parsed is not None else None)
 
-    async def to_run_request(self, ctx: ServerContext, parsed: AiSdkInput, agent_id: str | None) -> RunRequest:
-        agent_id = agent_id or parsed.agent_id  # the route's agent wins over the body's
-        ctx.agents.get(agent_id)  # an unknown agent is refused before the ledger is touched
-        thread_id = parsed.thread_id or f"thread_{uuid.uuid4().hex}"
-        ledger = ctx.ledger
-        ids = [m.id for m in parsed.inputs] + [result_id(a.tool_call_id) for a in parsed.answers]
-        committed = await ledger.committed_ids(thread_id, ids) if ids else set()
+    def target(self, parsed: AiSdkInput, route_agent: str | None) -> tuple[str | None, str | None]:
+        return parsed.thread_id, route_agent or parsed.agent_id  # the route's agent wins over the body's
+
+    def to_run_request(self, parsed: AiSdkInput, thread_id: str, agent_id: str | None,
+                       view: ThreadView) -> RunRequest:
+        committed = view.message_ids()
+        answered = view.answered_calls()
         inputs = tuple(Message(m.id, m.role, m.parts) for m in parsed.inputs if m.id not in committed and m.parts)
-        answers = [a for a in parsed.answers if result_id(a.tool_call_id) not in committed]
-        if answers:
-            pending = {p.tool_call_id for p in await ledger.pending_calls(thread_id)}
-            unknown = {a.tool_call_id for a in answers if a.tool_call_id not in pending}
-            if unknown:
-                replayed = await _answered_elsewhere(ledger, thread_id, unknown)
-                answers = [a for a in answers if a.tool_call_id not in replayed]
+        answers = [a for a in parsed.answers if a.tool_call_id not in answered]
         for a in answers:
             if a.state == "approval-responded" and a.approval_id != approval_id(a.tool_call_id):
                 raise InputRejected(
