@@ -41,6 +41,9 @@ _HOOKS: dict[type, str] = {cls: _hook_name(cls) for cls in (
 )}
 
 
+_TERMINAL = frozenset({ev.RunFinished, ev.RunFailed})
+
+
 def sse_frame(payload: Any) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
@@ -48,21 +51,31 @@ def sse_frame(payload: Any) -> bytes:
 class EncoderBase:
     """Subclasses override ``on_*`` hooks; each returns the wire events for one AgentEvent."""
 
+    _dispatch: dict[type, Any] = {}
+
     def __init__(self) -> None:
         self.closed = False
         self.failed = False
+
+    #: event class -> the subclass's hook function (filled per subclass on first use)
+    _dispatch: dict[type, Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._dispatch = {event_cls: getattr(cls, name) for event_cls, name in _HOOKS.items()}
 
     def feed(self, event: ev.AgentEvent) -> list[WireEvent]:
         if self.closed:
             raise EncoderClosed(f"{type(event).__name__} after the terminal event")
         if self.failed:
             raise EncoderMisuse("the encoder already refused an event")
+        kind = type(event)
         try:
-            out: list[WireEvent] = getattr(self, _HOOKS[type(event)])(event)
+            out: list[WireEvent] = self._dispatch[kind](self, event)
         except EncoderMisuse:
             self.failed = True
             raise
-        if isinstance(event, ev.RunFinished | ev.RunFailed):
+        if kind in _TERMINAL:
             self.closed = True
         return out
 
@@ -124,3 +137,6 @@ class EncoderBase:
 
     def on_run_failed(self, e: ev.RunFailed) -> list[WireEvent]:
         return []
+
+
+EncoderBase._dispatch = {event_cls: getattr(EncoderBase, name) for event_cls, name in _HOOKS.items()}

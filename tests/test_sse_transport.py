@@ -14,17 +14,51 @@ async def test_frames_queued_while_a_send_is_in_flight_are_coalesced():
     buffer.put(b"a")
     buffer.put(b"b")
     buffer.put(b"c")
-    assert await buffer.take(1) == b"abc"
+    assert await buffer.take() == b"abc"
     buffer.close()
-    assert await buffer.take(1) is None and buffer.exhausted
+    assert await buffer.take() is None and buffer.exhausted
 
 
-async def test_an_idle_buffer_times_out_for_a_keepalive(autojump_clock):
+async def test_take_waits_for_a_put_and_close_ends_it(autojump_clock):
     buffer = FrameBuffer(1000, lambda: None)
-    start = trio.current_time()
-    assert await buffer.take(15) is None
-    assert trio.current_time() - start == 15
-    assert not buffer.exhausted
+    got = []
+
+    async def reader() -> None:
+        while (data := await buffer.take()) is not None:
+            got.append((trio.current_time(), data))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        await trio.sleep(5)
+        buffer.put(b"x")
+        await trio.sleep(5)
+        buffer.close()
+    assert got == [(5, b"x")]
+
+
+async def test_keepalive_comes_after_an_idle_interval_only(autojump_clock):
+    """The keep-alive timer counts idleness from the last queued bytes, not from a fixed tick."""
+    from awaken.transports.sse import KEEPALIVE, _watch_client
+
+    buffer = FrameBuffer(1000, lambda: None)
+    never: trio.MemoryReceiveChannel = trio.open_memory_channel(0)[1]
+    seen = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_watch_client, never.receive, buffer, trio.CancelScope(), 15)
+        await trio.sleep(10)
+        buffer.put(b"data")          # activity at t=10
+        await trio.sleep(14)         # t=24: idle 14 s, no keep-alive yet
+        seen.append(await _drain(buffer))
+        await trio.sleep(2)          # t=26: idle 16 s -> one keep-alive (queued at t=25)
+        seen.append(await _drain(buffer))
+        nursery.cancel_scope.cancel()
+    assert seen == [b"data", KEEPALIVE]
+
+
+async def _drain(buffer: FrameBuffer) -> bytes:
+    with trio.move_on_after(0):
+        return await buffer.take()
+    return b"(nothing)"
 
 
 async def test_overflow_calls_back_once_and_put_never_blocks():

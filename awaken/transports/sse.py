@@ -45,10 +45,13 @@ class FrameBuffer:
         self._closed = False
         self._lot = trio.lowlevel.ParkingLot()
         self.overflowed = False
+        #: when bytes were last queued (trio clock): the keep-alive timer measures idleness from here
+        self.last_put = trio.current_time()
 
     def put(self, data: bytes) -> None:
         if self._closed or not data:
             return
+        self.last_put = trio.current_time()
         self._chunks.append(data)
         self._size += len(data)
         if self._size > self.limit and not self.overflowed:
@@ -66,13 +69,16 @@ class FrameBuffer:
     def exhausted(self) -> bool:
         return self._closed and not self._chunks
 
-    async def take(self, idle: float) -> bytes | None:
-        """All queued bytes; ``None`` when ``idle`` seconds passed with nothing queued or when exhausted."""
-        if not self._chunks and not self._closed:
-            with trio.move_on_after(idle):
-                await self._lot.park()
-        if not self._chunks:
-            return None
+    async def take(self) -> bytes | None:
+        """All queued bytes, waiting for some; ``None`` once closed and drained.
+
+        No timeout here: a deadline per frame costs a cancel scope per delta on the hot path. The
+        keep-alive timer lives in the connection's receive loop instead (``_watch_client``).
+        """
+        while not self._chunks:
+            if self._closed:
+                return None
+            await self._lot.park()
         data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
         self._size = 0
@@ -180,13 +186,6 @@ async def _pump(
     async with trio.open_nursery() as nursery:
         buffer = FrameBuffer(max_buffered, connection.cancel)
 
-        async def watch_disconnect() -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    connection.cancel()
-                    return
-
         async def produce() -> None:
             try:
                 await producer(buffer.put)
@@ -194,13 +193,23 @@ async def _pump(
             finally:
                 buffer.close()
 
-        nursery.start_soon(watch_disconnect)
+        nursery.start_soon(_watch_client, receive, buffer, connection, keepalive)
         nursery.start_soon(produce)
-        while True:
-            data = await buffer.take(keepalive)
-            if data is None:
-                if buffer.exhausted:
-                    break
-                data = KEEPALIVE
+        while (data := await buffer.take()) is not None:
             await send({"type": "http.response.body", "body": data, "more_body": True})
-        nursery.cancel_scope.cancel()  # stop watching for a disconnect
+        nursery.cancel_scope.cancel()  # stop watching the client
+
+
+async def _watch_client(receive: ASGIReceive, buffer: FrameBuffer, connection: trio.CancelScope,
+                        keepalive: float) -> None:
+    """Wait for ``http.disconnect`` (then cancel the connection) and queue a ``: keep-alive`` comment
+    whenever nothing was queued for ``keepalive`` seconds. It wakes at most once per interval."""
+    while True:
+        with trio.move_on_at(buffer.last_put + keepalive):
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                connection.cancel()
+                return
+            continue
+        if trio.current_time() >= buffer.last_put + keepalive:
+            buffer.put(KEEPALIVE)
