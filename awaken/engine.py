@@ -164,6 +164,9 @@ class AdmittedRun:
         self.usage = Usage()
         self.steps_done = 0
         self.answer_message_id = ""
+        #: set once a fresh run's record and input are written (None: nothing to write, e.g. a resume)
+        self._start: trio.Event | None = None
+        self._start_error: AwakenError | None = None
         #: the decided calls of a resume, in pending order, applied when the stream starts
         self._decided: list[tuple[PendingCall, ToolDecision]] = []
         self._remaining: list[PendingCall] = []
@@ -192,24 +195,45 @@ class AdmittedRun:
                                 code="NO_NEW_INPUT")
 
     async def _prepare_fresh(self) -> None:
-        now = now_ms()
+        """A new run: its record and input are written by ``execute`` while the first step streams
+        (see ``_commit_start``), so the write is off the path to the first delta."""
         run_id = self.request.run_id or new_id("run")
-        inputs = tuple(attrs.evolve(m, run_id=run_id) for m in self.request.inputs)
-        for _attempt in range(3):
-            record = RunRecord(run_id, self.thread_id, self.agent.id, RunStatus.RUNNING, now, now)
-            try:
-                committed = await self.ledger.start_run(record, inputs)
-                break
-            except DuplicateRun:
-                run_id = new_id("run")
-                inputs = tuple(attrs.evolve(m, run_id=run_id) for m in inputs)
-            except ValueError as exc:  # an input id collides inside the request itself
-                raise InputRejected(str(exc), code="INVALID_REQUEST") from None
-        else:  # pragma: no cover - three uuid4 collisions
-            raise RunFailure("could not allocate a run id")
         self.run_id = run_id
-        self.history.extend(committed)
+        self.history.extend(attrs.evolve(m, run_id=run_id) for m in self.request.inputs)
         self.answer_message_id = new_id("msg")
+        self._start = trio.Event()
+
+    async def _commit_start(self, body: trio.CancelScope) -> None:
+        """Write the run record and its input (shielded: a disconnect cannot tear it). The first step
+        commit waits for this. If the store fails, the run's body is cancelled and the error kept."""
+        assert self._start is not None
+        inputs = tuple(m for m in self.history if m.run_id == self.run_id and m.seq == 0)
+        try:
+            with trio.CancelScope(shield=True):
+                now = now_ms()
+                for _attempt in range(3):
+                    record = RunRecord(self.run_id, self.thread_id, self.agent.id, RunStatus.RUNNING, now, now)
+                    try:
+                        committed = await self.ledger.start_run(record, inputs)
+                        break
+                    except DuplicateRun:  # the client reused a run id: the ledger gets a fresh one
+                        self.run_id = new_id("run")
+                        inputs = tuple(attrs.evolve(m, run_id=self.run_id) for m in inputs)
+                else:  # pragma: no cover - three uuid4 collisions
+                    raise RunFailure("could not allocate a run id")
+            by_id = {m.id: m for m in committed}
+            self.history = [by_id.get(m.id, m) if m.seq == 0 else m for m in self.history]
+        except (AwakenError, ValueError) as exc:
+            self._start_error = exc if isinstance(exc, AwakenError) else RunFailure(str(exc))
+            body.cancel()
+        finally:
+            self._start.set()
+
+    async def _started(self) -> bool:
+        """Wait until the run record is written; False if it could not be."""
+        if self._start is not None:
+            await self._start.wait()
+        return self._start_error is None
 
     async def _supersede(self, pending: list[PendingCall]) -> None:
         """New input while a run waits: its open calls are closed as cancelled, the run interrupted."""
@@ -323,13 +347,10 @@ class AdmittedRun:
     async def execute(self, sink: Sink) -> None:
         """Stream the run into ``sink`` and commit its outcome. Never raises except ``Cancelled``."""
         try:
-            sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
-            if self.resumed:
-                await self._apply_decisions(sink)
-            if self._remaining:
-                self._finish_waiting(sink, self._remaining)
-                return
-            await self._step_loop(sink)
+            if self._start is None:
+                await self._body(sink)
+            else:
+                await self._body_while_starting(sink)
         except trio.Cancelled:
             await self._commit_final(RunStatus.INTERRUPTED, None, "the client disconnected")
             raise
@@ -341,6 +362,29 @@ class AdmittedRun:
             await self._fail(sink, "INTERNAL_ERROR", "the server failed while running the agent")
         finally:
             self.release()
+
+    async def _body(self, sink: Sink) -> None:
+        sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
+        if self.resumed:
+            await self._apply_decisions(sink)
+        if self._remaining:
+            self._finish_waiting(sink, self._remaining)
+            return
+        await self._step_loop(sink)
+
+    async def _body_while_starting(self, sink: Sink) -> None:
+        """``_body`` with the run's first write in a task beside it (the write is shielded)."""
+        failure: BaseException | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._commit_start, nursery.cancel_scope)
+            try:
+                await self._body(sink)
+            except BaseException as exc:  # carried past the nursery and re-raised below
+                failure = exc
+        if self._start_error is not None:
+            raise self._start_error
+        if failure is not None:
+            raise failure
 
     async def _step_loop(self, sink: Sink) -> None:
         agent = self.agent
@@ -357,6 +401,7 @@ class AdmittedRun:
             status = RunStatus.WAITING if pending else RunStatus.RUNNING if calls else RunStatus.COMPLETED
             check_transition(self.status, status)
             changed = state != self.state
+            await self._started()
             committed = await self.ledger.commit(
                 self.thread_id,
                 self.run_id,
@@ -451,6 +496,8 @@ class AdmittedRun:
         if self.status not in (RunStatus.RUNNING,) or not self.run_id:
             return True
         with trio.move_on_after(FINAL_COMMIT_TIMEOUT, shield=True):
+            if not await self._started():
+                return False  # the run record was never written: there is nothing to close
             try:
                 await self.ledger.commit(
                     self.thread_id, self.run_id, Commit(status=status, error_code=code, error_message=message)

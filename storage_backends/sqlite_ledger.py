@@ -78,6 +78,9 @@ class SqliteLedger(Ledger):
         self.busy_timeout_ms = busy_timeout_ms
         self._db: sqlite_utils.Database | None = None
         self._limiter = trio.CapacityLimiter(1)
+        #: every thread id in the database (about 100 bytes each): a run on a thread never seen before
+        #: needs no read at admission. Only this object writes threads, so the set stays exact.
+        self._threads: set[str] = set()
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -130,6 +133,7 @@ class SqliteLedger(Ledger):
                     "UPDATE runs SET status = ?, error_code = NULL, updated_at = ? WHERE status = ?",
                     (RunStatus.INTERRUPTED.value, now, RunStatus.RUNNING.value),
                 )
+                self._threads = {row[0] for row in conn.execute("SELECT id FROM threads")}
             except BaseException:
                 conn.close()  # a failed open must not leak the connection (or its locks)
                 raise
@@ -221,6 +225,9 @@ class SqliteLedger(Ledger):
         three reads.
         """
 
+        if thread_id not in self._threads:
+            return ThreadView(None, (), ())
+
         def q(db: sqlite_utils.Database) -> ThreadView:
             conn = db.conn
             row = conn.execute("SELECT id, created_at, state, last_seq FROM threads WHERE id = ?",
@@ -278,7 +285,9 @@ class SqliteLedger(Ledger):
             _insert_run(conn, run)
             return _append(conn, run.thread_id, inputs)
 
-        return await self._call(lambda db: self._transaction(db, body))
+        committed = await self._call(lambda db: self._transaction(db, body))
+        self._threads.add(run.thread_id)
+        return committed
 
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
         def body(conn: sqlite3.Connection) -> list[Message]:
@@ -365,6 +374,7 @@ class SqliteLedger(Ledger):
             )
 
         await self._call(lambda db: self._transaction(db, body))
+        self._threads.add(thread.thread_id)
 
 
 _RUN_COLS = (

@@ -28,6 +28,8 @@ from . import ModelOutput, ModelRequest
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
 _ARG_FRAGMENT = 8
 #: without a delay, yield to the scheduler every this many deltas so a long answer cannot hog the loop
+#: (and once after the first delta, so the first delta is written before the rest is generated, as
+#: with a model that streams over the network)
 _CHECKPOINT_EVERY = 64
 
 
@@ -149,7 +151,7 @@ class _Pacer:
             await trio.sleep(self.delay)
             return
         self.count += 1
-        if self.count % _CHECKPOINT_EVERY == 0:
+        if self.count == 2 or self.count % _CHECKPOINT_EVERY == 0:
             await trio.lowlevel.checkpoint()
 
 
