@@ -197,6 +197,15 @@ def _check(config: AppConfig, source: str) -> None:
         for tool in agent.permissions:
             if tool not in names:
                 raise ConfigError(f"{source}: agents.{agent_id}.permissions.{tool}: the agent has no such tool")
+    server = config.server
+    for key, value, ok in (
+        ("keepalive_seconds", server.keepalive_seconds, server.keepalive_seconds > 0),
+        ("max_buffered_bytes", server.max_buffered_bytes, server.max_buffered_bytes > 0),
+        ("ws_ping_seconds", server.ws_ping_seconds, server.ws_ping_seconds > 0),
+        ("graceful_timeout", server.graceful_timeout, server.graceful_timeout >= 0),
+    ):
+        if not ok:
+            raise ConfigError(f"{source}: server.{key}: {value!r} is out of range (must be positive)")
     host, _, port = config.server.bind.rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(f"{source}: server.bind: {config.server.bind!r} is not HOST:PORT")

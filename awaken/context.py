@@ -11,8 +11,18 @@ import attrs
 from .agents import AgentRegistry, build_models, build_tools
 from .config import AppConfig
 from .engine import RunApplication
+from .errors import ConfigError
 from .ledger import Ledger, ledger_class
 from .models import Model
+
+
+def build_ledger(config: AppConfig) -> Ledger:
+    """The configured backend, constructed (not opened); bad options are a ``ConfigError``."""
+    backend = ledger_class(config.ledger.backend)
+    try:
+        return backend(path=config.ledger.path, **config.ledger.options)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"ledger.options: the {config.ledger.backend} backend refused its options: {exc}") from None
 
 
 @attrs.define
@@ -29,8 +39,7 @@ class ServerContext:
         tools = build_tools(config)
         models = build_models(config)
         agents = AgentRegistry(config, tools, models)
-        backend = ledger_class(config.ledger.backend)
-        ledger = backend(path=config.ledger.path, **config.ledger.options)
+        ledger = build_ledger(config)
         return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models)
 
     async def open(self) -> None:

@@ -388,10 +388,13 @@ class AdmittedRun:
 
     async def _step_loop(self, sink: Sink) -> None:
         agent = self.agent
-        for _ in range(agent.config.max_steps):
+        # The limit counts every step of the run, across resumes (a run resumed after step 3 of 8
+        # has 5 left), so a model that keeps asking for client tools or approvals still stops.
+        for _ in range(max(0, agent.config.max_steps - self.steps_done)):
             step = self.steps_done + 1
             sink(StepStarted(step))
-            builder = StepBuilder(sink, self.answer_message_id if self.steps_done == 0 else new_id("msg"))
+            builder = StepBuilder(sink, self.answer_message_id if self.steps_done == 0 else new_id("msg"),
+                                  self._used_call_ids())
             request = ModelRequest(agent.config.system_prompt, tuple(self.history), agent.tools)
             await agent.model.stream(request, builder)
             builder.close()
@@ -436,6 +439,11 @@ class AdmittedRun:
                 return
         raise RunFailure(f"the agent reached its step limit ({agent.config.max_steps}) without finishing",
                          code="STEP_LIMIT")
+
+    def _used_call_ids(self) -> set[str]:
+        """Tool call ids already on the thread: a provider that reuses ids (``call_0`` every turn)
+        gets fresh ones, because results, pending calls and clients key on them thread-wide."""
+        return {c.tool_call_id for m in self.history for c in m.tool_calls}
 
     async def _run_tools(
         self, calls: list[ToolCallPart], message_id: str
@@ -546,9 +554,10 @@ class StepBuilder:
     in a legal order.
     """
 
-    def __init__(self, sink: Sink, message_id: str) -> None:
+    def __init__(self, sink: Sink, message_id: str, used_call_ids: set[str] | frozenset[str] = frozenset()) -> None:
         self.sink = sink
         self.message_id = message_id
+        self.used_call_ids = used_call_ids
         self.step_usage = Usage()
         self._text: list[str] = []
         self._text_open = False
@@ -583,7 +592,9 @@ class StepBuilder:
         if call is None:
             self._close_text()
             self._close_reasoning()
-            call = [call_id or new_id("call"), name or "", []]
+            if not call_id or call_id in self.used_call_ids or any(c[0] == call_id for c in self._calls.values()):
+                call_id = new_id("call")
+            call = [call_id, name or "", []]
             self._calls[index] = call
             self.sink(ToolCallStart(call[0], call[1], self.message_id))
         elif name and not call[1]:

@@ -15,8 +15,9 @@ import attrs
 import trio
 
 from .config import load_config
+from .context import build_ledger
 from .errors import ConfigError, StoreUnavailable
-from .ledger import Ledger, ledger_class
+from .ledger import Ledger
 
 _ALL = 1_000_000_000
 
@@ -30,8 +31,7 @@ class CopyReport:
 
 
 def _open(config_path: str) -> Ledger:
-    config = load_config(config_path)
-    return ledger_class(config.ledger.backend)(path=config.ledger.path, **config.ledger.options)
+    return build_ledger(load_config(config_path))
 
 
 async def copy_ledger(source: Ledger, dest: Ledger, progress=None) -> CopyReport:  # noqa: ANN001

@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import unquote
 
 from quart import jsonify, request
 from quart_trio import QuartTrio
@@ -110,7 +109,8 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
                 match = pattern.match(path)
                 if match:
                     agent = match.groupdict().get("agent")
-                    await handler(ctx, scope, receive, send, unquote(agent) if agent else None)
+                    # scope["path"] is already percent-decoded by the server
+                    await handler(ctx, scope, receive, send, agent)
                     return
         await quart_app(scope, receive, send)
 

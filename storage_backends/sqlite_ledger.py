@@ -11,6 +11,7 @@ Any ``sqlite3.Error`` other than a constraint violation becomes ``StoreUnavailab
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sqlite3
@@ -74,6 +75,8 @@ class SqliteLedger(Ledger):
     """``[ledger] backend = "sqlite"``; options: ``path`` (the database file), ``busy_timeout_ms``."""
 
     def __init__(self, path: str = "./var/awaken.db", busy_timeout_ms: int = 2000) -> None:
+        if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int) or busy_timeout_ms < 0:
+            raise ValueError(f"busy_timeout_ms must be a non-negative integer, not {busy_timeout_ms!r}")
         self.path = Path(path)
         self.busy_timeout_ms = busy_timeout_ms
         self._db: sqlite_utils.Database | None = None
@@ -81,6 +84,9 @@ class SqliteLedger(Ledger):
         #: every thread id in the database (about 100 bytes each): a run on a thread never seen before
         #: needs no read at admission. Only this object writes threads, so the set stays exact.
         self._threads: set[str] = set()
+        #: the descriptor holding ``<db>.lock``: one process owns a ledger (recovery at open marks the
+        #: runs another live process is streaming as interrupted, so two owners would corrupt history)
+        self._lock_fd: int | None = None
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -119,6 +125,7 @@ class SqliteLedger(Ledger):
         def setup() -> sqlite_utils.Database:
             if self.path.parent and not self.path.parent.exists():
                 os.makedirs(self.path.parent, exist_ok=True)
+            self._lock_fd = _lock(self.path.with_name(self.path.name + ".lock"))
             conn = sqlite3.connect(
                 str(self.path), check_same_thread=False, isolation_level=None, timeout=self.busy_timeout_ms / 1000
             )
@@ -136,18 +143,26 @@ class SqliteLedger(Ledger):
                 self._threads = {row[0] for row in conn.execute("SELECT id FROM threads")}
             except BaseException:
                 conn.close()  # a failed open must not leak the connection (or its locks)
+                self._unlock()
                 raise
             return db
 
         try:
             self._db = await trio.to_thread.run_sync(setup, limiter=self._limiter)
         except (sqlite3.Error, OSError) as exc:
+            self._unlock()
             raise StoreUnavailable(f"cannot open the SQLite ledger at {self.path}: {exc}") from None
 
     async def aclose(self) -> None:
         db, self._db = self._db, None
         if db is not None:
             await trio.to_thread.run_sync(db.conn.close, limiter=self._limiter)
+        self._unlock()
+
+    def _unlock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the flock
 
     async def ping(self) -> None:
         await self._call(lambda db: db.conn.execute("SELECT count(*) FROM threads LIMIT 1").fetchone())
@@ -375,6 +390,18 @@ class SqliteLedger(Ledger):
 
         await self._call(lambda db: self._transaction(db, body))
         self._threads.add(thread.thread_id)
+
+
+def _lock(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise StoreUnavailable(
+            f"the SQLite ledger {path.with_suffix('')} is in use by another process (stop it first)"
+        ) from None
+    return fd
 
 
 _RUN_COLS = (

@@ -132,3 +132,26 @@ def test_readme_openai_snippet_is_a_valid_agent_table():
     assert agent.model == "openai:llama3.2"
     assert config.provider_for(agent).base_url == "http://127.0.0.1:11434/v1"
     assert config.provider_for(agent).api_key_env == "OPENAI_API_KEY"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("keepalive_seconds", 0.0), ("max_buffered_bytes", 0), ("ws_ping_seconds", -1.0), ("graceful_timeout", -1.0)],
+)
+def test_server_values_out_of_range_are_refused(key, value):
+    """A zero keep-alive interval would flood a stream with comments; refuse it at start-up."""
+    data = default_config_data()
+    data["server"][key] = value
+    with pytest.raises(ConfigError, match=rf"^config: server\.{key}: .* is out of range"):
+        parse_config(data)
+
+
+def test_backend_options_it_does_not_take_are_a_config_error():
+    """`[ledger] options` go to the backend's constructor: refusals are one line naming the key."""
+    data = default_config_data()
+    data["ledger"]["options"] = {"bogus": 1}
+    with pytest.raises(ConfigError, match=r"^ledger\.options: the sqlite backend refused its options: .*bogus"):
+        ServerContext.build(parse_config(data))
+    data["ledger"]["options"] = {"busy_timeout_ms": "soon"}
+    with pytest.raises(ConfigError, match=r"^ledger\.options: .*busy_timeout_ms must be a non-negative integer"):
+        ServerContext.build(parse_config(data))

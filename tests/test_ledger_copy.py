@@ -57,3 +57,22 @@ async def test_a_thread_moves_from_sqlite_to_files_and_resumes_over_http(tmp_pat
     assert [(r.run_id, r.status) for r in runs] == [("r1", "completed")]
     assert [m["role"] for m in after] == ["user", "assistant", "tool", "assistant"]
     assert after[-1]["content"] == 'Here is what the tools said: calculator returned {"result":42}.'
+
+
+async def test_a_second_process_cannot_open_a_live_sqlite_ledger(tmp_path):
+    """One process owns a ledger: opening it again (a second `awaken serve`, or `ledger copy` from a
+    running server) would recover the live runs as interrupted. It is refused, and nothing changes."""
+    config = make_config(tmp_path / "a")
+    a = tmp_path / "a.toml"
+    b = tmp_path / "b.toml"
+    _write_config(a, "sqlite", tmp_path / "a" / "awaken.db")
+    _write_config(b, "files", tmp_path / "b" / "ledger")
+    async with live_server(config) as server, server.client() as client:
+        await post_agui(client, agui_body("t", "r1", [{"id": "u1", "role": "user", "content": "hi"}]))
+        copy = await trio.run_process(
+            [sys.executable, "-m", "awaken", "ledger", "copy", "--from", str(a), "--to", str(b)],
+            capture_stdout=True, capture_stderr=True, check=False)
+        runs = await server.ctx.ledger.list_runs("t")
+    assert copy.returncode == 1
+    assert "is in use by another process (stop it first)" in copy.stderr.decode()
+    assert [r.status for r in runs] == ["completed"]

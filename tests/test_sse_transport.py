@@ -81,3 +81,28 @@ async def test_idle_streams_carry_keepalive_comments(tmp_path):
     assert response.headers["cache-control"] == "no-cache"
     assert response.headers["x-accel-buffering"] == "no"
     assert raw.rstrip().endswith('"type":"RUN_FINISHED","threadId":"t","runId":"r"}')
+
+
+async def test_after_the_run_ends_the_watcher_waits_without_spinning(autojump_clock):
+    """A reader that stops reading after the last frame must not make the receive loop spin: once
+    the buffer is closed the watcher waits for a disconnect with no deadline."""
+    from awaken.transports.sse import _watch_client
+
+    buffer = FrameBuffer(1000, lambda: None)
+    calls = 0
+    send, receive = trio.open_memory_channel(1)
+
+    async def counting_receive():
+        nonlocal calls
+        calls += 1
+        return await receive.receive()
+
+    connection = trio.CancelScope()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_watch_client, counting_receive, buffer, connection, 15)
+        buffer.put(b"last frame")
+        buffer.close()
+        await trio.sleep(3600)       # an hour with nothing read and nothing queued
+        assert calls <= 2
+        await send.send({"type": "http.disconnect"})
+    assert connection.cancel_called

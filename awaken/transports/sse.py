@@ -14,6 +14,7 @@ connection's nursery, which owns the run.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -64,6 +65,10 @@ class FrameBuffer:
         self._closed = True
         if self._lot:
             self._lot.unpark_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def exhausted(self) -> bool:
@@ -205,7 +210,10 @@ async def _watch_client(receive: ASGIReceive, buffer: FrameBuffer, connection: t
     """Wait for ``http.disconnect`` (then cancel the connection) and queue a ``: keep-alive`` comment
     whenever nothing was queued for ``keepalive`` seconds. It wakes at most once per interval."""
     while True:
-        with trio.move_on_at(buffer.last_put + keepalive):
+        # Once the run has ended nothing more is queued: only a disconnect matters (no deadline, or a
+        # reader that stopped reading would make this loop spin against a deadline in the past).
+        deadline = math.inf if buffer.closed else buffer.last_put + keepalive
+        with trio.move_on_at(deadline):
             message = await receive()
             if message["type"] == "http.disconnect":
                 connection.cancel()

@@ -5,12 +5,19 @@ takes (``application/json`` is implied). Each wire event goes back as one text m
 is exactly what SSE puts after ``data: `` (an AI SDK stream still ends with a ``[DONE]`` message).
 Keep-alive is a WebSocket ping frame every ``server.ws_ping_seconds`` (``<= 0`` turns it off).
 
-One request at a time. A text message that arrives while the previous request is still streaming
-gets ``REQUEST_BUSY`` as that protocol's rejection stream (AG-UI ``RUN_ERROR``; AI SDK ``error`` +
-``finish`` + ``[DONE]``), interleaved with the running stream, which is untouched. A request counts as
+One request at a time, and streams never interleave. A text message that arrives while the previous
+request is still streaming gets ``REQUEST_BUSY`` as that protocol's rejection stream (AG-UI: one
+``RUN_ERROR``; AI SDK: ``error`` + ``finish`` + ``[DONE]``). That refusal is held back and sent right
+after the running stream's terminal event (and its ``[DONE]``), so the running stream reaches the
+client exactly as it would have without the extra message, and every refusal is a complete stream of
+its own. Refusals wait in arrival order; a binary message that arrives mid-run (``UNSUPPORTED_MEDIA_TYPE``)
+waits the same way. At most ``MAX_DEFERRED`` refusals wait: the message after that breaks the
+one-at-a-time rule beyond doubt, so the socket stops reading requests (later messages are ignored) and,
+once the running stream and the waiting refusals are out, closes with 1008. A request counts as
 streaming until its terminal event (and done marker) is queued, so a client may send the next one as
-soon as it reads the previous terminal event. Bad input gets the same coded error the POST route
-gives (a binary message: ``UNSUPPORTED_MEDIA_TYPE``) and the socket stays open and usable.
+soon as it reads the previous terminal event. With no request streaming, refusals go out at once. Bad
+input gets the same coded error the POST route gives (a binary message: ``UNSUPPORTED_MEDIA_TYPE``) and
+the socket stays open and usable.
 
 Ownership (structured concurrency). ``serve_websocket`` opens one nursery per connection holding the
 reader (the ASGI ``receive`` loop), the writer, the pinger, the shutdown watcher and the current
@@ -23,6 +30,8 @@ Close codes (the server's; a client's own close is simply a disconnect)::
 
     1001  going away: the server is shutting down. An idle socket is closed at once; a streaming
           request first finishes, or is interrupted when the server's graceful timeout runs out.
+    1008  policy violation: more than ``MAX_DEFERRED`` messages arrived while one request streamed.
+          Sent after that request's stream and the ``MAX_DEFERRED`` refusals; the run is untouched.
     1011  internal error: a server bug broke the current request's stream.
     4008  too slow: the client left more than ``server.max_buffered_bytes`` unread. The frames still
           queued are dropped, the in-flight run is cancelled and committed ``interrupted`` (as for a
@@ -66,6 +75,10 @@ Route = Callable[[ServerContext, dict, ASGIReceive, ASGISend, "str | None"], Awa
 
 #: the server is shutting down
 CLOSE_GOING_AWAY = 1001
+#: more than ``MAX_DEFERRED`` messages arrived while one request streamed
+CLOSE_POLICY = 1008
+#: refusals that may wait for the running stream to end (one more message closes with ``CLOSE_POLICY``)
+MAX_DEFERRED = 16
 #: a server bug broke the current stream
 CLOSE_INTERNAL_ERROR = 1011
 #: the client left more than ``server.max_buffered_bytes`` unread (mirrors 1008 "policy violation")
@@ -320,6 +333,10 @@ class WsConnection:
         self.ping_seconds = server.ws_ping_seconds
         self.outbox = Outbox(server.max_buffered_bytes, self._on_overflow)
         self.current: RequestStream | None = None
+        #: refusals (code, message) waiting for the current stream's end, in arrival order
+        self.deferred: list[tuple[str, str]] = []
+        #: more than ``MAX_DEFERRED`` refusals: read no more requests, close after the current stream
+        self._overrun = False
         self._nursery: trio.Nursery | None = None
         self._shutting_down = False
         self._disconnected = False
@@ -363,16 +380,16 @@ class WsConnection:
             if kind == "websocket.disconnect":
                 self._disconnected = True
                 return
-            if kind != "websocket.receive" or self.outbox.closing:
-                continue  # closing: wait for the client's close reply
+            if kind != "websocket.receive" or self.outbox.closing or self._overrun:
+                continue  # closing (or about to): wait for the client's close reply
             text = message.get("text")
             if text is None:
-                self.reject_now("UNSUPPORTED_MEDIA_TYPE",
-                                "binary WebSocket messages are not accepted: send each request as one JSON text message")
+                self.refuse("UNSUPPORTED_MEDIA_TYPE",
+                            "binary WebSocket messages are not accepted: send each request as one JSON text message")
             elif self.current is not None:
-                self.reject_now("REQUEST_BUSY",
-                                "a run is already streaming on this socket; send the next request after its "
-                                "terminal event")
+                self.refuse("REQUEST_BUSY",
+                            "a run is already streaming on this socket; send the next request after its "
+                            "terminal event")
             else:
                 request = RequestStream(self)
                 self.current = request
@@ -453,18 +470,36 @@ class WsConnection:
     def emit_text(self, text: str) -> None:
         self.outbox.put(text, len(text))
 
+    def refuse(self, code: str, message: str) -> None:
+        """Refuse a message that starts no request: at once when idle, else after the current stream."""
+        if self.current is None:
+            self.reject_now(code, message)
+        elif len(self.deferred) < MAX_DEFERRED:
+            self.deferred.append((code, message))
+        else:
+            log.info("more than %d WebSocket messages arrived during one run: closing with %d after it",
+                     MAX_DEFERRED, CLOSE_POLICY)
+            self._overrun = True
+
     def reject_now(self, code: str, message: str) -> None:
-        """A whole rejection stream for a message that starts no request (the current one is untouched)."""
+        """A whole rejection stream for a message that starts no request (nothing else is streaming)."""
         wire = self.protocol.rejection(self.protocol.encoder(None), code, message)
         self.emit(wire)
         if self.protocol.done_marker:
             self.emit_text(self.protocol.done_marker)
 
     def request_finished(self, request: RequestStream) -> None:
-        if self.current is request:
-            self.current = None
-            if self._shutting_down:
-                self.close(CLOSE_GOING_AWAY, "server shutting down", drop=False)
+        """``request``'s terminal frames are queued: the waiting refusals follow, then any pending close."""
+        if self.current is not request:
+            return
+        self.current = None
+        deferred, self.deferred = self.deferred, []
+        for code, message in deferred:
+            self.reject_now(code, message)  # a no-op once the outbox is closing
+        if self._overrun:
+            self.close(CLOSE_POLICY, "too many requests while a run was streaming", drop=False)
+        elif self._shutting_down:
+            self.close(CLOSE_GOING_AWAY, "server shutting down", drop=False)
 
     def close(self, code: int, reason: str, *, drop: bool) -> None:
         """Start closing: cancel the current request, queue the close frame, watch that it gets out."""
