@@ -134,6 +134,10 @@ class SqliteLedger(Ledger):
                 db = sqlite_utils.Database(conn)
                 db.enable_wal()
                 conn.execute("PRAGMA synchronous = NORMAL")
+                # SQLite's own page cache (2 MB by default) is redundant with the OS page cache for
+                # this access pattern (appends, and reads of recent threads); 512 KiB keeps the
+                # server's memory flat as history grows.
+                conn.execute("PRAGMA cache_size = -512")
                 conn.executescript(_SCHEMA)
                 now = _now_ms()
                 conn.execute(
