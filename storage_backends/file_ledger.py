@@ -13,12 +13,22 @@ object. Every ``start_run``, ``commit``, ``import_thread`` call (and every crash
 writes exactly one frame to one file and fsyncs it before returning, so a step is atomic: after a
 crash a frame is either whole (and applied on replay) or torn (and cut off at open).
 
-Opening replays every log into the index (threads, runs, messages, pending calls, message-id sets,
-last seq and agent state per thread). Replay stops at the first frame that is short, fails its
-checksum or is not a JSON object; the file is truncated there. Runs left ``running`` are then
-marked ``interrupted`` by a ``recover`` record. Reads are answered from memory; all blocking file
-I/O goes through ``trio.to_thread.run_sync`` with a capacity limiter of one (one writer thread),
-and writers are serialized by a ``trio.Lock`` held from validation until the index is updated.
+Opening replays every log into a compact index: per thread its metadata (created_at, agent state,
+last seq, the applied length of its log), the set of its message ids (for dedup and duplicate
+checks), where each message lives (runs of consecutive seqs and the offset of the frame that holds
+them), its runs and its pending calls. Message bodies are not kept: a read locates the frames that
+hold the wanted seqs, reads that one byte range of the log, checks and parses it (one worker-thread
+round trip per call). A small LRU cache, bounded in bytes (``cache_bytes``, default 256 KiB), keeps
+the whole history of recently read or created threads, and is extended by their commits, so a run's
+admission (``thread_view``) and its steps stay off the disk while memory stays flat as history grows.
+
+Replay stops at the first frame that is short, fails its checksum or is not a JSON object; the file
+is truncated there. Runs left ``running`` are then marked ``interrupted`` by a ``recover`` record.
+All blocking file I/O (and the JSON work of reads and writes) goes through
+``trio.to_thread.run_sync`` with a capacity limiter of one (one I/O thread), and writers are
+serialized by a ``trio.Lock`` held from validation until the index is updated. Logs only grow under
+an open ledger (a failed write is cut back to the applied length), so the applied prefix a read
+locates stays valid while the read is in flight.
 
 Any ``OSError`` becomes ``StoreUnavailable``; a write that fails halfway is truncated back to the
 file's previous length, so nothing partial is ever visible (in memory or after reopen).
@@ -34,8 +44,10 @@ import json
 import logging
 import os
 import struct
+import sys
 import time
 import zlib
+from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -43,6 +55,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
+import orjson
 import trio
 
 from awaken.errors import StoreUnavailable
@@ -53,6 +66,7 @@ from awaken.ledger import (
     PendingCall,
     RunRecord,
     ThreadRecord,
+    ThreadView,
     Usage,
 )
 from awaken.messages import Message, message_from_json, message_to_json
@@ -67,6 +81,7 @@ _HEADER = struct.Struct(">II")  # payload length, crc32 of the payload
 _MAX_PAYLOAD = 1 << 30
 _MAX_OPEN_FILES = 64
 _LOG_SUFFIX = ".log"
+_SMALL_IDS = 8  # up to this many message ids per thread are kept in a tuple, more in a set
 
 
 def thread_file_name(thread_id: str) -> str:
@@ -80,6 +95,15 @@ def encode_frame(record: dict[str, Any]) -> bytes:
     if len(payload) > _MAX_PAYLOAD:
         raise ValueError(f"a ledger record of {len(payload)} bytes exceeds the {_MAX_PAYLOAD}-byte limit")
     return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def _loads(payload: bytes) -> Any:
+    """Parse one record payload: ``orjson`` (fast) for what it accepts, else the ``json`` module, which
+    wrote the payload and also reads what ``orjson`` refuses (lone surrogates, NaN, huge integers)."""
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return json.loads(payload.decode("utf-8", "surrogatepass"))
 
 
 def decode_frames(data: bytes) -> tuple[list[tuple[int, int, dict[str, Any]]], int]:
@@ -101,8 +125,8 @@ def decode_frames(data: bytes) -> tuple[list[tuple[int, int, dict[str, Any]]], i
         if zlib.crc32(payload) != crc:
             break
         try:
-            record = json.loads(payload.decode("utf-8", "surrogatepass"))
-        except (UnicodeDecodeError, ValueError):
+            record = _loads(payload)
+        except ValueError:  # includes UnicodeDecodeError
             break
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             break
@@ -113,6 +137,19 @@ def decode_frames(data: bytes) -> tuple[list[tuple[int, int, dict[str, Any]]], i
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _read_exact(fd: int, offset: int, length: int) -> bytes:
+    """``pread`` exactly ``length`` bytes at ``offset``; a log shorter than that is an error."""
+    chunks: list[bytes] = []
+    while length > 0:
+        chunk = os.pread(fd, length, offset)
+        if not chunk:
+            raise OSError(errno.EIO, "a ledger file is shorter than its index says")
+        chunks.append(chunk)
+        offset += len(chunk)
+        length -= len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:
@@ -144,17 +181,27 @@ def _run_to_json(run: RunRecord) -> dict[str, Any]:
     }
 
 
-def _run_from_json(d: dict[str, Any]) -> RunRecord:
+_NO_USAGE = Usage()
+
+
+def _usage(pair: Sequence[int]) -> Usage:
+    return _NO_USAGE if not pair[0] and not pair[1] else Usage(*pair)
+
+
+def _run_from_json(d: dict[str, Any], thread_id: str | None = None) -> RunRecord:
+    """A run record; ``thread_id`` (the index's own copy of the id) is shared instead of kept twice."""
+    if thread_id is not None and d["thread_id"] != thread_id:
+        raise CorruptRecord(f"run {d['run_id']!r} names thread {d['thread_id']!r}")
     return RunRecord(
         run_id=d["run_id"],
-        thread_id=d["thread_id"],
-        agent_id=d["agent_id"],
+        thread_id=d["thread_id"] if thread_id is None else thread_id,
+        agent_id=sys.intern(d["agent_id"]),
         status=RunStatus(d["status"]),
         created_at=d["created_at"],
         updated_at=d["updated_at"],
         error_code=d.get("error_code"),
         error_message=d.get("error_message"),
-        usage=Usage(*d.get("usage", (0, 0))),
+        usage=_usage(d.get("usage", (0, 0))),
         steps=d.get("steps", 0),
     )
 
@@ -163,29 +210,137 @@ def _pending_to_json(p: PendingCall) -> dict[str, Any]:
     return attrs.asdict(p)
 
 
-def _pending_from_json(d: dict[str, Any]) -> PendingCall:
-    return PendingCall(**d)
+def _pending_from_json(
+    d: dict[str, Any], thread_id: str, run_id: str | None = None, ids: dict[str, str] | None = None
+) -> PendingCall:
+    """A pending call; the index's copies of the thread, run and message ids (``ids``) are shared,
+    names interned."""
+    if d["thread_id"] != thread_id:
+        raise CorruptRecord(f"pending call {d['tool_call_id']!r} names thread {d['thread_id']!r}")
+    return PendingCall(
+        tool_call_id=d["tool_call_id"],
+        run_id=run_id if run_id is not None and d["run_id"] == run_id else d["run_id"],
+        thread_id=thread_id,
+        name=sys.intern(d["name"]),
+        arguments=d["arguments"],
+        kind=sys.intern(d["kind"]),
+        message_id=ids.get(d["message_id"], d["message_id"]) if ids else d["message_id"],
+    )
 
 
 # -- the in-memory index ------------------------------------------------------------------------
 
 
-@attrs.define
+@attrs.define(weakref_slot=False)
 class _Thread:
+    """What the index keeps of a thread: metadata, message ids and locations, runs, pending calls.
+
+    ``segments`` is a flat ``array('q')`` of triples ``(frame offset, first seq, count)``: each
+    triple says that the messages with seqs ``first .. first + count - 1`` are in the frame starting
+    at that offset. Triples are ordered by seq, and so by offset (an import is a thread's first
+    record; every later record appends seqs above ``last_seq``).
+    """
+
     thread_id: str
-    file_name: str
     created_at: int
-    state: dict[str, Any] = attrs.field(factory=dict)
+    state: dict[str, Any] | None = None  # None: the empty state (no dict kept per thread)
     last_seq: int = 0
-    messages: list[Message] = attrs.field(factory=list)  # sorted by seq
-    seqs: list[int] = attrs.field(factory=list)  # the seqs of ``messages``, for bisect
-    ids: set[str] = attrs.field(factory=set)
-    run_ids: list[str] = attrs.field(factory=list)  # insertion order
-    pending: dict[str, PendingCall] = attrs.field(factory=dict)  # insertion order = commit order
     size: int = 0  # bytes of the log that hold applied records
+    # The message ids: a tuple while there are few (a set costs 216 bytes even when small).
+    ids: tuple[str, ...] | set[str] = ()
+    segments: array = attrs.field(factory=lambda: array("q"))
+    run_ids: tuple[str, ...] = ()  # insertion order
+    pending: tuple[PendingCall, ...] = ()  # commit order
+
+    @property
+    def file_name(self) -> str:
+        return thread_file_name(self.thread_id)
 
     def record(self) -> ThreadRecord:
-        return ThreadRecord(self.thread_id, self.created_at, copy.deepcopy(self.state), self.last_seq)
+        return ThreadRecord(self.thread_id, self.created_at, copy.deepcopy(self.state or {}), self.last_seq)
+
+    def add_ids(self, ids: Sequence[str]) -> None:
+        if isinstance(self.ids, set):
+            self.ids.update(ids)
+        elif len(self.ids) + len(ids) <= _SMALL_IDS:
+            self.ids += tuple(ids)
+        else:
+            self.ids = {*self.ids, *ids}
+
+    def add_segment(self, offset: int, first: int, count: int) -> None:
+        segments = self.segments
+        if segments and segments[-3] == offset and segments[-2] + segments[-1] == first:
+            segments[-1] += count
+        elif len(segments) < 96:  # small: an exact-size copy (extend over-allocates by up to 7 items)
+            self.segments = segments + array("q", (offset, first, count))
+        else:
+            segments.extend((offset, first, count))
+
+
+@attrs.frozen
+class _Span:
+    """Where a read's messages are: the byte range ``[start, end)`` of the log, the seqs wanted."""
+
+    start: int
+    end: int
+    first_seq: int
+    last_seq: int
+    count: int
+    whole: bool  # the span is the thread's whole history
+
+
+def _locate(thread: _Thread, after_seq: int, limit: int) -> _Span | None:
+    """The span of up to ``limit`` (all if negative) messages with ``seq > after_seq``, or None."""
+    segs = thread.segments
+    n = len(segs) // 3
+    lo, hi = 0, n
+    while lo < hi:  # the first segment whose last seq is > after_seq
+        mid = (lo + hi) // 2
+        if segs[3 * mid + 1] + segs[3 * mid + 2] - 1 > after_seq:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo == n or limit == 0:
+        return None
+    first_seq = max(segs[3 * lo + 1], after_seq + 1)
+    remaining = limit if limit > 0 else -1
+    count = 0
+    last_seq = first_seq - 1
+    k = lo
+    while k < n and remaining != 0:
+        from_seq = first_seq if k == lo else segs[3 * k + 1]
+        available = segs[3 * k + 1] + segs[3 * k + 2] - from_seq
+        take = available if remaining < 0 else min(remaining, available)
+        last_seq = from_seq + take - 1
+        count += take
+        if remaining > 0:
+            remaining -= take
+        k += 1
+    last_offset = segs[3 * (k - 1)]
+    m = k
+    while m < n and segs[3 * m] == last_offset:
+        m += 1
+    end = segs[3 * m] if m < n else thread.size
+    whole = lo == 0 and first_seq == segs[1] and k == n and last_seq == segs[-2] + segs[-1] - 1
+    return _Span(segs[3 * lo], end, first_seq, last_seq, count, whole)
+
+
+def _extract(data: bytes, span: _Span) -> list[Message]:
+    """The messages of ``span`` from ``data`` (the span's bytes of the log), checked against the index."""
+    records, valid = decode_frames(data)
+    if valid != len(data):
+        raise OSError(
+            errno.EIO, f"a ledger record at or after offset {span.start + valid} fails its checksum"
+        )
+    out: list[Message] = []
+    for _, _, record in records:
+        for d in record.get("messages") or ():
+            if span.first_seq <= d["seq"] <= span.last_seq:
+                out.append(message_from_json(d))
+    out.sort(key=lambda m: m.seq)
+    if len(out) != span.count or (out and (out[0].seq, out[-1].seq) != (span.first_seq, span.last_seq)):
+        raise OSError(errno.EIO, "a ledger file does not hold the messages its index locates there")
+    return out
 
 
 class CorruptRecord(Exception):
@@ -197,71 +352,88 @@ class _Index:
     threads: dict[str, _Thread] = attrs.field(factory=dict)
     runs: dict[str, RunRecord] = attrs.field(factory=dict)
 
-    def apply(self, record: dict[str, Any], file_name: str, size_after: int) -> list[Message]:
-        """Apply one decoded record (live or replayed); return the messages it appended.
+    def apply(self, record: dict[str, Any], file_name: str, start: int, end: int, parse: bool = True) -> None:
+        """Apply one decoded record (live or replayed) found in ``file_name`` at ``[start, end)``.
 
-        Live writes validate before they write, so a failure here means a corrupt log.
+        Live writes validate before they write, so a failure here means a corrupt log. Replay
+        parses every message to check it (``parse``); a live write has parsed them already.
         """
         kind = record["type"]
         thread_id = record["thread"]
         if not isinstance(thread_id, str) or thread_file_name(thread_id) != file_name:
             raise CorruptRecord(f"record for thread {thread_id!r} found in {file_name}")
         thread = self.threads.get(thread_id)
-        appended: list[Message] = []
         if kind == "start_run":
-            run = _run_from_json(record["run"])
-            if run.run_id in self.runs or run.thread_id != thread_id:
+            run = _run_from_json(record["run"], thread_id if thread is None else thread.thread_id)
+            if run.run_id in self.runs:
                 raise CorruptRecord(f"start_run of run {run.run_id!r} cannot be applied")
+            messages = record["messages"]
             if thread is None:
-                thread = self.threads[thread_id] = _Thread(thread_id, file_name, run.created_at)
+                thread = _Thread(thread_id, run.created_at)
+            self._append(thread, messages, start, parse)  # checks everything before changing the index
+            self.threads[thread_id] = thread
             self.runs[run.run_id] = run
-            thread.run_ids.append(run.run_id)
-            appended = self._append(thread, record["messages"])
+            thread.run_ids += (run.run_id,)
         elif kind == "commit":
             run_id = record["run"]
             run = self.runs.get(run_id)
             if thread is None or run is None or run.thread_id != thread_id:
                 raise CorruptRecord(f"commit for unknown run {run_id!r}")
-            appended = self._append(thread, record["messages"])
-            for call_id in record["resolved"]:
-                thread.pending.pop(call_id, None)
+            status = RunStatus(record["status"])
+            usage = run.usage + Usage(*record["usage"])
+            resolved = set(record["resolved"])
+            pending = [p for p in thread.pending if p.tool_call_id not in resolved]
+            open_calls = {p.tool_call_id for p in pending}
+            # a pending call names a message of its own step: share that message's id string
+            own = {d["id"]: d["id"] for d in record["messages"]}
             for p in record["pending"]:
-                call = _pending_from_json(p)
-                if call.tool_call_id in thread.pending:
+                call = _pending_from_json(p, thread.thread_id, run.run_id, own)
+                if call.tool_call_id in open_calls:
                     raise CorruptRecord(f"tool call {call.tool_call_id!r} is already pending")
-                thread.pending[call.tool_call_id] = call
+                open_calls.add(call.tool_call_id)
+                pending.append(call)
+            self._append(thread, record["messages"], start, parse)
+            thread.pending = tuple(pending)
             if record.get("state") is not None:
-                thread.state = record["state"]
-            usage = Usage(*record["usage"])
+                thread.state = record["state"] or None
             self.runs[run_id] = attrs.evolve(
                 run,
-                status=RunStatus(record["status"]),
+                status=status,
                 updated_at=record["updated_at"],
                 error_code=record["error_code"],
                 error_message=record["error_message"],
-                usage=run.usage + usage,
+                usage=_NO_USAGE if usage == _NO_USAGE else usage,
                 steps=run.steps + record["steps"],
             )
         elif kind == "import":
             if thread is not None:
                 raise CorruptRecord(f"import of existing thread {thread_id!r}")
             t = record["thread_record"]
-            thread = _Thread(thread_id, file_name, t["created_at"], t["state"], t["last_seq"])
-            runs = [_run_from_json(r) for r in record["runs"]]
-            if any(r.run_id in self.runs or r.thread_id != thread_id for r in runs):
+            thread = _Thread(thread_id, t["created_at"], t["state"] or None, t["last_seq"])
+            runs = [_run_from_json(r, thread_id) for r in record["runs"]]
+            if any(r.run_id in self.runs for r in runs) or len({r.run_id for r in runs}) != len(runs):
                 raise CorruptRecord(f"import of thread {thread_id!r} repeats a run id")
-            messages = sorted((message_from_json(m) for m in record["messages"]), key=lambda m: m.seq)
+            raw = sorted(record["messages"], key=lambda d: d["seq"])
+            for d in raw:
+                if parse:  # a malformed message refuses the record here, not at a later read
+                    message_from_json(d)
+                seq, message_id = d["seq"], d["id"]
+                if (
+                    type(seq) is not int
+                    or type(message_id) is not str
+                    or not 0 < seq <= thread.last_seq
+                    or message_id in thread.ids
+                ):
+                    raise CorruptRecord(f"imported message {message_id!r} (seq {seq}) cannot be applied")
+                if thread.segments and thread.segments[-2] + thread.segments[-1] > seq:
+                    raise CorruptRecord(f"imported message {message_id!r} repeats seq {seq}")
+                thread.add_ids((message_id,))
+                thread.add_segment(start, seq, 1)
+            thread.pending = tuple(_pending_from_json(p, thread_id) for p in record["pending"])
             self.threads[thread_id] = thread
             for r in runs:
                 self.runs[r.run_id] = r
-                thread.run_ids.append(r.run_id)
-            for m in messages:
-                thread.messages.append(m)
-                thread.seqs.append(m.seq)
-                thread.ids.add(m.id)
-            for p in record["pending"]:
-                call = _pending_from_json(p)
-                thread.pending[call.tool_call_id] = call
+            thread.run_ids = tuple(r.run_id for r in runs)
         elif kind == "recover":
             if thread is None:
                 raise CorruptRecord(f"recovery for unknown thread {thread_id!r}")
@@ -272,36 +444,137 @@ class _Index:
                 )
         else:
             raise CorruptRecord(f"unknown record type {kind!r}")
-        thread.size = size_after
-        return appended
+        thread.size = end
 
     @staticmethod
-    def _append(thread: _Thread, raw: list[dict[str, Any]]) -> list[Message]:
-        out: list[Message] = []
+    def _append(thread: _Thread, raw: list[dict[str, Any]], offset: int, parse: bool) -> None:
+        """Record the messages of the frame at ``offset``: they must continue the thread's seqs.
+
+        Every message is checked (and, when ``parse``, parsed) before the thread changes, so a bad
+        one changes nothing.
+        """
+        batch: set[str] = set()
+        seq = thread.last_seq
         for d in raw:
-            m = message_from_json(d)
-            if m.seq != thread.last_seq + 1 or m.id in thread.ids:
-                raise CorruptRecord(f"message {m.id!r} (seq {m.seq}) does not follow seq {thread.last_seq}")
-            thread.messages.append(m)
-            thread.seqs.append(m.seq)
-            thread.ids.add(m.id)
-            thread.last_seq = m.seq
-            out.append(m)
-        return out
+            if parse:
+                message_from_json(d)
+            seq += 1
+            if type(d["id"]) is not str or d["seq"] != seq or d["id"] in thread.ids or d["id"] in batch:
+                raise CorruptRecord(f"message {d['id']!r} (seq {d['seq']}) does not follow seq {seq - 1}")
+            batch.add(d["id"])
+        if raw:
+            thread.add_ids([d["id"] for d in raw])
+            thread.add_segment(offset, thread.last_seq + 1, len(raw))
+            thread.last_seq = seq
+
+
+# -- a bounded cache of whole thread histories --------------------------------------------------
+
+
+_PART_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _cost(messages: Sequence[Message]) -> int:
+    """Roughly the bytes of heap ``messages`` hold (objects and strings), for the cache budget.
+
+    Computed in the I/O thread, next to the parsing, so the event loop only adds numbers.
+    """
+    size = 0
+    for m in messages:
+        size += 240 + sys.getsizeof(m.id) + (sys.getsizeof(m.run_id) if m.run_id else 0)
+        for part in m.parts:
+            names = _PART_FIELDS.get(type(part))
+            if names is None:
+                names = _PART_FIELDS[type(part)] = tuple(f.name for f in attrs.fields(type(part)))
+            size += 140
+            for name in names:
+                value = getattr(part, name)
+                if isinstance(value, str):
+                    size += sys.getsizeof(value)
+    return size
+
+
+class _HistoryCache:
+    """An LRU map: thread id -> (applied log length it reflects, its whole history, cost in bytes).
+
+    An entry is valid only while its length equals the thread's applied length; writes to the
+    thread extend it (or drop it if it is stale). At most ``budget`` bytes (by ``_cost``)
+    are held, and no single history larger than a quarter of the budget is cached.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.total = 0
+        self._entries: OrderedDict[str, tuple[int, list[Message], int]] = OrderedDict()
+
+    def get(self, thread_id: str, version: int) -> list[Message] | None:
+        entry = self._entries.get(thread_id)
+        if entry is None:
+            return None
+        if entry[0] != version:
+            self.drop(thread_id)
+            return None
+        self._entries.move_to_end(thread_id)
+        return entry[1]
+
+    def put(self, thread_id: str, version: int, messages: list[Message], cost: int) -> None:
+        self.drop(thread_id)
+        cost += 100 + 8 * len(messages)
+        if cost * 4 > self.budget:
+            return
+        self._entries[thread_id] = (version, list(messages), cost)
+        self.total += cost
+        self._evict()
+
+    def extend(self, thread_id: str, before: int, after: int, messages: list[Message], added: int) -> None:
+        """A write moved the thread's log from ``before`` to ``after`` bytes, appending ``messages``
+        (which cost ``added`` bytes)."""
+        entry = self._entries.get(thread_id)
+        if entry is None:
+            return
+        version, history, cost = entry
+        if version != before:
+            self.drop(thread_id)
+            return
+        added += 8 * len(messages)
+        if (cost + added) * 4 > self.budget:
+            self.drop(thread_id)
+            return
+        history.extend(messages)
+        self._entries[thread_id] = (after, history, cost + added)
+        self._entries.move_to_end(thread_id)
+        self.total += added
+        self._evict()
+
+    def drop(self, thread_id: str) -> None:
+        entry = self._entries.pop(thread_id, None)
+        if entry is not None:
+            self.total -= entry[2]
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.total = 0
+
+    def _evict(self) -> None:
+        while self.total > self.budget and self._entries:
+            _, (_, _, cost) = self._entries.popitem(last=False)
+            self.total -= cost
 
 
 # -- the backend --------------------------------------------------------------------------------
 
 
 class FileLedger(Ledger):
-    """``[ledger] backend = "files"``; options: ``path`` (a directory), ``fsync`` (default true).
+    """``[ledger] backend = "files"``; options: ``path`` (a directory), ``fsync`` (default true),
+    ``cache_bytes`` (the budget of the cache of whole thread histories; default 256 KiB, 0 disables it).
 
     With ``fsync = false`` a commit survives a process kill but not a power loss.
     """
 
-    def __init__(self, path: str = "./var/ledger", fsync: bool = True) -> None:
+    def __init__(self, path: str = "./var/ledger", fsync: bool = True, cache_bytes: int = 256 * 1024) -> None:
         self.path = Path(path)
         self.fsync = fsync
+        self._cache = _HistoryCache(max(0, int(cache_bytes)))
         self._threads_dir = self.path / "threads"
         self._limiter = trio.CapacityLimiter(1)
         self._write_lock = trio.Lock()
@@ -335,19 +608,25 @@ class FileLedger(Ledger):
         finally:
             os.close(fd)
 
-    def _fd(self, name: str) -> int:
+    def _fd(self, name: str, create: bool = True) -> int:
+        """The cached read-write descriptor of a log (runs in the I/O thread); ``create`` makes the log
+        if it is missing (a write), otherwise a missing log is an error (a read)."""
         fd = self._fds.get(name)
         if fd is not None:
             self._fds.move_to_end(name)
             return fd
-        path = self._threads_dir / name
-        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
-        try:
-            fd = os.open(path, flags | os.O_EXCL, 0o644)
-            created = True
-        except FileExistsError:
-            fd = os.open(path, flags, 0o644)
+        path = os.path.join(self._threads_dir, name)  # not pathlib: it interns every name it parses
+        flags = os.O_RDWR | os.O_CLOEXEC
+        if not create:
+            fd = os.open(path, flags)
             created = False
+        else:
+            try:
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                created = True
+            except FileExistsError:
+                fd = os.open(path, flags | os.O_CREAT, 0o644)
+                created = False
         try:
             if created:
                 self._fsync_dir(self._threads_dir)
@@ -399,25 +678,39 @@ class FileLedger(Ledger):
     async def _write(self, index: _Index, name: str, offset: int, record: dict[str, Any]) -> list[Message]:
         """Frame, write and fsync ``record``, then apply it to ``index`` (caller holds the write lock).
 
-        JSON encoding and decoding happen in the writer thread too, so a large step (inline images)
-        never stalls the event loop.
+        Returns the messages the record appended. JSON encoding and decoding (and building the
+        messages) happen in the I/O thread too, so a large step (inline images) never stalls the
+        event loop.
         """
         record["v"] = FORMAT_VERSION
 
-        def work() -> tuple[dict[str, Any], int]:
+        def work() -> tuple[dict[str, Any], int, list[Message], int]:
             frame = encode_frame(record)
             self._append_frame(name, frame, offset)
             # Apply exactly what replay will see: the decoded payload, never the caller's objects.
-            return json.loads(frame[_HEADER.size :].decode("utf-8", "surrogatepass")), len(frame)
+            decoded = _loads(frame[_HEADER.size :])
+            messages = (
+                [] if decoded["type"] == "import" else [message_from_json(d) for d in decoded["messages"]]
+            )
+            return decoded, len(frame), messages, _cost(messages)
 
-        decoded, length = await self._io(work, "write a record")
-        return index.apply(decoded, name, offset + length)
+        decoded, length, messages, cost = await self._io(work, "write a record")
+        thread_id = decoded["thread"]
+        index.apply(decoded, name, offset, offset + length, parse=False)
+        if self._index is not index:  # closed while writing: the cache is no longer this index's
+            pass
+        elif offset == 0 and decoded["type"] == "start_run":  # a new thread: its history is these inputs
+            self._cache.put(thread_id, offset + length, messages, cost)
+        else:
+            self._cache.extend(thread_id, offset, offset + length, messages, cost)
+        return messages
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def open(self) -> None:
         if self._index is not None:
             return
+        self._cache.clear()
         try:
             self._index = await trio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
         except OSError as exc:
@@ -465,7 +758,7 @@ class FileLedger(Ledger):
         records, valid = decode_frames(data)
         for offset, end, record in records:
             try:
-                index.apply(record, name, end)
+                index.apply(record, name, offset, end)
             except (CorruptRecord, KeyError, TypeError, ValueError) as exc:
                 raise StoreUnavailable(
                     f"the ledger file {path} holds a record (offset {offset}) that cannot be applied: {exc}; "
@@ -513,12 +806,13 @@ class FileLedger(Ledger):
             }
             frame = encode_frame(record)
             self._append_frame(thread.file_name, frame, thread.size)
-            index.apply(record, thread.file_name, thread.size + len(frame))
+            index.apply(record, thread.file_name, thread.size, thread.size + len(frame))
 
     async def aclose(self) -> None:
         if self._index is None and self._lock_fd is None:
             return
         self._index = None
+        self._cache.clear()
         with trio.CancelScope(shield=True):
             async with self._write_lock:
                 await trio.to_thread.run_sync(self._close_files, limiter=self._limiter)
@@ -560,16 +854,54 @@ class FileLedger(Ledger):
     async def pending_calls(self, thread_id: str) -> list[PendingCall]:
         await trio.lowlevel.checkpoint()
         thread = self._require().threads.get(thread_id)
-        return [] if thread is None else list(thread.pending.values())
+        return [] if thread is None else list(thread.pending)
 
     async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
         await trio.lowlevel.checkpoint()
-        thread = self._require().threads.get(thread_id)
+        index = self._require()
+        thread = index.threads.get(thread_id)
         if thread is None or limit == 0:
             return []
-        start = bisect_right(thread.seqs, after_seq)
-        end = len(thread.messages) if limit < 0 else start + limit  # like SQL: a negative LIMIT is none
-        return thread.messages[start:end]
+        return await self._messages(index, thread, after_seq, limit)
+
+    async def thread_view(self, thread_id: str) -> ThreadView:
+        """The thread, its whole history and its pending calls as of one instant: from the cache, or
+        with one read of the log in the I/O thread."""
+        await trio.lowlevel.checkpoint()
+        index = self._require()
+        thread = index.threads.get(thread_id)
+        if thread is None:
+            return ThreadView(None, (), ())
+        record = thread.record()
+        pending = thread.pending
+        messages = await self._messages(index, thread, 0, -1)
+        return ThreadView(record, tuple(messages), pending)
+
+    async def _messages(self, index: _Index, thread: _Thread, after_seq: int, limit: int) -> list[Message]:
+        """Up to ``limit`` (all if negative) messages after ``after_seq``, as of the call: from the
+        cache if it holds the thread, else one read of the byte range that holds them (whole history
+        reads then fill the cache)."""
+        version = thread.size
+        cached = self._cache.get(thread.thread_id, version)
+        if cached is not None:
+            start = bisect_right(cached, after_seq, key=lambda m: m.seq)
+            return cached[start:] if limit < 0 else cached[start : start + limit]
+        span = _locate(thread, after_seq, limit)
+        if span is None:
+            return []
+        name = thread.file_name
+
+        def work() -> tuple[list[Message], int]:
+            if self._index is not index:
+                raise StoreUnavailable("the file ledger is closed")
+            data = _read_exact(self._fd(name, create=False), span.start, span.end - span.start)
+            messages = _extract(data, span)
+            return messages, _cost(messages) if span.whole else 0
+
+        messages, cost = await self._io(work, "read a thread's history")
+        if span.whole and self._index is index and thread.size == version:
+            self._cache.put(thread.thread_id, version, messages, cost)
+        return messages
 
     async def list_threads(self) -> list[ThreadRecord]:
         await trio.lowlevel.checkpoint()
@@ -602,7 +934,7 @@ class FileLedger(Ledger):
             if thread is None or run is None or run.thread_id != thread_id:
                 raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
             messages = _stamp(thread, thread_id, commit.messages)
-            open_calls = set(thread.pending) - set(commit.resolved)
+            open_calls = {p.tool_call_id for p in thread.pending} - set(commit.resolved)
             pending: list[dict[str, Any]] = []
             for p in commit.pending:
                 if p.tool_call_id in open_calls:
