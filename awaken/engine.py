@@ -344,11 +344,17 @@ class AdmittedRun:
 
     # -- execution ------------------------------------------------------------------------------
 
-    async def execute(self, sink: Sink) -> None:
-        """Stream the run into ``sink`` and commit its outcome. Never raises except ``Cancelled``."""
+    async def execute(self, sink: Sink, nursery: trio.Nursery | None = None) -> None:
+        """Stream the run into ``sink`` and commit its outcome. Never raises except ``Cancelled``.
+
+        ``nursery``, when the connection has one, hosts the run's first write beside its first step;
+        without it the run opens a nursery of its own for that.
+        """
         try:
             if self._start is None:
                 await self._body(sink)
+            elif nursery is not None:
+                await self._body_beside_start(sink, nursery)
             else:
                 await self._body_while_starting(sink)
         except trio.Cancelled:
@@ -371,6 +377,14 @@ class AdmittedRun:
             self._finish_waiting(sink, self._remaining)
             return
         await self._step_loop(sink)
+
+    async def _body_beside_start(self, sink: Sink, nursery: trio.Nursery) -> None:
+        """``_body`` with the run's first write in a task of the connection's nursery."""
+        with trio.CancelScope() as body:
+            nursery.start_soon(self._commit_start, body)
+            await self._body(sink)
+        if self._start_error is not None:
+            raise self._start_error
 
     async def _body_while_starting(self, sink: Sink) -> None:
         """``_body`` with the run's first write in a task beside it (the write is shielded)."""

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from typing import Protocol as TypingProtocol
 
+import trio
+
 from .context import ServerContext
 from .encoding import EncoderBase, EncoderMisuse, WireEvent
 from .engine import RunRequest, Sink, new_id
@@ -61,8 +63,10 @@ class Protocol(abc.ABC):
 
 
 class Transport(TypingProtocol):
-    async def stream(self, producer: Callable[[Emit], Awaitable[None]], done_marker: str | None) -> None:
-        """Write what ``producer`` emits until it returns; the producer is cancelled on disconnect."""
+    async def stream(self, producer: Callable[..., Awaitable[None]], done_marker: str | None) -> None:
+        """Write what ``producer(emit, nursery=None)`` emits until it returns; the producer is cancelled
+        on disconnect. A transport that owns a nursery for the connection may pass it, so the run can
+        start work beside itself without a nursery of its own."""
 
     async def reject(self, wire: list[WireEvent], done_marker: str | None) -> None:
         """Write a refusal stream."""
@@ -106,8 +110,8 @@ async def exchange(
 
         async with ctx.app.admit(thread_id, agent, build) as run:
 
-            async def produce(emit: Emit) -> None:
-                await run.execute(make_sink(encoder, emit))
+            async def produce(emit: Emit, nursery: trio.Nursery | None = None) -> None:
+                await run.execute(make_sink(encoder, emit), nursery)
 
             await transport.stream(produce, protocol.done_marker)
     except (InputRejected, StoreUnavailable) as exc:

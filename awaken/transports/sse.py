@@ -24,7 +24,7 @@ import trio
 log = logging.getLogger("awaken.sse")
 
 Put = Callable[[bytes], None]
-Producer = Callable[[Put], Awaitable[None]]
+Producer = Callable[[Put, trio.Nursery], Awaitable[None]]
 ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
 
@@ -132,10 +132,9 @@ class SseTransport:
         self.keepalive = keepalive
         self.max_buffered = max_buffered
 
-    async def stream(self, producer: Callable[[Callable[[list[Any]], None]], Awaitable[None]],
-                     done_marker: str | None) -> None:
-        async def produce(put: Put) -> None:
-            await producer(lambda wire: put(frame_all(wire)))
+    async def stream(self, producer: Callable[..., Awaitable[None]], done_marker: str | None) -> None:
+        async def produce(put: Put, nursery: trio.Nursery) -> None:
+            await producer(lambda wire: put(frame_all(wire)), nursery=nursery)
 
         trailer = b"data: " + done_marker.encode() + b"\n\n" if done_marker else b""
         await stream(self.send, self.receive, self.headers, produce, keepalive=self.keepalive,
@@ -166,34 +165,19 @@ async def stream(
     """Send the response head, run ``producer`` in a nursery owned by this connection, and write
     what it puts until it returns. ``trailer`` (e.g. ``data: [DONE]``) follows a normal end.
 
-    A client disconnect or a buffer overflow cancels the producer; the producer's own cleanup
-    (committing ``interrupted``) runs under its shield.
+    A client disconnect or a buffer overflow cancels the connection's nursery, so the producer;
+    the producer's own cleanup (committing ``interrupted``) runs under its shield. The producer is
+    given the nursery (``producer(put, nursery)``) for work that must run beside it.
     """
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    with trio.CancelScope() as connection:
-        await _pump(send, receive, producer, connection, keepalive=keepalive, max_buffered=max_buffered,
-                    trailer=trailer)
-    if connection.cancelled_caught:
-        return  # the client is gone (or could not keep up): nothing more to write
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-async def _pump(
-    send: ASGISend,
-    receive: ASGIReceive,
-    producer: Producer,
-    connection: trio.CancelScope,
-    *,
-    keepalive: float,
-    max_buffered: int,
-    trailer: bytes,
-) -> None:
+    finished = False
     async with trio.open_nursery() as nursery:
+        connection = nursery.cancel_scope
         buffer = FrameBuffer(max_buffered, connection.cancel)
 
         async def produce() -> None:
             try:
-                await producer(buffer.put)
+                await producer(buffer.put, nursery)
                 buffer.put(trailer)
             finally:
                 buffer.close()
@@ -202,7 +186,11 @@ async def _pump(
         nursery.start_soon(produce)
         while (data := await buffer.take()) is not None:
             await send({"type": "http.response.body", "body": data, "more_body": True})
-        nursery.cancel_scope.cancel()  # stop watching the client
+        finished = True
+        connection.cancel()  # stop watching the client
+    if finished:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    # else: the client is gone (or could not keep up): nothing more to write
 
 
 async def _watch_client(receive: ASGIReceive, buffer: FrameBuffer, connection: trio.CancelScope,
