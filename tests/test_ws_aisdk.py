@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 import trio
 from trio_websocket import WebSocketConnection, open_websocket_url
 
@@ -19,6 +20,9 @@ from .helpers import parse_sse
 from .test_ws_transport import run_node, ws_url
 
 DONE = "[DONE]"
+#: a run that streams long enough (12 deltas, 15 ms apart) for a few more messages to arrive meanwhile
+SLOW = "/delay 15\n/words 12"
+SLOW_TEXT = "alpha bravo charlie delta echo foxtrot golf hotel india juliet alpha bravo"
 
 
 def ui_user(message_id: str, text: str) -> dict[str, Any]:
@@ -112,23 +116,37 @@ async def test_approval_and_client_result_over_one_socket(server):
         assert [r.status for r in await server.ctx.ledger.list_runs(thread)] == [RunStatus.COMPLETED]
 
 
-async def test_request_while_streaming_gets_request_busy_error_finish_done(server):
-    """REQUEST_BUSY as the AI SDK rejection stream (error, finish{error}, [DONE]); the run streams on."""
+async def test_requests_while_streaming_are_refused_after_the_runs_done_never_inside_it(server, client):
+    """REQUEST_BUSY (and a binary message's refusal) as whole ``error``, ``finish``, ``[DONE]`` streams
+    right after the running stream's ``[DONE]``, in arrival order: the socket carries exactly the chunks
+    SSE gives for the same input, then the refusals; an AI SDK reader never stops inside the run."""
+    response = await client.post("/v1/ai-sdk/chat", json=chat("a-alone", [ui_user("a-a1", SLOW)]))
+    alone = normalized(parse_sse(response.content))
+    assert kinds(alone)[-2:] == ["finish", DONE] and text_of(alone) == SLOW_TEXT
     async with open_websocket_url(ws_url(server.base_url, "/v1/ai-sdk/ws")) as ws:
-        await ws.send_message(orjson.dumps(chat("a-busy", [ui_user("a-b1", "/delay 15\n/words 12")])).decode())
-        head = [orjson.loads(await ws.get_message()) for _ in range(4)]
-        assert kinds(head)[-1] == "text-delta"
+        await ws.send_message(orjson.dumps(chat("a-busy", [ui_user("a-b1", SLOW)])).decode())
+        received: list[Any] = []
+        with trio.fail_after(10):
+            while not received or received[-1] == DONE or received[-1]["type"] != "text-delta":
+                message = await ws.get_message()
+                received.append(message if message == DONE else orjson.loads(message))
         await ws.send_message(orjson.dumps(chat("a-later", [ui_user("a-l1", "hi")])).decode())
-        refused = await until_done(ws)
-        rest = await until_done(ws)
-    # the refusal is queued whole: run chunks that were already queued, then error, finish, [DONE]
-    error, finish, done = refused[-3:]
-    assert error["type"] == "error" and error["errorText"].startswith("REQUEST_BUSY: ")
-    assert (finish, done) == ({"type": "finish", "finishReason": "error"}, DONE)
-    stream = head + refused[:-3] + rest
-    assert kinds(stream).count("start") == 1 and kinds(stream).count("finish") == 1
-    assert kinds(stream)[-2:] == ["finish", DONE] and len(text_of(stream).split()) == 12
-    assert await server.ctx.ledger.get_thread("a-later") is None
+        await ws.send_message(b"\x01\x02")
+        await ws.send_message(orjson.dumps(chat("a-later2", [ui_user("a-l2", "hi")])).decode())
+        for _ in range(4):  # the rest of the run, then three refusals (every stream ends with [DONE])
+            received += await until_done(ws)
+    run, refusals = received[: len(alone)], received[len(alone) :]
+    assert normalized(run) == alone  # the whole run stream, [DONE] included, and nothing inside it
+    for chunk in run[:-1]:
+        check_chunk(chunk)
+    assert kinds(refusals) == ["error", "finish", DONE] * 3
+    assert [c["errorText"].split(":")[0] for c in refusals if c != DONE and c["type"] == "error"] == [
+        "REQUEST_BUSY", "UNSUPPORTED_MEDIA_TYPE", "REQUEST_BUSY"]
+    assert [c for c in refusals if c != DONE and c["type"] == "finish"] == [
+        {"type": "finish", "finishReason": "error"}] * 3
+    assert [r.status for r in await server.ctx.ledger.list_runs("a-busy")] == [RunStatus.COMPLETED]
+    for thread in ("a-later", "a-later2"):
+        assert await server.ctx.ledger.get_thread(thread) is None
 
 
 async def test_bad_messages_get_error_parts_and_the_socket_stays_usable(server):
@@ -159,3 +177,30 @@ async def test_node_ws_client_runs_text_and_both_tool_flows_on_one_socket(server
     assert kinds(out["approved"])[-1] == DONE
     assert "forty-two" in text_of(out["answered"])
     assert out["close"] == 1000
+
+
+@pytest.mark.parametrize("lib", ["ai-6-0-0", "ai-6", "ai-7"])
+async def test_real_ai_sdk_chats_sharing_a_socket_see_whole_runs_and_whole_refusals(server, lib):
+    """The AI SDK's own chat machinery over the socket's actual output: AbstractChats whose
+    ``DefaultChatTransport`` ``fetch`` is a WebSocket adapter (``ws_client.mjs`` ``openShared``), so
+    every reply is parsed with ``uiMessageChunkSchema`` and folded into messages. A chat streams; two
+    other chats ask (and a binary message arrives) while it does: the streaming chat ends ``ready`` with
+    its whole answer, each refused chat ends ``error`` with REQUEST_BUSY, and the next turn works."""
+    out = await run_node("aisdk-shared", ws_url(server.base_url, ""), lib)
+    assert out["logs"] == [] and out["stray"] == [] and out["close"] == 1000
+    slow, busy, busy2, again = out["slow"], out["busy"], out["busy2"], out["again"]
+    assert (slow["status"], slow["error"]) == ("ready", None)
+    assert [p["text"] for p in slow["messages"][-1]["parts"] if p["type"] == "text"] == [SLOW_TEXT]
+    for refused in (busy, busy2):
+        assert refused["status"] == "error" and refused["error"].startswith("REQUEST_BUSY: ")
+    assert kinds(out["binary"]) == ["error", "finish", DONE]
+    assert out["binary"][0]["errorText"].startswith("UNSUPPORTED_MEDIA_TYPE: ")
+    assert (again["status"], again["error"]) == ("ready", None)
+    assert [[p["text"] for p in m["parts"] if p["type"] == "text"] for m in again["messages"]] == [
+        [SLOW], [SLOW_TEXT], ["again"], ['You said: "again".']]
+    # the socket's own order: the run, the three refusals in arrival order, the next turn
+    log = out["log"]
+    first_done = log.index(DONE)
+    assert kinds(log[first_done + 1 : first_done + 10]) == ["error", "finish", DONE] * 3
+    assert kinds(log[: first_done + 1]).count("error") == 0 and text_of(log[: first_done + 1]) == SLOW_TEXT
+    assert kinds(log[first_done + 10 :])[0] == "start" and kinds(log)[-2:] == ["finish", DONE]

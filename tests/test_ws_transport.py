@@ -288,26 +288,80 @@ async def test_permission_gate_and_client_tool_each_resume_on_their_socket(serve
 # -- one request at a time; bad input -----------------------------------------------------------------
 
 
-async def test_request_while_streaming_gets_request_busy_and_the_run_is_untouched(server):
-    """A second request on a streaming socket: REQUEST_BUSY for it, nothing changes for the first."""
+#: a run that streams long enough (12 deltas, 15 ms apart) for a few more messages to arrive meanwhile
+SLOW = "/delay 15\n/words 12"
+SLOW_TEXT = "alpha bravo charlie delta echo foxtrot golf hotel india juliet alpha bravo"
+
+
+async def until_streaming(ws: WebSocketConnection) -> list[dict[str, Any]]:
+    """The run's events up to its first text delta (from then on it is streaming)."""
+    events: list[dict[str, Any]] = []
+    with trio.fail_after(10):
+        while not events or events[-1]["type"] != "TEXT_MESSAGE_CONTENT":
+            events.append(orjson.loads(await ws.get_message()))
+    return events
+
+
+async def test_requests_while_streaming_are_refused_after_the_run_never_inside_it(server, client):
+    """REQUEST_BUSY for a request sent mid-run, and the binary message's refusal, come right after the
+    run's terminal event, in arrival order, each a stream of its own: the socket carries exactly the run
+    SSE gives for the same input, then the three refusals, then nothing until the next request."""
+    alone = normalized(await post_agui(client, agui_body("t-alone", "r-alone", [user("u-alone", SLOW)])))
+    assert types(alone)[-1] == "RUN_FINISHED" and text_of(alone) == SLOW_TEXT
     async with open_websocket_url(ws_url(server.base_url, "/v1/ag-ui/ws")) as ws:
-        await send(ws, agui_body("t-busy", "r-slow", [user("u-slow", "/delay 15\n/words 20")]))
-        events = [orjson.loads(await ws.get_message()) for _ in range(4)]  # up to the first text delta
-        assert types(events)[-1] == "TEXT_MESSAGE_CONTENT"
+        await send(ws, agui_body("t-busy", "r-slow", [user("u-slow", SLOW)]))
+        received = await until_streaming(ws)
         await send(ws, agui_body("t-other", "r-refused", [user("u-refused", "hi")]))
-        events += await until_terminal(ws, ("RUN_FINISHED",))
-        errors = [e for e in events if e["type"] == "RUN_ERROR"]
-        assert errors == [{"type": "RUN_ERROR", "code": "REQUEST_BUSY", "message": errors[0]["message"]}]
-        run = [e for e in events if e["type"] != "RUN_ERROR"]
-        assert types(run)[-1] == "RUN_FINISHED" and run[-1]["runId"] == "r-slow"
-        assert text_of(run) == " ".join(["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
-                                         "india", "juliet"] * 2)
+        await ws.send_message(b"\x00binary")
+        await send(ws, agui_body("t-other", "r-refused2", [user("u-refused2", "hi")]))
+        with trio.fail_after(10):
+            while len(received) < len(alone) + 3:
+                received.append(orjson.loads(await ws.get_message()))
+        run, refusals = received[: len(alone)], received[len(alone) :]
+        assert normalized(run) == alone  # the whole run stream, exactly, and nothing inside it
+        assert run[0]["runId"] == run[-1]["runId"] == "r-slow"
+        assert [e["code"] for e in refusals] == ["REQUEST_BUSY", "UNSUPPORTED_MEDIA_TYPE", "REQUEST_BUSY"]
+        assert all(e["type"] == "RUN_ERROR" and set(e) == {"type", "code", "message"} for e in refusals)
         assert await run_status(server, "r-slow") is RunStatus.COMPLETED
-        assert await run_status(server, "r-refused") is None
+        for refused in ("r-refused", "r-refused2"):
+            assert await run_status(server, refused) is None
         assert await server.ctx.ledger.get_thread("t-other") is None
-        # once the terminal event is read, the next request is taken at once
+        # nothing else was queued: the next message on the socket is the next request's RUN_STARTED
         again = await run_over_ws(ws, agui_body("t-other", "r-refused", [user("u-refused", "hi")]))
+        assert again[0]["type"] == "RUN_STARTED" and again[0]["runId"] == "r-refused"
         assert types(again)[-1] == "RUN_FINISHED"
+
+
+async def test_more_refusals_than_max_deferred_close_with_1008_after_the_run(server):
+    """At most ``MAX_DEFERRED`` refusals wait for the running stream; a client that sends more is
+    closed with 1008, but only after the whole run and those refusals: the run is untouched."""
+    limit = ws_transport.MAX_DEFERRED
+    raw = await RawWs.connect(server.base_url, "/v1/ag-ui/ws")
+    try:
+        await raw.send_text(orjson.dumps(agui_body("t-flood", "r-flood", [user("u-flood", SLOW)])).decode())
+        events: list[dict[str, Any]] = []
+        with trio.fail_after(10):
+            while not events or events[-1]["type"] != "TEXT_MESSAGE_CONTENT":
+                frame = await raw.read_frame()
+                assert frame is not None
+                if frame[0] == 0x1:
+                    events.append(orjson.loads(frame[1]))
+        for i in range(limit + 4):  # the first ``limit`` wait; the next one closes; the rest are ignored
+            body = agui_body(f"t-flood{i}", f"r-flood{i}", [user(f"u-f{i}", "hi")])
+            await raw.send_text(orjson.dumps(body).decode())
+        with trio.fail_after(10):
+            texts, code = await raw.read_until_close()
+        events += [orjson.loads(t) for t in texts]
+        assert code == ws_transport.CLOSE_POLICY == 1008
+        run, refusals = events[:-limit], events[-limit:]
+        assert types(run)[-1] == "RUN_FINISHED" and "RUN_ERROR" not in types(run)
+        assert text_of(run) == SLOW_TEXT
+        assert [(e["type"], e["code"]) for e in refusals] == [("RUN_ERROR", "REQUEST_BUSY")] * limit
+        assert await raw.at_eof()
+    finally:
+        await raw.stream.aclose()  # even when an assertion fails (an open socket fails the next test)
+    assert await run_status(server, "r-flood") is RunStatus.COMPLETED
+    assert await server.ctx.ledger.get_thread(f"t-flood{limit}") is None
 
 
 @pytest.mark.parametrize(
@@ -485,8 +539,8 @@ async def test_shutdown_lets_a_request_finish_within_the_grace(tmp_path):
 # -- the Node ``ws`` client ---------------------------------------------------------------------------
 
 
-async def run_node(mode: str, base_url: str) -> Any:
-    result = await trio.run_process(["node", str(NODE_DIR / "ws_client.mjs"), mode, base_url],
+async def run_node(mode: str, base_url: str, *args: str) -> Any:
+    result = await trio.run_process(["node", str(NODE_DIR / "ws_client.mjs"), mode, base_url, *args],
                                     cwd=NODE_DIR, capture_stdout=True, capture_stderr=True, check=False)
     assert result.returncode == 0, result.stderr.decode()
     return orjson.loads(result.stdout)
@@ -497,8 +551,10 @@ async def test_node_ws_client_runs_text_tools_busy_and_bad_frames(server):
     out = await run_node("agui", ws_url(server.base_url, ""))
     text, busy, bad, again = out["default"]
     assert types(text)[-1] == "RUN_FINISHED" and text_of(text) == 'You said: "hi from node".'
-    assert [e["code"] for e in busy if e["type"] == "RUN_ERROR"] == ["REQUEST_BUSY"]
-    assert types(busy)[-1] == "RUN_FINISHED" and len(text_of(busy).split()) == 12
+    run, refusal = busy[:-1], busy[-1]  # the refusal comes after the run's terminal event
+    assert types(run)[-1] == "RUN_FINISHED" and "RUN_ERROR" not in types(run)
+    assert len(text_of(run).split()) == 12
+    assert (refusal["type"], refusal["code"]) == ("RUN_ERROR", "REQUEST_BUSY")
     assert [e["code"] for e in bad] == ["INVALID_JSON", "UNSUPPORTED_MEDIA_TYPE", "UNSUPPORTED_FIELD"]
     assert types(again)[-1] == "RUN_FINISHED"
     gate, approved = out["guarded"]
@@ -508,3 +564,29 @@ async def test_node_ws_client_runs_text_tools_busy_and_bad_frames(server):
     assert "TOOL_CALL_START" in types(ask)
     assert "ask_user returned forty-two" in text_of(answered)
     assert out["closes"] == {"default": 1000, "guarded": 1000, "frontend": 1000}
+
+
+@pytest.mark.parametrize("package", ["agui-client-1", "agui-client-0059"])
+async def test_real_agui_clients_sharing_a_socket_see_whole_runs_and_whole_refusals(server, package):
+    """@ag-ui/client (1.x, and 0.0.59 as CopilotKit pins it) over the socket's actual output: HttpAgents
+    whose ``fetch`` is a WebSocket adapter (``ws_client.mjs`` ``openShared``), so every reply runs
+    through the client's schema checks and ``verifyEvents``. A run, then a request, a binary message
+    and a request while it streams, then the run's next turn: the run completes whole, each refusal is
+    a valid stream of its own, and the client logs nothing (no "Agent execution failed")."""
+    out = await run_node("agui-shared", ws_url(server.base_url, ""), package)
+    assert out["logs"] == [] and out["stray"] == [] and out["close"] == 1000
+    slow, busy, busy2, again = out["slow"], out["busy"], out["busy2"], out["again"]
+    for record in (slow, busy, busy2, again):
+        assert "failed" not in record, record.get("failed")
+    assert slow["errors"] == [] and slow["types"][-1] == "RUN_FINISHED"
+    assert [m["content"] for m in slow["newMessages"]] == [SLOW_TEXT]
+    assert (busy["types"], [e["code"] for e in busy["errors"]]) == (["RUN_ERROR"], ["REQUEST_BUSY"])
+    assert (busy2["types"], [e["code"] for e in busy2["errors"]]) == (["RUN_ERROR"], ["REQUEST_BUSY"])
+    assert [(e["type"], e["code"]) for e in out["binary"]] == [("RUN_ERROR", "UNSUPPORTED_MEDIA_TYPE")]
+    assert again["errors"] == [] and [m["content"] for m in again["newMessages"]] == ['You said: "again".']
+    assert [m["role"] for m in out["messages"]] == ["user", "assistant", "user", "assistant"]
+    # the socket's own order: the run, the three refusals in arrival order, the next turn
+    log = out["log"]
+    assert types(log) == slow["types"] + ["RUN_ERROR"] * 3 + again["types"]
+    assert [e["code"] for e in log if e["type"] == "RUN_ERROR"] == ["REQUEST_BUSY", "UNSUPPORTED_MEDIA_TYPE",
+                                                                     "REQUEST_BUSY"]

@@ -1,7 +1,9 @@
-"""WebSocket transport without a network: the ``Outbox``, write slicing, and the plain-ASGI fallback wire."""
+"""WebSocket transport without a network: the ``Outbox``, write slicing, the plain-ASGI fallback wire,
+and refusals that wait for the running stream."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -10,6 +12,7 @@ import trio
 
 from awaken.agui.adapter import PROTOCOL as AGUI
 from awaken.context import ServerContext
+from awaken.transports import ws as ws_module
 from awaken.transports.ws import AsgiWire, Batch, Close, HypercornWire, Outbox, serve_websocket, slices
 
 from .helpers import agui_body, default_config_data, make_config
@@ -109,3 +112,84 @@ async def test_plain_asgi_server_gets_one_send_per_event_and_no_hypercorn_extras
     assert all(m["type"] == "websocket.send" for m in sent[1:])
     assert [e["type"] for e in events][0] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED"
     assert "".join(e.get("delta", "") for e in events) == 'You said: "plain".'
+
+
+# -- refusals wait for the running stream (no network: the plain-ASGI wire records every send) ---------
+
+
+async def serve_one_run_with_messages_mid_run(
+    tmp_path, mid_run: list[dict[str, Any]], done: Callable[[list[dict[str, Any]]], bool]
+) -> list[dict[str, Any]]:
+    """One socket under a plain ASGI server: a run that streams 12 deltas 10 ms apart, ``mid_run`` (ASGI
+    receive messages) delivered once its first delta was sent; every ``send`` after the accept, until
+    ``done(sent)`` holds and 50 ms more pass (whatever else the socket sends then is included too)."""
+    ctx = ServerContext.build(make_config(tmp_path))
+    await ctx.open()
+    to_app, app_inbox = trio.open_memory_channel[dict[str, Any]](100)
+    sent: list[dict[str, Any]] = []
+    streaming = trio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message.get("text") and orjson.loads(message["text"]).get("type") == "TEXT_MESSAGE_CONTENT":
+            streaming.set()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_websocket, ctx, AGUI, {"type": "websocket"}, app_inbox.receive, send,
+                               None)
+            await to_app.send({"type": "websocket.connect"})
+            slow = {"id": "u1", "role": "user", "content": "/delay 10\n/words 12"}
+            body = agui_body("t-slow", "r-slow", [slow])
+            await to_app.send({"type": "websocket.receive", "text": orjson.dumps(body).decode()})
+            with trio.fail_after(5):
+                await streaming.wait()
+            for message in mid_run:
+                await to_app.send(message)
+            with trio.fail_after(5):
+                while not done(sent):
+                    await trio.sleep(0.005)
+            await trio.sleep(0.05)
+            await to_app.send({"type": "websocket.disconnect", "code": 1000})
+    finally:
+        await ctx.aclose()
+    assert sent[0] == {"type": "websocket.accept"}
+    return sent[1:]
+
+
+def busy(i: int) -> dict[str, Any]:
+    body = agui_body(f"t-{i}", f"r-{i}", [{"id": f"u-{i}", "role": "user", "content": "hi"}])
+    return {"type": "websocket.receive", "text": orjson.dumps(body).decode()}
+
+
+async def test_refusals_mid_run_follow_the_terminal_event_in_arrival_order(tmp_path):
+    """Nothing is interleaved: the run's events, its RUN_FINISHED, then one RUN_ERROR per message that
+    arrived mid-run, in arrival order (a binary message waits like a request does)."""
+    binary = {"type": "websocket.receive", "bytes": b"\x00"}
+    def three_refusals(sent: list[dict[str, Any]]) -> bool:
+        return sum('"RUN_ERROR"' in m.get("text", "") for m in sent) == 3
+
+    sent = await serve_one_run_with_messages_mid_run(tmp_path, [busy(1), binary, busy(2)], three_refusals)
+    events = [orjson.loads(m["text"]) for m in sent]
+    assert all(m["type"] == "websocket.send" for m in sent)
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "RUN_STARTED" and kinds.index("RUN_FINISHED") == len(kinds) - 4
+    assert kinds.count("TEXT_MESSAGE_CONTENT") == 12 and "RUN_ERROR" not in kinds[:-3]
+    assert [e["code"] for e in events[-3:]] == ["REQUEST_BUSY", "UNSUPPORTED_MEDIA_TYPE", "REQUEST_BUSY"]
+
+
+async def test_more_than_max_deferred_mid_run_closes_with_1008_after_the_run_and_the_refusals(
+        tmp_path, monkeypatch):
+    """``MAX_DEFERRED`` refusals wait; the next message closes the socket with 1008 once they and the run
+    are out; later messages are ignored."""
+    monkeypatch.setattr(ws_module, "CLOSE_TIMEOUT", 0.01)
+    limit = ws_module.MAX_DEFERRED
+    sent = await serve_one_run_with_messages_mid_run(
+        tmp_path, [busy(i) for i in range(limit + 3)], lambda sent: sent[-1]["type"] == "websocket.close")
+    close = sent[-1]
+    assert close == {"type": "websocket.close", "code": ws_module.CLOSE_POLICY,
+                     "reason": "too many requests while a run was streaming"}
+    events = [orjson.loads(m["text"]) for m in sent[:-1]]
+    assert [e["type"] for e in events[-limit - 1 :]] == ["RUN_FINISHED"] + ["RUN_ERROR"] * limit
+    assert {e["code"] for e in events[-limit:]} == {"REQUEST_BUSY"}
+    assert "RUN_ERROR" not in [e["type"] for e in events[:-limit]]

@@ -2,9 +2,20 @@
 //
 //   node ws_client.mjs agui  ws://127.0.0.1:PORT
 //   node ws_client.mjs aisdk ws://127.0.0.1:PORT
+//   node ws_client.mjs agui-shared  ws://127.0.0.1:PORT <agui-client-1 | agui-client-0059>
+//   node ws_client.mjs aisdk-shared ws://127.0.0.1:PORT <ai-6 | ai-6-0-0 | ai-7>
 //
 // Prints one JSON object on stdout: the messages each step received, grouped per socket, and the
 // close code each socket ended with. The Python tests (tests/test_ws_*.py) assert on it.
+//
+// The two "-shared" modes put the real client libraries on the socket: HttpAgents (AG-UI) or
+// AbstractChats with a DefaultChatTransport (AI SDK) whose `fetch` is a WebSocket adapter, as an app
+// would write one (`openShared`). Each request is sent as one text message; its reply is the socket's
+// messages up to and including its end (RUN_FINISHED / RUN_ERROR, or [DONE]), matched to requests in
+// the order they were sent, and handed to the client as the SSE body the POST route would return. The
+// client then runs its whole pipeline over it: schema checks, sequence verification (@ag-ui/client's
+// verifyEvents), chunk processing (the AI SDK's uiMessageChunkSchema and message state). A refusal
+// interleaved into a running stream breaks both that run and the refused request's reply.
 import WebSocket from "ws";
 
 const [mode, base] = process.argv.slice(2);
@@ -78,6 +89,7 @@ async function aguiMode() {
   }
   d.send(agui("n-other", "n-r3", [user("n-u3", "too soon")]));
   busy.push(...(await until(d, (m) => m.type === "RUN_FINISHED")));
+  busy.push(await d.next()); // the refusal: after the run's terminal event, never inside the run
   const bad = [];
   d.send("{not json");
   bad.push(await d.next());
@@ -146,11 +158,206 @@ async function aisdkMode() {
   return { text, gate, approved, asked, answered, close };
 }
 
-const modes = { agui: aguiMode, aisdk: aisdkMode };
+// -- real clients over one shared socket ---------------------------------------------------------------
+
+const SSE = new TextEncoder();
+
+/** A WebSocket adapter for the HTTP clients: `fetch` sends the body as one message and answers with the
+ * reply's messages as an SSE body; replies are the messages up to each `isEnd`, in request order. */
+function openShared(url, isEnd) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url);
+    const log = []; // every message on the socket, in order
+    const stray = []; // messages that arrived with no request waiting (must stay empty)
+    const cancelled = []; // requests (numbered from 1 in send order) whose reply the client stopped reading
+    const replies = []; // per request still waiting for its end: {controller, messages, resolve}
+    const seenWaiters = [];
+    const sentWaiters = [];
+    let sent = 0;
+
+    ws.on("message", (data) => {
+      const text = data.toString();
+      const message = text === "[DONE]" ? text : JSON.parse(text);
+      log.push(message);
+      const reply = replies[0];
+      if (!reply) stray.push(message);
+      else {
+        reply.messages.push(message);
+        if (!reply.cancelled) reply.controller.enqueue(SSE.encode(`data: ${text}\n\n`));
+        if (isEnd(message)) {
+          replies.shift();
+          if (!reply.cancelled) reply.controller.close();
+          reply.resolve(reply.messages);
+        }
+      }
+      for (const w of seenWaiters.filter((w) => w.pred(message))) {
+        seenWaiters.splice(seenWaiters.indexOf(w), 1);
+        w.resolve();
+      }
+    });
+
+    function request(body, binary = false) {
+      const reply = { number: sent + 1, messages: [] };
+      const done = new Promise((res) => (reply.resolve = res));
+      // A client may stop reading a reply early (cancel): the rest of that reply is still its own.
+      const stream = new ReadableStream({
+        start: (controller) => void (reply.controller = controller),
+        cancel: () => void ((reply.cancelled = true), cancelled.push(reply.number)),
+      });
+      replies.push(reply);
+      ws.send(body, { binary });
+      sent += 1;
+      for (const w of sentWaiters.filter((w) => sent >= w.n)) {
+        sentWaiters.splice(sentWaiters.indexOf(w), 1);
+        w.resolve();
+      }
+      return { stream, done };
+    }
+
+    ws.on("error", reject);
+    ws.on("open", () =>
+      resolve({
+        log,
+        stray,
+        cancelled,
+        request,
+        fetch: async (_url, init) =>
+          new Response(request(init.body).stream, {
+            status: 200,
+            headers: { "content-type": "text/event-stream" },
+          }),
+        seen: (pred) =>
+          within(
+            log.some(pred) ? Promise.resolve() : new Promise((resolve) => seenWaiters.push({ pred, resolve })),
+            `a message the test waits for (log: ${JSON.stringify(log)})`,
+          ),
+        sent: (n) =>
+          sent >= n ? Promise.resolve() : new Promise((res) => sentWaiters.push({ n, resolve: res })),
+        close: () =>
+          new Promise((res) => {
+            ws.on("close", (code) => res(code));
+            ws.close(1000);
+          }),
+      }),
+    );
+  });
+}
+
+/** `promise`, or an error after 10 s (so a broken server fails the script instead of hanging it). */
+function within(promise, what) {
+  let timer;
+  const timeout = new Promise((_, rej) => {
+    timer = setTimeout(() => rej(new Error(`timed out waiting for ${what}`)), 10000);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** What the client libraries log (warnings, "Agent execution failed", ...), kept instead of printed. */
+function captureConsole() {
+  const logs = [];
+  for (const level of ["log", "info", "warn", "error", "debug"]) {
+    const show = (a) => (typeof a === "string" ? a : a instanceof Error ? a.message : JSON.stringify(a));
+    console[level] = (...args) => void logs.push(`${level}: ${args.map(show).join(" ")}`);
+  }
+  return logs;
+}
+
+// A run that streams long enough (12 deltas, 15 ms apart) for three more messages to arrive meanwhile:
+// a request, a binary message and a second request, sent in that order while it streams; then the
+// run's thread takes its next turn on the same socket.
+const SLOW = "/delay 15\n/words 12";
+// Thread and chat ids are new per invocation: a rerun against the same server starts fresh threads.
+const tag = Math.random().toString(36).slice(2, 8);
+
+async function aguiSharedMode(pkg) {
+  const { HttpAgent } = await import(pkg);
+  const logs = captureConsole();
+  const s = await openShared(`${base}/v1/ag-ui/ws`, isAguiTerminal);
+  const agent = (threadId, content) =>
+    new HttpAgent({ url: `${base}/v1/ag-ui/ws`, threadId, initialMessages: [user(`${threadId}-u1`, content)],
+                    initialState: {}, fetch: s.fetch });
+
+  async function run(agent, runId) {
+    const record = { types: [], errors: [] };
+    try {
+      const { newMessages } = await agent.runAgent({ runId }, {
+        onEvent: ({ event }) => void record.types.push(event.type),
+        onRunErrorEvent: ({ event }) => void record.errors.push({ code: event.code, message: event.message }),
+      });
+      record.newMessages = newMessages;
+    } catch (err) {
+      record.failed = String(err && err.message ? err.message : err);
+    }
+    return record;
+  }
+
+  const slow = agent(`n-slow-${tag}`, SLOW);
+  const first = run(slow, `n-slow-r1-${tag}`);
+  await s.seen((m) => m.type === "TEXT_MESSAGE_CONTENT");
+  const busy = run(agent(`n-busy-${tag}`, "too soon"), `n-busy-r1-${tag}`);
+  await s.sent(2);
+  const binary = s.request(Buffer.from([0, 1, 2]), true).done;
+  const busy2 = run(agent(`n-busy2-${tag}`, "still too soon"), `n-busy2-r1-${tag}`);
+  const all = Promise.all([first, busy, binary, busy2]);
+  const [slowRun, busyRun, binaryReply, busy2Run] = await within(all, "the four replies");
+  slow.addMessage(user(`n-slow-u2-${tag}`, "again"));
+  const again = await within(run(slow, `n-slow-r2-${tag}`), "the next turn");
+  const close = await s.close();
+  return { slow: slowRun, busy: busyRun, binary: binaryReply, busy2: busy2Run, again, messages: slow.messages,
+           log: s.log, stray: s.stray, cancelled: s.cancelled, close, logs };
+}
+
+async function aisdkSharedMode(lib) {
+  const ai = await import(lib);
+  const logs = captureConsole();
+  const s = await openShared(`${base}/v1/ai-sdk/ws`, isDone);
+  const transport = new ai.DefaultChatTransport({ api: `${base}/v1/ai-sdk/ws`, fetch: s.fetch });
+
+  class Chat extends ai.AbstractChat {
+    constructor(id) {
+      const state = {
+        status: "ready",
+        error: undefined,
+        messages: [],
+        pushMessage: (m) => void (state.messages = [...state.messages, m]),
+        popMessage: () => void (state.messages = state.messages.slice(0, -1)),
+        replaceMessage: (i, m) => void (state.messages = state.messages.map((x, j) => (j === i ? m : x))),
+        snapshot: (v) => structuredClone(v),
+      };
+      super({ id, transport, state, onError: () => {} });
+    }
+
+    view() {
+      return { status: this.status, error: this.error ? this.error.message : null, messages: this.messages };
+    }
+  }
+
+  const ask = (chat, text) => chat.sendMessage({ text }).then(() => chat.view());
+  const slow = new Chat(`n-a-slow-${tag}`);
+  const first = ask(slow, SLOW);
+  await s.seen((m) => m !== "[DONE]" && m.type === "text-delta");
+  const busy = ask(new Chat(`n-a-busy-${tag}`), "too soon");
+  await s.sent(2);
+  const binary = s.request(Buffer.from([1, 2]), true).done;
+  const busy2 = ask(new Chat(`n-a-busy2-${tag}`), "still too soon");
+  const all = Promise.all([first, busy, binary, busy2]);
+  const [slowView, busyView, binaryReply, busy2View] = await within(all, "the four replies");
+  const again = await within(ask(slow, "again"), "the next turn");
+  const close = await s.close();
+  return { slow: slowView, busy: busyView, binary: binaryReply, busy2: busy2View, again, log: s.log,
+           stray: s.stray, cancelled: s.cancelled, close, logs };
+}
+
+const modes = {
+  agui: aguiMode,
+  aisdk: aisdkMode,
+  "agui-shared": () => aguiSharedMode(process.argv[4] ?? "agui-client-1"),
+  "aisdk-shared": () => aisdkSharedMode(process.argv[4] ?? "ai-6"),
+};
 try {
   const result = await modes[mode]();
   process.stdout.write(JSON.stringify(result));
 } catch (error) {
-  console.error(error);
+  process.stderr.write(`${error && error.stack ? error.stack : error}\n`);
   process.exit(1);
 }
