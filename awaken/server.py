@@ -31,9 +31,17 @@ from .aisdk import adapter as aisdk_adapter
 from .context import ServerContext
 from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
 from .history import parse_limit, read_page
+from .ledger import Ledger
 from .transports import ws
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
+#: a protocol's history page: (ledger, thread id, cursor, limit) -> (items, cursor after them)
+PageReader = Callable[[Ledger, str, "str | None", int], Awaitable[tuple[list, str]]]
+
+
+async def read_agui_history(ledger: Ledger, thread_id: str, cursor: str | None, limit: int) -> tuple[list, str]:
+    messages, next_cursor = await read_page(ledger, thread_id, cursor, limit)
+    return project_history(messages), next_cursor
 StreamRoute = Callable[[ServerContext, dict, Any, Any, "str | None"], Awaitable[None]]
 
 
@@ -61,25 +69,27 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
     async def agents():  # noqa: ANN202
         return jsonify({"default": ctx.agents.default_id, "agents": [a.describe() for a in ctx.agents.all()]})
 
-    def history_route(project: Callable[[list], list]) -> Callable[[str], Awaitable[Any]]:
+    def history_route(read: PageReader) -> Callable[[str], Awaitable[Any]]:
+        """``GET …/threads/{threadId}/messages?cursor=&limit=`` → ``{items, cursor}`` (400/404/503)."""
+
         async def history(thread_id: str):  # noqa: ANN202
             try:
                 limit = parse_limit(request.args.get("limit"))
-                messages, cursor = await read_page(ctx.ledger, thread_id, request.args.get("cursor"), limit)
+                items, cursor = await read(ctx.ledger, thread_id, request.args.get("cursor"), limit)
             except BadCursor as exc:
                 return _error(exc, 400)
             except UnknownThread as exc:
                 return _error(exc, 404)
             except StoreUnavailable as exc:
                 return _error(exc, 503)
-            return jsonify({"items": project(messages), "cursor": cursor})
+            return jsonify({"items": items, "cursor": cursor})
 
         return history
 
     app.add_url_rule("/v1/ag-ui/threads/<path:thread_id>/messages", "agui_history",
-                     history_route(project_history), methods=["GET"])
+                     history_route(read_agui_history), methods=["GET"])
     app.add_url_rule("/v1/ai-sdk/threads/<path:thread_id>/messages", "aisdk_history",
-                     aisdk_adapter.history_view(ctx), methods=["GET"])
+                     history_route(aisdk_adapter.read_history), methods=["GET"])
     return app
 
 

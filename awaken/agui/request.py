@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import attrs
-import orjson
 
-from ..errors import InputRejected
+from ..jsonbody import check_content_type, load_json_object, reject
 from ..messages import ImagePart, Part, TextPart
 
 _MEDIA_PARTS = frozenset({"audio", "video", "document", "binary"})
@@ -69,33 +68,12 @@ def version_at_least(version: str | None, floor: tuple[int, int]) -> bool:
     return (major, minor) >= floor
 
 
-def _reject(message: str, code: str = "INVALID_REQUEST") -> InputRejected:
-    return InputRejected(message, code=code)
-
-
-def check_content_type(content_type: str | None) -> None:
-    media = (content_type or "").split(";", 1)[0].strip().lower()
-    if media != "application/json":
-        raise _reject(f"Content-Type must be application/json, not {content_type or 'absent'!r}",
-                      "UNSUPPORTED_MEDIA_TYPE")
-
-
-def load_json_object(body: bytes) -> dict[str, Any]:
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise _reject(f"the body is not valid JSON: {exc}", "INVALID_JSON") from None
-    if not isinstance(data, dict):
-        raise _reject("the body must be a JSON object")
-    return data
-
-
 def _string(data: dict[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
     value = data.get(key)
     if value is None and not required:
         return None
     if not isinstance(value, str) or (required and not value):
-        raise _reject(f"{where}{key} must be a non-empty string")
+        raise reject(f"{where}{key} must be a non-empty string")
     return value
 
 
@@ -104,9 +82,9 @@ def _unsupported_if_set(data: dict[str, Any], key: str, empty: type) -> None:
     if value is None:
         return
     if not isinstance(value, empty):
-        raise _reject(f"{key} must be {'an array' if empty is list else 'an object'}")
+        raise reject(f"{key} must be {'an array' if empty is list else 'an object'}")
     if value:
-        raise _reject(f"{key} is not supported by this server; send it empty", "UNSUPPORTED_FIELD")
+        raise reject(f"{key} is not supported by this server; send it empty", "UNSUPPORTED_FIELD")
 
 
 def parse_image(part: dict[str, Any], where: str) -> ImagePart:
@@ -114,45 +92,45 @@ def parse_image(part: dict[str, Any], where: str) -> ImagePart:
     if isinstance(source, dict):
         kind, value, mime = source.get("type"), source.get("value"), source.get("mimeType")
         if not isinstance(value, str) or not value:
-            raise _reject(f"{where}.source.value must be a non-empty string")
+            raise reject(f"{where}.source.value must be a non-empty string")
         if mime is not None and not isinstance(mime, str):
-            raise _reject(f"{where}.source.mimeType must be a string")
+            raise reject(f"{where}.source.mimeType must be a string")
         if kind == "url":
             return ImagePart(value, mime)
         if kind == "data":
             if not mime:
-                raise _reject(f"{where}.source.mimeType is required for inline data")
+                raise reject(f"{where}.source.mimeType is required for inline data")
             return ImagePart(f"data:{mime};base64,{value}", mime)
-        raise _reject(f"{where}.source.type must be 'url' or 'data'", "UNSUPPORTED_CONTENT")
+        raise reject(f"{where}.source.type must be 'url' or 'data'", "UNSUPPORTED_CONTENT")
     url = part.get("url")
     if isinstance(url, str) and url:
         return ImagePart(url, part.get("mimeType") if isinstance(part.get("mimeType"), str) else None)
-    raise _reject(f"{where}.source must be an object")
+    raise reject(f"{where}.source must be an object")
 
 
 def _parts(content: Any, where: str) -> tuple[Part, ...]:
     if isinstance(content, str):
         return (TextPart(content),) if content else ()
     if not isinstance(content, list):
-        raise _reject(f"{where}.content must be a string or an array of parts")
+        raise reject(f"{where}.content must be a string or an array of parts")
     parts: list[Part] = []
     for i, part in enumerate(content):
         pw = f"{where}.content[{i}]"
         if not isinstance(part, dict):
-            raise _reject(f"{pw} must be an object")
+            raise reject(f"{pw} must be an object")
         kind = part.get("type")
         if kind == "text":
             text = part.get("text")
             if not isinstance(text, str):
-                raise _reject(f"{pw}.text must be a string")
+                raise reject(f"{pw}.text must be a string")
             if text:
                 parts.append(TextPart(text))
         elif kind == "image":
             parts.append(parse_image(part, pw))
         elif kind in _MEDIA_PARTS:
-            raise _reject(f"{pw}: {kind} content is not supported; send text or images", "UNSUPPORTED_CONTENT")
+            raise reject(f"{pw}: {kind} content is not supported; send text or images", "UNSUPPORTED_CONTENT")
         else:
-            raise _reject(f"{pw}.type {kind!r} is not a known content part")
+            raise reject(f"{pw}.type {kind!r} is not a known content part")
     return tuple(parts)
 
 
@@ -163,10 +141,10 @@ def _tool_content(content: Any, where: str) -> str:
         texts = []
         for i, part in enumerate(content):
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise _reject(f"{where}.content[{i}] must be a text part", "UNSUPPORTED_CONTENT")
+                raise reject(f"{where}.content[{i}] must be a text part", "UNSUPPORTED_CONTENT")
             texts.append(part["text"])
         return "".join(texts)
-    raise _reject(f"{where}.content must be a string")
+    raise reject(f"{where}.content must be a string")
 
 
 def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
@@ -177,41 +155,41 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
     run_id = _string(data, "runId", "")
     version = data.get("protocolVersion")
     if version is not None and not isinstance(version, str):
-        raise _reject("protocolVersion must be a string")
+        raise reject("protocolVersion must be a string")
     if data.get("parentRunId") is not None:
-        raise _reject("parentRunId is not supported by this server", "UNSUPPORTED_FIELD")
+        raise reject("parentRunId is not supported by this server", "UNSUPPORTED_FIELD")
     for key, empty in (("tools", list), ("context", list), ("resume", list), ("forwardedProps", dict)):
         _unsupported_if_set(data, key, empty)
     state = data.get("state")
     if state is not None and not isinstance(state, dict):
-        raise _reject("state must be an object", "UNSUPPORTED_FIELD")
+        raise reject("state must be an object", "UNSUPPORTED_FIELD")
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list):
-        raise _reject("messages must be an array")
+        raise reject("messages must be an array")
     messages: list[InputMessage | ToolMessage] = []
     ids: list[str] = []
     for i, raw in enumerate(raw_messages):
         where = f"messages[{i}]"
         if not isinstance(raw, dict):
-            raise _reject(f"{where} must be an object")
+            raise reject(f"{where} must be an object")
         message_id = _string(raw, "id", f"{where}.")
         role = raw.get("role")
         ids.append(message_id)
         if role in ("user", "system", "developer"):
             if role != "user" and not isinstance(raw.get("content"), str):
-                raise _reject(f"{where}.content must be a string")
+                raise reject(f"{where}.content must be a string")
             messages.append(InputMessage(message_id, role, _parts(raw.get("content"), where)))
         elif role == "tool":
             tool_call_id = _string(raw, "toolCallId", f"{where}.")
             error = raw.get("error")
             if error is not None and not isinstance(error, str):
-                raise _reject(f"{where}.error must be a string")
+                raise reject(f"{where}.error must be a string")
             messages.append(ToolMessage(message_id, tool_call_id, _tool_content(raw.get("content", ""), where),
                                         error))
         elif role in _HISTORY_ROLES:
             continue
         else:
-            raise _reject(f"{where}.role {role!r} is not a known role")
+            raise reject(f"{where}.role {role!r} is not a known role")
     if len(set(ids)) != len(ids):
-        raise _reject("message ids must be unique within a request")
+        raise reject("message ids must be unique within a request")
     return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state or None)

@@ -14,22 +14,21 @@ result (replayed history) — and turns the rest of the continued assistant mess
   (``TOOL_CALL_NOT_PENDING`` / ``NO_PENDING_RUN``): one ``error`` + ``finish{error}`` stream, nothing
   committed.
 
-``handle_run`` is the SSE route; ``history_view`` the history route (``{items, cursor}``, paging that
-never splits one run's assistant UIMessage: see ``read_history``).
+``handle_run`` is the SSE route; ``read_history`` answers the history route (``{items, cursor}``,
+paging that never splits one run's assistant UIMessage).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 
 from ..context import ServerContext
 from ..engine import RunRequest, ToolDecision
-from ..errors import AwakenError, BadCursor, InputRejected, StoreUnavailable, UnknownThread
+from ..errors import InputRejected
 from ..exchange import Protocol, sse_exchange
-from ..history import encode_cursor, parse_limit, read_page
+from ..history import encode_cursor, read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
 from .encoder import AiSdkEncoder
@@ -138,28 +137,3 @@ async def _group_head(ledger: Ledger, thread_id: str, first: Message) -> list[Me
             head.insert(0, m)
         end = start
     return head
-
-
-def _error(exc: AwakenError, status: int) -> Any:
-    from quart import jsonify
-
-    return jsonify({"error": {"code": exc.code, "message": exc.message}}), status
-
-
-def history_view(ctx: ServerContext) -> Callable[[str], Awaitable[Any]]:
-    """The quart view for ``GET /v1/ai-sdk/threads/{threadId}/messages?cursor=&limit=``."""
-    from quart import jsonify, request
-
-    async def history(thread_id: str) -> Any:
-        try:
-            limit = parse_limit(request.args.get("limit"))
-            items, cursor = await read_history(ctx.ledger, thread_id, request.args.get("cursor"), limit)
-        except BadCursor as exc:
-            return _error(exc, 400)
-        except UnknownThread as exc:
-            return _error(exc, 404)
-        except StoreUnavailable as exc:
-            return _error(exc, 503)
-        return jsonify({"items": items, "cursor": cursor})
-
-    return history

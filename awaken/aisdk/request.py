@@ -22,9 +22,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import attrs
-import orjson
 
-from ..errors import InputRejected
+from ..jsonbody import check_content_type, load_json_object, reject
 from ..messages import ImagePart, Part, TextPart
 
 #: tool part states that carry the client's answer to a waiting call
@@ -72,47 +71,26 @@ class AiSdkInput:
     continued_id: str | None
 
 
-def _reject(message: str, code: str = "INVALID_REQUEST") -> InputRejected:
-    return InputRejected(message, code=code)
-
-
-def check_content_type(content_type: str | None) -> None:
-    media = (content_type or "").split(";", 1)[0].strip().lower()
-    if media != "application/json":
-        raise _reject(f"Content-Type must be application/json, not {content_type or 'absent'!r}",
-                      "UNSUPPORTED_MEDIA_TYPE")
-
-
-def _load(body: bytes) -> dict[str, Any]:
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise _reject(f"the body is not valid JSON: {exc}", "INVALID_JSON") from None
-    if not isinstance(data, dict):
-        raise _reject("the body must be a JSON object")
-    return data
-
-
 def _optional_id(data: dict[str, Any], key: str) -> str | None:
     value = data.get(key)
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise _reject(f"{key} must be a non-empty string")
+        raise reject(f"{key} must be a non-empty string")
     return value
 
 
 def _string(part: dict[str, Any], key: str, where: str) -> str:
     value = part.get(key)
     if not isinstance(value, str):
-        raise _reject(f"{where}.{key} must be a string")
+        raise reject(f"{where}.{key} must be a string")
     return value
 
 
 def _optional_string(part: dict[str, Any], key: str, where: str) -> str | None:
     value = part.get(key)
     if value is not None and not isinstance(value, str):
-        raise _reject(f"{where}.{key} must be a string")
+        raise reject(f"{where}.{key} must be a string")
     return value
 
 
@@ -148,18 +126,18 @@ def _tool_answer(part: dict[str, Any], where: str) -> ToolPartAnswer | None:
     kind = part["type"]
     call_id = part.get("toolCallId")
     if not isinstance(call_id, str) or not call_id:
-        raise _reject(f"{where}.toolCallId must be a non-empty string")
+        raise reject(f"{where}.toolCallId must be a non-empty string")
     state = _string(part, "state", where)
     name = _string(part, "toolName", where) if kind == "dynamic-tool" else kind.removeprefix("tool-")
     approval = part.get("approval")
     approval_id = approved = reason = None
     if approval is not None:
         if not isinstance(approval, dict):
-            raise _reject(f"{where}.approval must be an object")
+            raise reject(f"{where}.approval must be an object")
         approval_id = _string(approval, "id", f"{where}.approval")
         approved = approval.get("approved")
         if approved is not None and not isinstance(approved, bool):
-            raise _reject(f"{where}.approval.approved must be a boolean")
+            raise reject(f"{where}.approval.approved must be a boolean")
         reason = _optional_string(approval, "reason", f"{where}.approval")
     if state not in DECISION_STATES:
         return None
@@ -167,7 +145,7 @@ def _tool_answer(part: dict[str, Any], where: str) -> ToolPartAnswer | None:
         return ToolPartAnswer(call_id, name, state, error_text=_optional_string(part, "errorText", where) or "",
                               approval_id=approval_id, approved=approved, reason=reason)
     if state == "approval-responded" and (approval_id is None or approved is None):
-        raise _reject(f"{where}: an approval-responded part needs approval.id and approval.approved")
+        raise reject(f"{where}: an approval-responded part needs approval.id and approval.approved")
     return ToolPartAnswer(call_id, name, state, output=part.get("output"), approval_id=approval_id,
                           approved=approved, reason=reason)
 
@@ -179,14 +157,14 @@ def _is_tool_part(kind: str) -> bool:
 def parse_chat_request(body: bytes, content_type: str | None) -> AiSdkInput:
     """Parse and validate one chat request. Raises ``InputRejected`` with its catalogue code."""
     check_content_type(content_type)
-    data = _load(body)
+    data = load_json_object(body)
     thread_id = _optional_id(data, "threadId") or _optional_id(data, "id")
     agent_id = _optional_id(data, "agentId")
     trigger = _optional_string(data, "trigger", "body")
     _optional_string(data, "messageId", "body")
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list):
-        raise _reject("messages must be an array of UIMessages")
+        raise reject("messages must be an array of UIMessages")
     inputs: list[InputUIMessage] = []
     ids: list[str] = []
     answers: tuple[ToolPartAnswer, ...] = ()
@@ -194,18 +172,18 @@ def parse_chat_request(body: bytes, content_type: str | None) -> AiSdkInput:
     for i, raw in enumerate(raw_messages):
         where = f"messages[{i}]"
         if not isinstance(raw, dict):
-            raise _reject(f"{where} must be an object")
+            raise reject(f"{where} must be an object")
         message_id = raw.get("id")
         if not isinstance(message_id, str) or not message_id:
-            raise _reject(f"{where}.id must be a non-empty string")
+            raise reject(f"{where}.id must be a non-empty string")
         ids.append(message_id)
         role = raw.get("role")
         parts = raw.get("parts")
         if not isinstance(parts, list):
-            raise _reject(f"{where}.parts must be an array")
+            raise reject(f"{where}.parts must be an array")
         for j, part in enumerate(parts):
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise _reject(f"{where}.parts[{j}] must be an object with a string type")
+                raise reject(f"{where}.parts[{j}] must be an object with a string type")
         if role in ("user", "system"):
             inputs.append(InputUIMessage(message_id, role, _input_parts(parts, where)))
         elif role == "assistant":
@@ -221,7 +199,7 @@ def parse_chat_request(body: bytes, content_type: str | None) -> AiSdkInput:
             if i == len(raw_messages) - 1:
                 answers, continued_id = tuple(found), message_id
         else:
-            raise _reject(f"{where}.role must be 'user', 'system' or 'assistant', not {role!r}")
+            raise reject(f"{where}.role must be 'user', 'system' or 'assistant', not {role!r}")
     if len(set(ids)) != len(ids):
-        raise _reject("message ids must be unique within a request")
+        raise reject("message ids must be unique within a request")
     return AiSdkInput(thread_id, agent_id, trigger, tuple(inputs), answers, continued_id)

@@ -65,7 +65,7 @@ import trio
 
 from ..context import ServerContext
 from ..encoding import WireEvent
-from ..exchange import MAX_BODY, Emit, Protocol, exchange
+from ..exchange import MAX_BODY, Protocol, exchange
 
 log = logging.getLogger("awaken.ws")
 
@@ -301,8 +301,9 @@ class RequestStream:
         self.started = True
         self.conn.emit(wire)
 
-    async def stream(self, producer: Callable[[Emit], Awaitable[None]], done_marker: str | None) -> None:
-        await producer(self.emit)
+    async def stream(self, producer: Callable[..., Awaitable[None]], done_marker: str | None) -> None:
+        # the connection's nursery hosts work the run starts beside itself (its first ledger write)
+        await producer(self.emit, nursery=self.conn._nursery)
         self.finish(done_marker)
 
     async def reject(self, wire: list[WireEvent], done_marker: str | None) -> None:
