@@ -413,12 +413,14 @@ class AdmittedRun:
             await agent.model.stream(request, builder)
             builder.close()
             calls = builder.finish_calls()
+            # The run's first write (started beside this step) must be in before anything names the
+            # run: the ledger may have given it a fresh id if the client's was taken.
+            await self._started()
             assistant = builder.message(self.run_id)
             results, pending, state = await self._run_tools(calls, assistant.id)
             status = RunStatus.WAITING if pending else RunStatus.RUNNING if calls else RunStatus.COMPLETED
             check_transition(self.status, status)
             changed = state != self.state
-            await self._started()
             committed = await self.ledger.commit(
                 self.thread_id,
                 self.run_id,

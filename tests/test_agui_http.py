@@ -422,3 +422,16 @@ async def test_the_agent_route_serves_the_named_agent(client):
     events = await post_agui(client, agui_body("t-ag", "r", [user("u1", '/call current_time {}')]),
                              "/v1/ag-ui/agents/guarded")
     assert "TOOL_CALL_RESULT" not in types(events) and types(events)[-1] == "RUN_FINISHED"
+
+
+async def test_a_reused_run_id_gets_a_fresh_ledger_id_and_the_step_follows_it(server, client):
+    """The wire echoes the client's runId; the ledger gives a taken one a fresh id, and every message
+    of the run (input, assistant step) carries that fresh id."""
+    await post_agui(client, agui_body("t-a", "same", [user("u1", "hi")]))
+    events = await post_agui(client, agui_body("t-b", "same", [user("u1", '/call calculator {"expression": "2"}')]))
+    assert {e.get("runId") for e in events if e["type"] in ("RUN_STARTED", "RUN_FINISHED")} == {"same"}
+    runs = await server.ctx.ledger.list_runs("t-b")
+    assert len(runs) == 1 and runs[0].run_id != "same" and runs[0].status == "completed"
+    messages = await server.ctx.ledger.read_messages("t-b", 0, 100)
+    assert {m.run_id for m in messages} == {runs[0].run_id}
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
