@@ -155,3 +155,27 @@ def test_backend_options_it_does_not_take_are_a_config_error():
     data["ledger"]["options"] = {"busy_timeout_ms": "soon"}
     with pytest.raises(ConfigError, match=r"^ledger\.options: .*busy_timeout_ms must be a non-negative integer"):
         ServerContext.build(parse_config(data))
+
+
+def test_a_backend_registered_by_a_third_party_package_is_chosen_by_name(tmp_path, monkeypatch):
+    """Issue 5.1: any name registered under the `awaken.ledgers` entry-point group is a backend; an
+    unknown name lists every known one, the third party's included."""
+    from importlib.metadata import EntryPoint
+
+    import awaken.ledger as ledger_module
+
+    plugin = EntryPoint(name="vendor-db", value="storage_backends.sqlite_ledger:SqliteLedger",
+                        group="awaken.ledgers")
+    real = ledger_module.entry_points
+
+    def entry_points(group: str):  # noqa: ANN202 - the importlib.metadata signature
+        return [*real(group=group), plugin] if group == "awaken.ledgers" else real(group=group)
+
+    monkeypatch.setattr(ledger_module, "entry_points", entry_points)
+    data = default_config_data()
+    data["ledger"] = {"backend": "vendor-db", "path": str(tmp_path / "v.db")}
+    ctx = ServerContext.build(parse_config(data))
+    assert type(ctx.ledger).__name__ == "SqliteLedger"
+    data["ledger"]["backend"] = "nope"
+    with pytest.raises(ConfigError, match=r"known backends: files, sqlite, vendor-db$"):
+        ServerContext.build(parse_config(data))
