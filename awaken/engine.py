@@ -150,6 +150,10 @@ class RunApplication:
 class AdmittedRun:
     """One admitted run (fresh or resumed) and the state it needs while it executes."""
 
+    __slots__ = ("_decided", "_released", "_remaining", "_start", "_start_error", "agent", "answer_message_id",
+                 "app", "history", "ledger", "request", "resumed", "run_id", "state", "status", "steps_done",
+                 "thread_id", "usage")
+
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
         self.app = app
         self.ledger = app.ledger
@@ -203,9 +207,10 @@ class AdmittedRun:
         self.answer_message_id = new_id("msg")
         self._start = trio.Event()
 
-    async def _commit_start(self, body: trio.CancelScope) -> None:
+    async def _commit_start(self, body: trio.CancelScope | None) -> None:
         """Write the run record and its input (shielded: a disconnect cannot tear it). The first step
-        commit waits for this. If the store fails, the run's body is cancelled and the error kept."""
+        commit waits for this. If the store fails the error is kept, and ``body`` (when given) is
+        cancelled at once; without it the body stops at the end of its first step."""
         assert self._start is not None
         inputs = tuple(m for m in self.history if m.run_id == self.run_id and m.seq == 0)
         try:
@@ -225,7 +230,8 @@ class AdmittedRun:
             self.history = [by_id.get(m.id, m) if m.seq == 0 else m for m in self.history]
         except (AwakenError, ValueError) as exc:
             self._start_error = exc if isinstance(exc, AwakenError) else RunFailure(str(exc))
-            body.cancel()
+            if body is not None:
+                body.cancel()
         finally:
             self._start.set()
 
@@ -379,12 +385,10 @@ class AdmittedRun:
         await self._step_loop(sink)
 
     async def _body_beside_start(self, sink: Sink, nursery: trio.Nursery) -> None:
-        """``_body`` with the run's first write in a task of the connection's nursery."""
-        with trio.CancelScope() as body:
-            nursery.start_soon(self._commit_start, body)
-            await self._body(sink)
-        if self._start_error is not None:
-            raise self._start_error
+        """``_body`` with the run's first write in a task of the connection's nursery (no scope of
+        its own: a failed write is noticed where the first step waits for it)."""
+        nursery.start_soon(self._commit_start, None)
+        await self._body(sink)
 
     async def _body_while_starting(self, sink: Sink) -> None:
         """``_body`` with the run's first write in a task beside it (the write is shielded)."""
@@ -415,7 +419,9 @@ class AdmittedRun:
             calls = builder.finish_calls()
             # The run's first write (started beside this step) must be in before anything names the
             # run: the ledger may have given it a fresh id if the client's was taken.
-            await self._started()
+            if not await self._started():
+                assert self._start_error is not None
+                raise self._start_error
             assistant = builder.message(self.run_id)
             results, pending, state = await self._run_tools(calls, assistant.id)
             status = RunStatus.WAITING if pending else RunStatus.RUNNING if calls else RunStatus.COMPLETED
@@ -569,6 +575,9 @@ class StepBuilder:
     Open text/reasoning blocks are closed before a tool call starts, so every encoder sees blocks
     in a legal order.
     """
+
+    __slots__ = ("_calls", "_ended", "_reasoning", "_reasoning_id", "_text", "_text_open", "message_id", "sink",
+                 "step_usage", "used_call_ids")
 
     def __init__(self, sink: Sink, message_id: str, used_call_ids: set[str] | frozenset[str] = frozenset()) -> None:
         self.sink = sink

@@ -38,6 +38,8 @@ class ClientGone(Exception):
 class FrameBuffer:
     """Bytes waiting for the socket: ``put`` is synchronous; ``take`` waits for data or a timeout."""
 
+    __slots__ = ("_chunks", "_closed", "_lot", "_size", "last_put", "limit", "on_overflow", "overflowed")
+
     def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
         self.limit = limit
         self.on_overflow = on_overflow
