@@ -181,8 +181,9 @@ class AdmittedRun:
     async def prepare(self, request: RunRequest, view: ThreadView) -> None:
         """Admission: everything that can refuse the request happens here, before any byte is sent.
 
-        A fresh run's input is committed with its run record; a resume only validates its decisions
-        (they are applied by ``execute``, so a slow tool never delays the response head).
+        A fresh run's record and input are written by ``execute`` beside its first step; a resume
+        only validates its decisions here (``execute`` applies them, so a slow tool never delays the
+        response head). Only superseding a waiting run writes before the stream starts.
         """
         self.request = request
         self.state = dict(view.thread.state) if view.thread else {}
@@ -193,12 +194,12 @@ class AdmittedRun:
         elif request.inputs:
             if pending:
                 await self._supersede(pending)
-            await self._prepare_fresh()
+            self._prepare_fresh()
         else:
             raise InputRejected("the request carries no new input: every message is already committed",
                                 code="NO_NEW_INPUT")
 
-    async def _prepare_fresh(self) -> None:
+    def _prepare_fresh(self) -> None:
         """A new run: its record and input are written by ``execute`` while the first step streams
         (see ``_commit_start``), so the write is off the path to the first delta."""
         run_id = self.request.run_id or new_id("run")
