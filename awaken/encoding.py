@@ -45,13 +45,17 @@ _TERMINAL = frozenset({ev.RunFinished, ev.RunFailed})
 
 
 def sse_frame(payload: Any) -> bytes:
+    """One SSE frame: ``data: <compact JSON>\n\n``, LF only."""
     return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def sse_frames(wire: Iterable[WireEvent]) -> bytes:
+    """The SSE frames of a list of wire events (what the SSE transport writes)."""
+    return b"".join(sse_frame(w) for w in wire)
 
 
 class EncoderBase:
     """Subclasses override ``on_*`` hooks; each returns the wire events for one AgentEvent."""
-
-    _dispatch: dict[type, Any] = {}
 
     def __init__(self) -> None:
         self.closed = False
@@ -84,7 +88,7 @@ class EncoderBase:
         return self.frame(self.feed(event))
 
     def frame(self, wire: Iterable[WireEvent]) -> bytes:
-        return b"".join(sse_frame(w) for w in wire)
+        return sse_frames(wire)
 
     # Every hook defaults to emitting nothing.
     def on_run_started(self, e: ev.RunStarted) -> list[WireEvent]:

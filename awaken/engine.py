@@ -9,7 +9,7 @@ Usage, from a connection handler that owns the nursery::
 
     async with app.admit(thread_id, agent_id, build) as run:  # InputRejected (THREAD_BUSY…) before any byte
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(run.execute, sink)  # a disconnect cancels this nursery
+            nursery.start_soon(run.execute, sink, nursery)  # a disconnect cancels this nursery
 
 Cancellation: a ``Cancelled`` anywhere in ``execute`` commits ``interrupted`` (shielded, bounded to
 two seconds) and releases the thread before it propagates. Nothing half-done is committed: a step
@@ -208,10 +208,10 @@ class AdmittedRun:
         self.answer_message_id = new_id("msg")
         self._start = trio.Event()
 
-    async def _commit_start(self, body: trio.CancelScope | None) -> None:
+    async def _commit_start(self) -> None:
         """Write the run record and its input (shielded: a disconnect cannot tear it). The first step
-        commit waits for this. If the store fails the error is kept, and ``body`` (when given) is
-        cancelled at once; without it the body stops at the end of its first step."""
+        waits for this before it names the run; if the store fails, the error is kept and raised
+        there."""
         assert self._start is not None
         inputs = tuple(m for m in self.history if m.run_id == self.run_id and m.seq == 0)
         try:
@@ -231,8 +231,6 @@ class AdmittedRun:
             self.history = [by_id.get(m.id, m) if m.seq == 0 else m for m in self.history]
         except (AwakenError, ValueError) as exc:
             self._start_error = exc if isinstance(exc, AwakenError) else RunFailure(str(exc))
-            if body is not None:
-                body.cancel()
         finally:
             self._start.set()
 
@@ -351,19 +349,16 @@ class AdmittedRun:
 
     # -- execution ------------------------------------------------------------------------------
 
-    async def execute(self, sink: Sink, nursery: trio.Nursery | None = None) -> None:
+    async def execute(self, sink: Sink, nursery: trio.Nursery) -> None:
         """Stream the run into ``sink`` and commit its outcome. Never raises except ``Cancelled``.
 
-        ``nursery``, when the connection has one, hosts the run's first write beside its first step;
-        without it the run opens a nursery of its own for that.
+        ``nursery`` is the connection's: it hosts a fresh run's first write beside its first step
+        (the write is shielded; a failure is noticed where the first step waits for it).
         """
         try:
-            if self._start is None:
-                await self._body(sink)
-            elif nursery is not None:
-                await self._body_beside_start(sink, nursery)
-            else:
-                await self._body_while_starting(sink)
+            if self._start is not None:
+                nursery.start_soon(self._commit_start)
+            await self._body(sink)
         except trio.Cancelled:
             await self._commit_final(RunStatus.INTERRUPTED, None, "the client disconnected")
             raise
@@ -384,26 +379,6 @@ class AdmittedRun:
             self._finish_waiting(sink, self._remaining)
             return
         await self._step_loop(sink)
-
-    async def _body_beside_start(self, sink: Sink, nursery: trio.Nursery) -> None:
-        """``_body`` with the run's first write in a task of the connection's nursery (no scope of
-        its own: a failed write is noticed where the first step waits for it)."""
-        nursery.start_soon(self._commit_start, None)
-        await self._body(sink)
-
-    async def _body_while_starting(self, sink: Sink) -> None:
-        """``_body`` with the run's first write in a task beside it (the write is shielded)."""
-        failure: BaseException | None = None
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._commit_start, nursery.cancel_scope)
-            try:
-                await self._body(sink)
-            except BaseException as exc:  # carried past the nursery and re-raised below
-                failure = exc
-        if self._start_error is not None:
-            raise self._start_error
-        if failure is not None:
-            raise failure
 
     async def _step_loop(self, sink: Sink) -> None:
         agent = self.agent
@@ -577,7 +552,7 @@ class StepBuilder:
     in a legal order.
     """
 
-    __slots__ = ("_calls", "_ended", "_reasoning", "_reasoning_id", "_text", "_text_open", "message_id", "sink",
+    __slots__ = ("_calls", "_reasoning", "_reasoning_id", "_text", "_text_open", "message_id", "sink",
                  "step_usage", "used_call_ids")
 
     def __init__(self, sink: Sink, message_id: str, used_call_ids: set[str] | frozenset[str] = frozenset()) -> None:
@@ -590,7 +565,6 @@ class StepBuilder:
         self._reasoning_id: str | None = None
         self._reasoning: list[tuple[str, list[str]]] = []
         self._calls: dict[int, list[Any]] = {}  # index -> [id, name, [fragments]]
-        self._ended = False
 
     def text(self, delta: str) -> None:
         if not delta:

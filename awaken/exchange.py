@@ -64,9 +64,8 @@ class Protocol(abc.ABC):
 
 class Transport(TypingProtocol):
     async def stream(self, producer: Callable[..., Awaitable[None]], done_marker: str | None) -> None:
-        """Write what ``producer(emit, nursery=None)`` emits until it returns; the producer is cancelled
-        on disconnect. A transport that owns a nursery for the connection may pass it, so the run can
-        start work beside itself without a nursery of its own."""
+        """Write what ``producer(emit, nursery=<the connection's nursery>)`` emits until it returns;
+        the producer is cancelled on disconnect. The nursery hosts work the run starts beside itself."""
 
     async def reject(self, wire: list[WireEvent], done_marker: str | None) -> None:
         """Write a refusal stream."""
@@ -110,7 +109,7 @@ async def exchange(
 
         async with ctx.app.admit(thread_id, agent, build) as run:
 
-            async def produce(emit: Emit, nursery: trio.Nursery | None = None) -> None:
+            async def produce(emit: Emit, nursery: trio.Nursery) -> None:
                 await run.execute(make_sink(encoder, emit), nursery)
 
             await transport.stream(produce, protocol.done_marker)
@@ -141,3 +140,13 @@ async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, rece
                                protocol.done_marker)
         return
     await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id)
+
+
+def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
+    """The ASGI handler of a protocol's POST route over SSE: ``route(ctx, scope, receive, send, agent_id)``."""
+
+    async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
+                    agent_id: str | None) -> None:
+        await sse_exchange(ctx, protocol, scope, receive, send, agent_id)
+
+    return route

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Literal
 
 import attrs
@@ -221,10 +221,10 @@ _BUILTIN = {
 }
 
 
-def known_backends() -> dict[str, str]:
-    found = dict(_BUILTIN)
-    for ep in entry_points(group=LEDGER_GROUP):
-        found[ep.name] = ep.value
+def known_backends() -> dict[str, EntryPoint]:
+    """Backend name -> where its class lives: the built-ins, then every registered entry point."""
+    found = {name: EntryPoint(name=name, value=value, group=LEDGER_GROUP) for name, value in _BUILTIN.items()}
+    found.update((ep.name, ep) for ep in entry_points(group=LEDGER_GROUP))
     return found
 
 
@@ -235,10 +235,4 @@ def ledger_class(name: str) -> type[Ledger]:
         raise ConfigError(
             f"ledger.backend: unknown backend {name!r}; known backends: {', '.join(sorted(backends))}"
         )
-    for ep in entry_points(group=LEDGER_GROUP):
-        if ep.name == name:
-            return ep.load()
-    module, _, attr = backends[name].partition(":")
-    import importlib
-
-    return getattr(importlib.import_module(module), attr)
+    return backends[name].load()

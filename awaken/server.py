@@ -30,6 +30,7 @@ from .agui.history import project_history
 from .aisdk import adapter as aisdk_adapter
 from .context import ServerContext
 from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
+from .exchange import sse_route
 from .history import parse_limit, read_page
 from .ledger import Ledger
 from .transports import ws
@@ -95,10 +96,10 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
 
 #: (method, compiled path pattern, handler); a pattern's ``agent`` group selects the agent
 STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
-    ("POST", re.compile(r"^/v1/ag-ui/?$"), agui_adapter.handle_run),
-    ("POST", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/?$"), agui_adapter.handle_run),
-    ("POST", re.compile(r"^/v1/ai-sdk/chat/?$"), aisdk_adapter.handle_run),
-    ("POST", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/?$"), aisdk_adapter.handle_run),
+    ("POST", re.compile(r"^/v1/ag-ui/?$"), sse_route(agui_adapter.PROTOCOL)),
+    ("POST", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/?$"), sse_route(agui_adapter.PROTOCOL)),
+    ("POST", re.compile(r"^/v1/ai-sdk/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
+    ("POST", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ag-ui/ws/?$"), ws.route(agui_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/ws/?$"), ws.route(agui_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/ws/?$"), ws.route(aisdk_adapter.PROTOCOL)),

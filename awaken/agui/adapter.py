@@ -2,17 +2,15 @@
 
 It decides no run state: it parses the body (``request.py``), drops messages the ledger already
 holds (replayed history), and turns new ``role: "tool"`` messages into ``ToolDecision``s. Every
-refusal is one ``RUN_ERROR`` stream (HTTP 200) and starts no run. ``handle_run`` is the SSE route.
+refusal is one ``RUN_ERROR`` stream (HTTP 200) and starts no run. ``PROTOCOL`` is what the SSE and
+WebSocket routes serve.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..context import ServerContext
 from ..engine import RunRequest, ToolDecision
 from ..errors import InputRejected
-from ..exchange import Protocol, sse_exchange
+from ..exchange import Protocol
 from ..ledger import ThreadView
 from ..messages import Message
 from .encoder import AguiEncoder
@@ -67,6 +65,3 @@ class AguiProtocol(Protocol):
 PROTOCOL = AguiProtocol()
 
 
-async def handle_run(ctx: ServerContext, scope: dict, receive: Any, send: Any, agent_id: str | None) -> None:
-    """``POST /v1/ag-ui`` and ``POST /v1/ag-ui/agents/{agentId}`` over SSE."""
-    await sse_exchange(ctx, PROTOCOL, scope, receive, send, agent_id)

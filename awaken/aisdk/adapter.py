@@ -14,20 +14,17 @@ result (replayed history) — and turns the rest of the continued assistant mess
   (``TOOL_CALL_NOT_PENDING`` / ``NO_PENDING_RUN``): one ``error`` + ``finish{error}`` stream, nothing
   committed.
 
-``handle_run`` is the SSE route; ``read_history`` answers the history route (``{items, cursor}``,
+``PROTOCOL`` is what the SSE and WebSocket routes serve; ``read_history`` answers the history route (``{items, cursor}``,
 paging that never splits one run's assistant UIMessage).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
-from ..context import ServerContext
 from ..engine import RunRequest, ToolDecision
 from ..errors import InputRejected
-from ..exchange import Protocol, sse_exchange
+from ..exchange import Protocol
 from ..history import encode_cursor, read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
@@ -86,11 +83,6 @@ class AiSdkProtocol(Protocol):
 
 
 PROTOCOL = AiSdkProtocol()
-
-
-async def handle_run(ctx: ServerContext, scope: dict, receive: Any, send: Any, agent_id: str | None) -> None:
-    """``POST /v1/ai-sdk/chat`` and ``POST /v1/ai-sdk/agents/{agentId}/chat`` over SSE."""
-    await sse_exchange(ctx, PROTOCOL, scope, receive, send, agent_id)
 
 
 async def read_history(ledger: Ledger, thread_id: str, cursor: str | None, limit: int) -> tuple[list[dict], str]:

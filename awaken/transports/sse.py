@@ -18,8 +18,9 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 import trio
+
+from ..encoding import sse_frames
 
 log = logging.getLogger("awaken.sse")
 
@@ -136,7 +137,7 @@ class SseTransport:
 
     async def stream(self, producer: Callable[..., Awaitable[None]], done_marker: str | None) -> None:
         async def produce(put: Put, nursery: trio.Nursery) -> None:
-            await producer(lambda wire: put(frame_all(wire)), nursery=nursery)
+            await producer(lambda wire: put(sse_frames(wire)), nursery=nursery)
 
         trailer = b"data: " + done_marker.encode() + b"\n\n" if done_marker else b""
         await stream(self.send, self.receive, self.headers, produce, keepalive=self.keepalive,
@@ -144,14 +145,7 @@ class SseTransport:
 
     async def reject(self, wire: list[Any], done_marker: str | None) -> None:
         trailer = b"data: " + done_marker.encode() + b"\n\n" if done_marker else b""
-        await send_once(self.send, self.headers, frame_all(wire) + trailer)
-
-
-def frame_all(wire: list[Any]) -> bytes:
-    """SSE frames for wire events: ``data: <compact JSON>\n\n`` each, LF only."""
-    if len(wire) == 1:
-        return b"data: " + orjson.dumps(wire[0]) + b"\n\n"
-    return b"".join(b"data: " + orjson.dumps(w) + b"\n\n" for w in wire)
+        await send_once(self.send, self.headers, sse_frames(wire) + trailer)
 
 
 async def stream(
