@@ -99,3 +99,28 @@ async def post_agui(client: httpx.AsyncClient, body: dict[str, Any], path: str =
 
 def types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
+
+
+def agui_text(events: list[dict[str, Any]]) -> str:
+    """The text an AG-UI stream carried (its TEXT_MESSAGE_CONTENT deltas, joined)."""
+    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+def squeeze(names: list[str]) -> list[str]:
+    """Event types with runs of *_CONTENT / *_ARGS collapsed to one entry (their count is asserted apart)."""
+    out: list[str] = []
+    for name in names:
+        if name.endswith(("_CONTENT", "_ARGS")) and out and out[-1] == name:
+            continue
+        out.append(name)
+    return out
+
+
+def aisdk_kinds(chunks: list[Any]) -> list[str]:
+    """The chunk types of an AI SDK stream, with ``[DONE]`` kept as itself."""
+    return [c if isinstance(c, str) else c["type"] for c in chunks]
+
+
+def aisdk_text(chunks: list[Any]) -> str:
+    """The text an AI SDK stream carried (its text-delta chunks, joined)."""
+    return "".join(c["delta"] for c in chunks if not isinstance(c, str) and c["type"] == "text-delta")

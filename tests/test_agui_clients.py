@@ -20,7 +20,7 @@ import trio
 
 from awaken.runstate import RunStatus
 
-from .helpers import live_server
+from .helpers import live_server, squeeze
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
 SCRIPT = NODE_DIR / "agui_client.mjs"
@@ -49,16 +49,6 @@ async def drive(base_url: str, package: str, scenario: str, thread_id: str) -> d
     for run in out["runs"]:
         assert "failed" not in run, run["failed"]
     assert len({m["id"] for m in out["messages"]}) == len(out["messages"]), "duplicate message ids"
-    return out
-
-
-def squeeze(names: list[str]) -> list[str]:
-    """Event types with runs of *_CONTENT / *_ARGS collapsed to one entry."""
-    out: list[str] = []
-    for name in names:
-        if name.endswith(("_CONTENT", "_ARGS")) and out and out[-1] == name:
-            continue
-        out.append(name)
     return out
 
 

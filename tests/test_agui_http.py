@@ -19,6 +19,7 @@ from awaken.history import encode_cursor
 from awaken.runstate import RunStatus
 
 from .helpers import agui_body, live_server, make_config, parse_sse, post_agui, types
+from .helpers import agui_text as text_of
 
 TEXT_RUN = ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", *["TEXT_MESSAGE_CONTENT"] * 3,
             "TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED"]
@@ -26,10 +27,6 @@ TEXT_RUN = ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", *["TEXT_MESSAGE
 
 def user(id: str, content: Any) -> dict[str, Any]:
     return {"id": id, "role": "user", "content": content}
-
-
-def text_of(events: list[dict[str, Any]]) -> str:
-    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
 
 
 def answer_id(events: list[dict[str, Any]]) -> str:

@@ -14,7 +14,8 @@ import pytest
 
 from awaken.runstate import RunStatus
 
-from .helpers import agui_body, default_config_data, live_server, make_config, post_agui, types
+from .helpers import agui_body, default_config_data, live_server, make_config, post_agui, squeeze, types
+from .helpers import agui_text as text_of
 
 GUARDED = "/v1/ag-ui/agents/guarded"
 FRONTEND = "/v1/ag-ui/agents/frontend"
@@ -35,22 +36,8 @@ def tool_message(id: str, tool_call_id: str, content: str, error: str | None = N
     return message
 
 
-def text_of(events: list[dict[str, Any]]) -> str:
-    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
-
-
 def call_ids(events: list[dict[str, Any]]) -> list[str]:
     return [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START"]
-
-
-def squeeze(names: list[str]) -> list[str]:
-    """Event types with runs of *_CONTENT / *_ARGS collapsed to one entry (their count is asserted apart)."""
-    out: list[str] = []
-    for name in names:
-        if name.endswith(("_CONTENT", "_ARGS")) and out and out[-1] == name:
-            continue
-        out.append(name)
-    return out
 
 
 ANSWER = ["STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED"]

@@ -17,6 +17,8 @@ from awaken.errors import StoreUnavailable
 from awaken.history import encode_cursor
 
 from .helpers import agui_body, parse_sse, post_agui, types
+from .helpers import aisdk_kinds as kinds
+from .helpers import aisdk_text as text_of
 
 CHAT = "/v1/ai-sdk/chat"
 CALC = '/call calculator {"expression":"2+3"}'
@@ -41,18 +43,10 @@ async def post_chat(client: httpx.AsyncClient, body: Any, path: str = CHAT, **kw
     return chunks
 
 
-def kinds(chunks: list[Any]) -> list[str]:
-    return [c if isinstance(c, str) else c["type"] for c in chunks]
-
-
 def error_text(chunks: list[Any]) -> str:
     assert kinds(chunks)[-3:] == ["error", "finish", "[DONE]"]
     assert chunks[-2] == {"type": "finish", "finishReason": "error"}
     return chunks[-3]["errorText"]
-
-
-def text_of(chunks: list[Any]) -> str:
-    return "".join(c["delta"] for c in chunks[:-1] if c["type"] == "text-delta")
 
 
 async def history(client: httpx.AsyncClient, thread: str, **params: Any) -> dict[str, Any]:

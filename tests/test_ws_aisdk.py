@@ -16,6 +16,8 @@ from trio_websocket import WebSocketConnection, open_websocket_url
 from awaken.aisdk.wire import check_chunk
 from awaken.runstate import RunStatus
 
+from .helpers import aisdk_kinds as kinds
+from .helpers import aisdk_text as text_of
 from .helpers import parse_sse
 from .test_ws_transport import run_node, ws_url
 
@@ -53,14 +55,6 @@ async def until_done(ws: WebSocketConnection) -> list[Any]:
 async def chat_over_ws(ws: WebSocketConnection, body: dict[str, Any]) -> list[Any]:
     await ws.send_message(orjson.dumps(body).decode())
     return await until_done(ws)
-
-
-def kinds(stream: list[Any]) -> list[str]:
-    return [c if c == DONE else c["type"] for c in stream]
-
-
-def text_of(stream: list[Any]) -> str:
-    return "".join(c["delta"] for c in stream if c != DONE and c["type"] == "text-delta")
 
 
 def normalized(stream: list[Any]) -> list[Any]:

@@ -31,6 +31,7 @@ from awaken.server import build_asgi
 from awaken.transports import ws as ws_transport
 
 from .helpers import LiveServer, agui_body, default_config_data, live_server, make_config, post_agui, types
+from .helpers import agui_text as text_of
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
 TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
@@ -63,10 +64,6 @@ async def until_terminal(ws: WebSocketConnection, terminal: tuple[str, ...] = TE
 async def run_over_ws(ws: WebSocketConnection, body: dict[str, Any]) -> list[dict[str, Any]]:
     await send(ws, body)
     return await until_terminal(ws)
-
-
-def text_of(events: list[dict[str, Any]]) -> str:
-    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
 
 
 def normalized(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
