@@ -21,6 +21,7 @@ import os
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -257,30 +258,37 @@ async def memory_active(endpoint: Endpoint, server: ServerProcess, count: int, *
     }
 
 
+async def _make_runs(endpoint: Endpoint, n: int, new_body: Callable[[], bytes], errors: list[str], *,
+                     concurrency: int, min_events: int = 0) -> None:
+    """``n`` short runs, each on a new thread (``new_body()``), ``concurrency`` at a time, each over its
+    own connection; failures are appended to ``errors``."""
+    limiter = trio.CapacityLimiter(concurrency)
+
+    async def one() -> None:
+        async with limiter:
+            async with trio.open_nursery() as nursery:
+                session = Session(endpoint, nursery=nursery)
+                result = await session.run(new_body(), limit_s=30)
+                await session.aclose()
+                nursery.cancel_scope.cancel()
+            if not result.ok:
+                errors.append(result.error or "failed")
+            elif result.events < min_events:
+                errors.append(f"only {result.events} events")
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            nursery.start_soon(one)
+
+
 async def memory_waiting(endpoint: Endpoint, server: ServerProcess, count: int, *, concurrency: int = 8,
                          settle: float = 0.5) -> dict[str, Any]:
     """RSS after ``count`` runs that end waiting (agent ``guarded``, one gated calculator call)."""
     errors: list[str] = []
 
     async def make(n: int) -> None:
-        limiter = trio.CapacityLimiter(concurrency)
-
-        async def one() -> None:
-            async with limiter:
-                async with trio.open_nursery() as nursery:
-                    session = Session(endpoint, nursery=nursery)
-                    result = await session.run(request_body(endpoint.protocol, WAITING_TEXT, agent="guarded"),
-                                               limit_s=30)
-                    await session.aclose()
-                    nursery.cancel_scope.cancel()
-                if not result.ok:
-                    errors.append(result.error or "failed")
-                elif result.events < 4:
-                    errors.append(f"only {result.events} events")
-
-        async with trio.open_nursery() as nursery:
-            for _ in range(n):
-                nursery.start_soon(one)
+        await _make_runs(endpoint, n, lambda: request_body(endpoint.protocol, WAITING_TEXT, agent="guarded"),
+                         errors, concurrency=concurrency, min_events=4)
 
     await make(5)
     await latency_series(endpoint.with_path(_assistant_path(endpoint)), 3, fresh=False, warmup=0)
@@ -308,21 +316,8 @@ async def memory_completed(endpoint: Endpoint, server: ServerProcess, count: int
     errors: list[str] = []
 
     async def make(n: int) -> None:
-        limiter = trio.CapacityLimiter(concurrency)
-
-        async def one() -> None:
-            async with limiter:
-                async with trio.open_nursery() as nursery:
-                    session = Session(endpoint, nursery=nursery)
-                    result = await session.run(request_body(endpoint.protocol, script(3)), limit_s=30)
-                    await session.aclose()
-                    nursery.cancel_scope.cancel()
-                if not result.ok:
-                    errors.append(result.error or "failed")
-
-        async with trio.open_nursery() as nursery:
-            for _ in range(n):
-                nursery.start_soon(one)
+        await _make_runs(endpoint, n, lambda: request_body(endpoint.protocol, script(3)), errors,
+                         concurrency=concurrency)
 
     await make(8)
     await trio.sleep(settle)
