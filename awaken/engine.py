@@ -51,8 +51,8 @@ from .events import (
     ToolCallStart,
     ToolResult,
 )
-from .ledger import Commit, DuplicateRun, Ledger, PendingCall, RunRecord, ThreadView, Usage
-from .messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from .ledger import Commit, DuplicateRun, Ledger, PendingCall, RunRecord, ThreadView
+from .messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
 from .models import ModelRequest
 from .runstate import RunStatus, check_transition
 from .tools import ToolContext, ToolRegistry

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .ledger import Usage
+from .messages import Usage
 
 
 @attrs.frozen

@@ -31,21 +31,8 @@ from typing import Any, Literal
 import attrs
 
 from .errors import ConfigError
-from .messages import Message
+from .messages import Message, Usage
 from .runstate import RunStatus
-
-
-@attrs.frozen
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
-
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
 
 
 @attrs.frozen

@@ -19,6 +19,21 @@ INPUT_ROLES: frozenset[str] = frozenset({"user", "system", "developer"})
 
 
 @attrs.frozen
+class Usage:
+    """Token counts of a model step or a whole run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@attrs.frozen
 class TextPart:
     text: str
     kind: Literal["text"] = "text"

@@ -389,7 +389,8 @@ def _sample_messages(run_id: str) -> tuple[Any, Any]:
 async def ledger_commits(backend: str, data_dir: Path, runs: int, concurrency: int) -> dict[str, Any]:
     """The Ledger API in-process: each run is ``start_run`` (with its user message) then one ``commit``
     (the assistant step, completed). Commits/s counts both."""
-    from awaken.ledger import Commit, RunRecord, Usage, ledger_class
+    from awaken.ledger import Commit, RunRecord, ledger_class
+    from awaken.messages import Usage
     from awaken.runstate import RunStatus
 
     await trio.Path(data_dir).mkdir(parents=True, exist_ok=True)

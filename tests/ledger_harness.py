@@ -15,8 +15,8 @@ from typing import Any
 
 import attrs
 
-from awaken.ledger import Commit, Ledger, PendingCall, PendingKind, RunRecord, ThreadRecord, Usage
-from awaken.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from awaken.ledger import Commit, Ledger, PendingCall, PendingKind, RunRecord, ThreadRecord
+from awaken.messages import Message, TextPart, ToolCallPart, ToolResultPart, Usage
 from awaken.runstate import RunStatus
 from storage_backends.file_ledger import FileLedger
 from storage_backends.sqlite_ledger import SqliteLedger

@@ -13,7 +13,7 @@ from awaken import events as ev
 from awaken.agui.encoder import AguiEncoder
 from awaken.encoding import EncoderClosed, EncoderMisuse
 from awaken.exchange import make_sink
-from awaken.ledger import Usage
+from awaken.messages import Usage
 
 from .helpers import parse_sse
 

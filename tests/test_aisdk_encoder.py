@@ -11,7 +11,7 @@ from awaken import events as ev
 from awaken.aisdk.encoder import AiSdkEncoder
 from awaken.aisdk.wire import approval_id, check_chunk
 from awaken.encoding import EncoderClosed, EncoderMisuse
-from awaken.ledger import Usage
+from awaken.messages import Usage
 
 USAGE = {"usage": {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}}
 

@@ -12,8 +12,7 @@ import pytest
 import trio
 
 from awaken.errors import ModelFailure
-from awaken.ledger import Usage
-from awaken.messages import Message, TextPart, ToolResultPart
+from awaken.messages import Message, TextPart, ToolResultPart, Usage
 from awaken.models import ModelRequest
 from awaken.models.scripted import ScriptedModel, parse_script
 from awaken.tools import ToolContext, ToolError, ToolRegistry

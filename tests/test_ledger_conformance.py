@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from awaken.errors import StoreUnavailable
-from awaken.ledger import Commit, DuplicateRun, Ledger, ThreadRecord, Usage, ledger_class
-from awaken.messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from awaken.ledger import Commit, DuplicateRun, Ledger, ThreadRecord, ledger_class
+from awaken.messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
 from awaken.runstate import RunStatus
 from storage_backends.file_ledger import FileLedger, encode_frame, thread_file_name
 from tests.ledger_harness import (

@@ -14,8 +14,7 @@ import pytest
 import trio
 
 from awaken.errors import ModelFailure
-from awaken.ledger import Usage
-from awaken.messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from awaken.messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
 from awaken.models import ModelRequest, ToolSpec
 from awaken.models.openai import OpenAIModel, _SSEParser, sanitize, to_openai_messages
 from tests.fake_openai import (

@@ -30,7 +30,7 @@ import orjson
 
 from .. import events as ev
 from ..encoding import EncoderBase, EncoderMisuse, WireEvent
-from ..ledger import Usage
+from ..messages import Usage
 from .wire import approval_id
 
 _FINISH_REASON = {"completed": "stop", "waiting": "tool-calls"}

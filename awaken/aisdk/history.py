@@ -34,8 +34,8 @@ from typing import Any
 import orjson
 
 from ..engine import DENIED
-from ..ledger import PendingCall, Usage
-from ..messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from ..ledger import PendingCall
+from ..messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
 from .encoder import parse_json_or_text, usage_metadata
 from .wire import approval_id
 

@@ -15,8 +15,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from ..ledger import Usage
-from ..messages import Message
+from ..messages import Message, Usage
 
 
 @attrs.frozen

@@ -75,8 +75,7 @@ import trio
 
 from ..config import ProviderConfig
 from ..errors import ModelFailure
-from ..ledger import Usage
-from ..messages import ImagePart, Message, TextPart, ToolResultPart
+from ..messages import ImagePart, Message, TextPart, ToolResultPart, Usage
 from . import ModelOutput, ModelRequest, ToolSpec
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,7 @@ import attrs
 import trio
 
 from ..errors import ModelFailure
-from ..ledger import Usage
-from ..messages import Message
+from ..messages import Message, Usage
 from . import ModelOutput, ModelRequest
 
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
