@@ -55,6 +55,8 @@ class RunRecord:
     error_message: str | None = None
     usage: Usage = Usage()
     steps: int = 0
+    #: why an ``interrupted`` run stopped (``runstate.Cause`` value), None for every other status
+    cause: str | None = None
 
 
 PendingKind = Literal["approval", "client"]
@@ -91,6 +93,8 @@ class Commit:
     steps: int = 0
     error_code: str | None = None
     error_message: str | None = None
+    #: why the run was interrupted (``runstate.Cause`` value); stored with the status
+    cause: str | None = None
 
 
 @attrs.frozen
