@@ -103,6 +103,7 @@ class AdmittedRun:
 
     async def _drive(self, sink: Sink) -> None:
         try:
+            await trio.lowlevel.checkpoint_if_cancelled()  # stopped before it started: nothing is streamed
             sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
             if self.resumed:
                 await policy.apply_decisions(self, sink)
