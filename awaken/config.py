@@ -22,6 +22,7 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from .auth import config as auth_config
 from .errors import ConfigError
 
 Permission = Literal["allow", "ask", "deny"]
@@ -114,6 +115,7 @@ class AppConfig:
     ledger: LedgerConfig = LedgerConfig()
     providers: dict[Literal["openai"], ProviderConfig] = attrs.field(factory=dict)
     tools: ToolsConfig = ToolsConfig()
+    auth: auth_config.AuthConfig = auth_config.AuthConfig()
 
     def provider_for(self, agent: AgentConfig) -> ProviderConfig:
         base = self.providers.get("openai", ProviderConfig())
@@ -209,6 +211,7 @@ def _check(config: AppConfig, source: str) -> None:
     host, _, port = config.server.bind.rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(f"{source}: server.bind: {config.server.bind!r} is not HOST:PORT")
+    auth_config.check(config.auth, source)
 
 
 def load_config(path: str | Path) -> AppConfig:

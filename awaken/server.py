@@ -2,7 +2,8 @@
 
 Streaming run routes (``POST /v1/ag-ui…``, and the other protocols' routes as they register) are
 served as raw ASGI by their adapters, so nothing sits between the run and the socket but the SSE
-transport. Everything else (health, agents, history) is a quart-trio app.
+transport. Everything else (health, agents, history) is a quart-trio app. ``AuthMiddleware`` wraps the whole
+app: every ``/v1/`` request carries a ``Principal`` (``auth.principal_of(scope)``) or is refused 401.
 
 Routes:
     GET  /healthz                                    200 while the process serves
@@ -28,6 +29,7 @@ from quart_trio import QuartTrio
 from .agui import adapter as agui_adapter
 from .agui.history import project_history
 from .aisdk import adapter as aisdk_adapter
+from .auth import AuthMiddleware
 from .context import ServerContext
 from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
 from .exchange import sse_route
@@ -126,4 +128,5 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
         await quart_app(scope, receive, send)
 
     asgi.quart = quart_app  # type: ignore[attr-defined]
-    return asgi
+    # every /v1/ request is authenticated before routing; principal_of(scope) reads who is asking
+    return AuthMiddleware(ctx.auth, asgi)
