@@ -8,6 +8,7 @@ app: every ``/v1/`` request carries a ``Principal`` (``auth.principal_of(scope)`
 Routes:
     GET  /healthz                                    200 while the process serves
     GET  /readyz                                     200 when the ledger answers, else 503
+    GET  /v1/me                                      the caller's principal {subject, role}
     GET  /v1/agents                                  the published agents
     POST /v1/ag-ui, /v1/ag-ui/agents/{agentId}       AG-UI runs (SSE)
     GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor}
@@ -29,7 +30,7 @@ from quart_trio import QuartTrio
 from .agui import adapter as agui_adapter
 from .agui.history import project_history
 from .aisdk import adapter as aisdk_adapter
-from .auth import AuthMiddleware
+from .auth import AuthMiddleware, principal_of
 from .context import ServerContext
 from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
 from .exchange import sse_route
@@ -67,6 +68,12 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
         except StoreUnavailable as exc:
             return _error(exc, 503)
         return jsonify({"status": "ready"})
+
+    @app.get("/v1/me")
+    async def me():  # noqa: ANN202
+        """Who the credentials say the caller is (``[auth] mode = "none"``: anonymous)."""
+        principal = principal_of(request.scope)
+        return jsonify({"subject": principal.subject, "role": principal.role})
 
     @app.get("/v1/agents")
     async def agents():  # noqa: ANN202
