@@ -168,7 +168,11 @@ def _first_problem(exc: BaseException, path: str = "$") -> str:
             return _first_problem(sub, sub_path)
     key = _path_to_key(path)
     if isinstance(exc, KeyError):
-        return f"missing key {key}.{exc.args[0]}" if key != "(top level)" else f"missing key {exc.args[0]}"
+        name = exc.args[0]
+        # the attribute note already put the missing name at the end of the path
+        if key == name or key.endswith(f".{name}"):
+            return f"missing key {key}"
+        return f"missing key {key}.{name}" if key != "(top level)" else f"missing key {name}"
     return f"{key}: {exc}"
 
 

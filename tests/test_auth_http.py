@@ -129,18 +129,6 @@ async def test_none_on_loopback_serves_everyone_as_the_anonymous_principal(clien
     assert agui_text(events) == 'You said: "hi".'
 
 
-def test_none_refuses_a_non_loopback_bind_at_start_up(tmp_path, capsys):
-    config_file = tmp_path / "config.toml"
-    config_file.write_text(f'[ledger]\npath = "{tmp_path / "db"}"\n[agents.assistant]\n')
-    assert cli.main(["serve", "--config", str(config_file), "--bind", "0.0.0.0:8000"]) == 2
-    err = capsys.readouterr().err
-    assert err == (
-        "awaken: auth.mode: \"none\" serves everyone as admin, so it binds only to loopback (127.0.0.1, "
-        "::1, localhost), not '0.0.0.0': set auth.mode to \"tokens\" or \"jwt\", or "
-        "auth.allow_unauthenticated = true\n"
-    )
-
-
 async def test_none_serves_a_non_loopback_bind_when_allowed(tmp_path):
     config = make_config(tmp_path, server={"bind": "0.0.0.0:0"},
                          auth={"mode": "none", "allow_unauthenticated": True})
