@@ -6,8 +6,11 @@ the file is parsed, the bind, the environment and the key file when the server i
 
 from __future__ import annotations
 
+import re
+import tomllib
 from typing import Any
 
+import attrs
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -17,7 +20,7 @@ from awaken.auth.config import AuthConfig, JwtConfig, TokenConfig
 from awaken.auth.middleware import AuthMiddleware, bearer_token
 from awaken.errors import ConfigError
 
-from .helpers import make_config
+from .helpers import ROOT, make_config
 
 KEY = "k-0123456789abcdef-0123"
 
@@ -244,3 +247,24 @@ async def test_the_principal_rides_on_a_copy_of_the_scope_and_other_paths_pass_u
     await middleware({"type": "lifespan"}, rec.receive, rec.send)
     assert rec.app_scopes[-1] == {"type": "lifespan"}
     assert rec.sent == []
+
+
+# -- the documentation --------------------------------------------------------------------------------
+
+
+def test_config_toml_documents_every_auth_key():
+    text = (ROOT / "config.toml").read_text()
+    for cls in (AuthConfig, TokenConfig, JwtConfig):
+        for field in attrs.fields(cls):
+            if field.name not in ("tokens", "jwt"):
+                assert re.search(rf"^(# )?{field.name} = ", text, re.MULTILINE), field.name
+    assert "[[auth.tokens]]" in text and "[auth.jwt]" in text
+
+
+def test_the_readme_auth_tables_are_valid_config(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Authentication"):]
+    tables = [tomllib.loads(block) for block in re.findall(r"```toml\n(.*?)```", section, re.DOTALL)][:2]
+    assert [t["auth"]["mode"] for t in tables] == ["tokens", "jwt"]
+    for table in tables:
+        assert make_config(tmp_path, **table).auth.mode == table["auth"]["mode"]
