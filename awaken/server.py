@@ -2,8 +2,9 @@
 
 Streaming run routes (``POST /v1/ag-ui…``, and the other protocols' routes as they register) are
 served as raw ASGI by their adapters, so nothing sits between the run and the socket but the SSE
-transport. Everything else (health, agents, history) is a quart-trio app. ``AuthMiddleware`` wraps the whole
-app: every ``/v1/`` request carries a ``Principal`` (``auth.principal_of(scope)``) or is refused 401.
+transport. Everything else (health, agents, history) is a quart-trio app. ``AuthMiddleware`` wraps
+the whole app: every ``/v1/`` request carries a ``Principal`` (``auth.principal_of(scope)``) or is
+refused 401.
 
 Routes:
     GET  /healthz                                    200 while the process serves
