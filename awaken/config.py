@@ -2,7 +2,9 @@
 
 ``load_config(path)`` returns an ``AppConfig`` or raises ``ConfigError`` whose text is one line
 naming the offending key (unknown key, wrong type, missing agent). ``config.toml`` at the repo root
-is the working default and documents every key.
+is the working default and documents every key. ``[providers.<name>]`` tables and an agent's
+``provider`` overrides are structured here, strictly, into the named provider's own config class
+(``awaken/models/providers.py``), so each provider owns its keys and the errors read the same.
 """
 
 from __future__ import annotations

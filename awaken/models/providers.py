@@ -48,9 +48,10 @@ def known_providers() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=PROVIDER_GROUP)}
 
 
-def provider_class(name: str) -> type[Provider]:
-    """The class registered as ``name``; an unknown name raises ``ConfigError`` listing the known ones."""
-    providers = known_providers()
+def provider_class(name: str, providers: dict[str, EntryPoint] | None = None) -> type[Provider]:
+    """The class registered as ``name`` (among ``providers``, by default every registered one); an
+    unknown name raises ``ConfigError`` listing the known ones, a plugin that fails to import one naming it."""
+    providers = known_providers() if providers is None else providers
     if name not in providers:
         known = ", ".join(sorted(providers)) or "(none: is the awaken package installed?)"
         raise ConfigError(f"unknown provider {name!r}; known providers: {known}")
@@ -62,14 +63,19 @@ def provider_class(name: str) -> type[Provider]:
 
 
 def resolve_model(model: str) -> tuple[str, type[Provider], str]:
-    """``model`` as (provider name, provider class, model name); a model that names no provider in a
-    form it takes raises ``ConfigError`` naming every known form (``'scripted'``, ``'openai:<model>'``)."""
+    """``model`` as (provider name, provider class, model name). A model that names no provider in a
+    form it takes raises ``ConfigError`` naming every known form (``'scripted'``, ``'openai:<model>'``),
+    the default provider first."""
+    providers = known_providers()
     name, colon, model_name = model.partition(":")
-    if name in known_providers():
-        cls = provider_class(name)
+    if name in providers:
+        cls = provider_class(name, providers)
         if model_name if cls.takes_model_name else not colon:
             return name, cls, model_name
-    forms = [_form(n) for n in sorted(known_providers(), key=lambda n: (n != DEFAULT_PROVIDER, n))]
+    forms = [
+        repr(f"{n}:<model>" if provider_class(n, providers).takes_model_name else n)
+        for n in sorted(providers, key=lambda n: (n != DEFAULT_PROVIDER, n))
+    ]
     if len(forms) == 2:
         said = f"neither {forms[0]} nor {forms[1]}"
     elif len(forms) == 1:
@@ -77,7 +83,3 @@ def resolve_model(model: str) -> tuple[str, type[Provider], str]:
     else:
         said = f"none of {', '.join(forms)}" if forms else "not a model (no provider is installed)"
     raise ConfigError(f"{model!r} is {said}")
-
-
-def _form(name: str) -> str:
-    return repr(f"{name}:<model>" if provider_class(name).takes_model_name else name)
