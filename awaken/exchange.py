@@ -131,7 +131,7 @@ async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, r
         await exchange(ctx, protocol, request, body if len(body) <= MAX_BODY else None, ws.CONTENT_TYPE,
                        agent_id)
 
-    await ws.serve_websocket(receive, send, handle, protocol.refusal, ping_seconds=server.ws_ping_seconds,
+    await ws.serve_websocket(scope, receive, send, handle, protocol.refusal, ping_seconds=server.ws_ping_seconds,
                              max_buffered=server.max_buffered_bytes)
 
 
