@@ -32,6 +32,7 @@ CODES: dict[str, tuple[str, str]] = {
     "UNKNOWN_THREAD": ("input", "History: nothing was ever committed to this thread (404)."),
     "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
     "REQUEST_BUSY": ("input", "A run is already streaming on this socket; send the next request after it ends."),
+    "ORIGIN_NOT_ALLOWED": ("input", "A browser preflight came from an origin not in server.cors_origins (403)."),
     "MODEL_ERROR": ("run", "The model failed or answered with something unusable."),
     "MODEL_UNAVAILABLE": ("run", "The model endpoint could not be reached or refused the credentials."),
     "MODEL_RATE_LIMITED": ("run", "The model endpoint rate-limited the request."),

@@ -2,7 +2,8 @@
 
 Streaming run routes (``POST /v1/ag-ui…``, and the other protocols' routes as they register) are
 served as raw ASGI by their adapters, so nothing sits between the run and the socket but the SSE
-transport. Everything else (health, agents, history) is a quart-trio app.
+transport. Everything else (health, agents, history) is a quart-trio app. Around both sits the CORS
+middleware (awaken/cors.py), which answers browser preflights for every ``/v1/`` path.
 
 Routes:
     GET  /healthz                                    200 while the process serves
@@ -25,6 +26,7 @@ from typing import Any
 from quart import jsonify, request
 from quart_trio import QuartTrio
 
+from . import cors
 from .agui import adapter as agui_adapter
 from .agui.history import project_history
 from .aisdk import adapter as aisdk_adapter
@@ -125,5 +127,9 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
                     return
         await quart_app(scope, receive, send)
 
-    asgi.quart = quart_app  # type: ignore[attr-defined]
-    return asgi
+    # CORS is the outermost layer: preflights are answered before anything else, and every answer
+    # (streams and refusals alike) carries the headers an allowed origin needs.
+    server = ctx.config.server
+    app = cors.middleware(asgi, cors.CorsPolicy.of(server.cors_origins, server.cors_extra_headers))
+    app.quart = quart_app  # type: ignore[attr-defined]
+    return app
