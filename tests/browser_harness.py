@@ -114,14 +114,15 @@ class Tab:
     async def fill(self, selector: str, value: str) -> None:
         await self.command("fill", selector=selector, value=value)
 
-    async def wait_for(self, predicate: str, arg: Any = None, timeout: float = 15) -> Any:
-        """Wait until the JS function ``predicate(arg)`` is truthy in the page; return its value."""
-        return await self.command("waitFor", predicate=predicate, arg=arg, timeout=int(timeout * 1000))
+    async def wait_for(self, predicate: str, arg: Any = None, within: float = 15) -> Any:
+        """Wait until the JS function ``predicate(arg)`` is truthy in the page; return its value.
+        ``within``: the seconds the page has (the runner's deadline; its error shows the page state)."""
+        return await self.command("waitFor", predicate=predicate, arg=arg, timeout=int(within * 1000))
 
-    async def wait_for_state(self, predicate: str, timeout: float = 15) -> dict[str, Any]:
+    async def wait_for_state(self, predicate: str, within: float = 15) -> dict[str, Any]:
         """Wait until ``predicate(window.__state)`` holds; return that state."""
         source = f"() => {{ const s = window.__state; return s && ({predicate})(s) ? s : null; }}"
-        return await self.wait_for(source, timeout=timeout)
+        return await self.wait_for(source, within=within)
 
     async def state(self) -> Any:
         return await self.command("eval", expression="window.__state")
