@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .browser_harness import Tab, read_history
+from .helpers import default_config_data, live_server, make_config
 
 CALC = '/call calculator {"expression":"6*7"}'
 
@@ -130,3 +131,15 @@ async def test_history_reload_shows_the_conversation(browser, cross_origin_serve
     assert state["messages"][-1]["parts"][-1]["text"] == 'You said: "after the reload".'
     assert state["messages"] == await history(cross_origin_server, "uc-reload")
     assert await tab.page_errors() == []
+
+
+async def test_a_page_on_an_origin_not_allowed_is_blocked(browser, tmp_path):
+    """The same page against a server whose cors_origins lacks the page's origin: Chromium itself
+    refuses to hand the page the answer, so CORS is what the tests above pass through."""
+    server = dict(default_config_data()["server"], cors_origins=["http://localhost:1"])
+    async with live_server(make_config(tmp_path, server=server)) as srv:
+        tab = browser.tab("usechat")
+        await tab.open("usechat", server=srv.base_url, thread="uc-blocked", agent="assistant")
+        state = await tab.wait_for_state("s => s.fatal")
+    assert state["fatal"] == "TypeError: Failed to fetch"
+    assert any("has been blocked by CORS policy" in e for e in await tab.console_errors())
