@@ -55,7 +55,7 @@ ALLOWED_METHODS = ("GET", "POST", "DELETE", "OPTIONS")
 #: request headers a browser client sends beyond the CORS-safelisted ones
 BASE_ALLOWED_HEADERS = ("content-type", "authorization", "user-agent")
 #: response headers a client reads (``content-type`` is always readable)
-EXPOSED_HEADERS = ("x-vercel-ai-ui-message-stream",)
+EXPOSED_HEADERS = ("x-vercel-ai-ui-message-stream", "www-authenticate")
 #: seconds a browser may cache a preflight answer (Chromium caps this at 7200)
 MAX_AGE = 600
 #: the error code of a refused preflight

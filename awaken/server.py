@@ -2,12 +2,15 @@
 
 Streaming run routes (``POST /v1/ag-ui…``, and the other protocols' routes as they register) are
 served as raw ASGI by their adapters, so nothing sits between the run and the socket but the SSE
-transport. Everything else (health, agents, history) is a quart-trio app. Around both sits the CORS
-middleware (awaken/cors.py), which answers browser preflights for every ``/v1/`` path.
+transport. Everything else (health, agents, history) is a quart-trio app. ``AuthMiddleware`` wraps
+the whole app: every ``/v1/`` request carries a ``Principal`` (``auth.principal_of(scope)``) or is
+refused 401. Outside it sits the CORS middleware (awaken/cors.py), which answers browser
+preflights for every ``/v1/`` path and puts CORS headers on every answer, a 401 included.
 
 Routes:
     GET  /healthz                                    200 while the process serves
     GET  /readyz                                     200 when the ledger answers, else 503
+    GET  /v1/me                                      the caller's principal {subject, role}
     GET  /v1/agents                                  the published agents
     POST /v1/ag-ui, /v1/ag-ui/agents/{agentId}       AG-UI runs (SSE)
     GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor}
@@ -30,6 +33,7 @@ from . import cors
 from .agui import adapter as agui_adapter
 from .agui.history import project_history
 from .aisdk import adapter as aisdk_adapter
+from .auth import AuthMiddleware, principal_of
 from .context import ServerContext
 from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
 from .exchange import sse_route
@@ -67,6 +71,12 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
         except StoreUnavailable as exc:
             return _error(exc, 503)
         return jsonify({"status": "ready"})
+
+    @app.get("/v1/me")
+    async def me():  # noqa: ANN202
+        """Who the credentials say the caller is (``[auth] mode = "none"``: anonymous)."""
+        principal = principal_of(request.scope)
+        return jsonify({"subject": principal.subject, "role": principal.role})
 
     @app.get("/v1/agents")
     async def agents():  # noqa: ANN202
@@ -127,9 +137,11 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
                     return
         await quart_app(scope, receive, send)
 
-    # CORS is the outermost layer: preflights are answered before anything else, and every answer
-    # (streams and refusals alike) carries the headers an allowed origin needs.
+    # every /v1/ request is authenticated before routing; principal_of(scope) reads who is asking.
+    # CORS is the outermost layer: preflights are answered before authentication, and every answer
+    # (streams and refusals, a 401 included) carries the headers an allowed origin needs.
     server = ctx.config.server
-    app = cors.middleware(asgi, cors.CorsPolicy.of(server.cors_origins, server.cors_extra_headers))
+    app = cors.middleware(AuthMiddleware(ctx.auth, asgi),
+                          cors.CorsPolicy.of(server.cors_origins, server.cors_extra_headers))
     app.quart = quart_app  # type: ignore[attr-defined]
     return app

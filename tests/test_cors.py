@@ -21,6 +21,7 @@ from .helpers import agui_body, aisdk_kinds, default_config_data, live_server, m
 ALLOWED = "http://localhost:3000"
 ALSO_ALLOWED = "http://localhost:5173"
 FOREIGN = "http://evil.example"
+EXPOSED = "x-vercel-ai-ui-message-stream, www-authenticate"
 
 #: every route a browser calls, with its method (the threads routes are covered by the /v1/ prefix)
 BROWSER_ROUTES = [
@@ -102,7 +103,7 @@ async def test_an_allowed_origin_reads_agents_and_history(client):
         response = await client.get(path, headers={"origin": ALLOWED})
         assert response.status_code == status
         assert cors_headers(response) == {"access-control-allow-origin": ALLOWED,
-                                          "access-control-expose-headers": "x-vercel-ai-ui-message-stream"}
+                                          "access-control-expose-headers": EXPOSED}
         assert response.headers["vary"] == "Origin"
 
 
@@ -125,7 +126,7 @@ async def test_streaming_runs_carry_cors_headers(client):
     assert chat.status_code == 200
     assert chat.headers["content-type"].startswith("text/event-stream")
     assert chat.headers["access-control-allow-origin"] == ALLOWED
-    assert chat.headers["access-control-expose-headers"] == "x-vercel-ai-ui-message-stream"
+    assert chat.headers["access-control-expose-headers"] == EXPOSED
     assert chat.headers["x-vercel-ai-ui-message-stream"] == "v1"
     assert aisdk_kinds(parse_sse(chat.content))[-2:] == ["finish", "[DONE]"]
 
@@ -175,6 +176,36 @@ async def test_no_cors_origins_means_no_browser_on_another_origin(tmp_path):
         pre = await client.options("/v1/ai-sdk/chat", headers=preflight_headers(ALLOWED, "POST"))
     assert pre.status_code == 403
     assert cors_headers(pre) == {}
+
+
+async def test_with_auth_on_preflights_need_no_credentials_and_a_401_carries_cors_headers(tmp_path, monkeypatch):
+    """CORS sits outside authentication: a browser can ask, and can read why it was refused."""
+    monkeypatch.setenv("AWAKEN_TEST_CORS_KEY", "cors-key-0123456789abcdef")
+    config = make_config(tmp_path, auth={"mode": "tokens", "tokens": [
+        {"name": "web", "env": "AWAKEN_TEST_CORS_KEY", "role": "user", "subject": "alice"}]})
+    async with live_server(config) as srv, srv.client() as client:
+        pre = await client.options("/v1/ai-sdk/chat", headers=preflight_headers(ALLOWED, "POST", "content-type,authorization"))
+        refused = await client.get("/v1/agents", headers={"origin": ALLOWED})
+        allowed = await client.get("/v1/agents", headers={"origin": ALLOWED,
+                                                          "authorization": "Bearer cors-key-0123456789abcdef"})
+    assert pre.status_code == 204
+    assert pre.headers["access-control-allow-headers"] == "content-type, authorization, user-agent"
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "UNAUTHENTICATED"
+    assert refused.headers["www-authenticate"].startswith("Bearer")
+    assert cors_headers(refused) == {"access-control-allow-origin": ALLOWED, "access-control-expose-headers": EXPOSED}
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == ALLOWED
+
+
+def test_the_wildcard_with_auth_on_stops_start_up():
+    data = default_config_data()
+    data["server"]["cors_origins"] = ["*"]
+    data["auth"] = {"mode": "tokens", "tokens": [{"name": "web", "env": "AWAKEN_X", "role": "user", "subject": "a"}]}
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, source="config.toml")
+    assert str(info.value) == ('config.toml: server.cors_origins: "*" is only allowed when no credentials are '
+                               "involved, but [auth] mode is 'tokens'")
 
 
 # -- WebSockets ------------------------------------------------------------------------------------
