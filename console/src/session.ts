@@ -64,17 +64,29 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
     return new AiSdkChat(threadId, detail.agentId ?? list[0]?.id, "sse", structuredClone(items), () => undefined);
   }
 
-  async function decide(toolCallId: string, approved: boolean, reason: string): Promise<void> {
-    const part = items.flatMap((m) => m.parts ?? []).find((p: any) => p.toolCallId === toolCallId);
+  // Decisions wait here until every pending call has one, then go in one request (as a client sends them).
+  const decided = new Map<string, (c: AiSdkChat) => Promise<void>>();
+
+  async function settle(toolCallId: string, apply: (c: AiSdkChat) => Promise<void>): Promise<void> {
+    decided.set(toolCallId, apply);
+    if (!detail.pending.every((p: any) => decided.has(p.toolCallId))) {
+      draw();
+      return;
+    }
     const c = chat();
-    await c.decide(part.approval.id, approved, reason);
+    const all = [...decided.values()];
+    decided.clear();
+    for (const next of all) await next(c);
     if (c.error) throw c.error;
   }
 
-  async function answer(tool: string, toolCallId: string, text: string): Promise<void> {
-    const c = chat();
-    await c.answer(tool, toolCallId, text);
-    if (c.error) throw c.error;
+  function decide(toolCallId: string, approved: boolean, reason: string): Promise<void> {
+    const part = items.flatMap((m) => m.parts ?? []).find((p: any) => p.toolCallId === toolCallId);
+    return settle(toolCallId, (c) => c.decide(part.approval.id, approved, reason));
+  }
+
+  function answer(tool: string, toolCallId: string, text: string): Promise<void> {
+    return settle(toolCallId, (c) => c.answer(tool, toolCallId, text));
   }
 
   function draw(): void {
@@ -105,6 +117,10 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
     pendingBox.replaceChildren(...(detail.pending.length === 0 ? [] : [
       h("h2", {}, "Waiting on a person"),
       h("ul", { class: "pending" }, detail.pending.map((p: any) => {
+        if (decided.has(p.toolCallId)) {
+          return h("li", { class: "pending-call", "data-call": p.toolCallId, "data-kind": p.kind, "data-decided": "true" },
+            h("code", {}, `${p.name}(${p.arguments})`), h("span", { class: "muted" }, " decided; sent once every call here has an answer"));
+        }
         const reason = h("input", { class: "reason", placeholder: "reason (optional)", "aria-label": "reason for a denial" });
         const text = h("input", { class: "answer-text", placeholder: "your answer", "aria-label": `answer to ${p.name}` });
         return h("li", { class: "pending-call", "data-call": p.toolCallId, "data-kind": p.kind },
