@@ -76,7 +76,7 @@ async function route(): Promise<void> {
   }
   try {
     const me = await get("/v1/me");
-    who.textContent = `${me.subject} (${me.role})`;
+    who.textContent = me.subject ? `${me.subject} (${me.role})` : `${me.role} (no auth)`;
     signOut.hidden = !token();
     if (page === "chat") await chatPage(view, controller.signal);
     else if (page === "agents") await agentsPage(view);
