@@ -10,12 +10,15 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from .helpers import ROOT
 
 SECTIONS = ("meta", "latency", "lateness", "throughput", "sweep", "short_runs", "memory", "ledger", "targets",
             "profile", "skipped", "contention")
 
 
+@pytest.mark.slow  # real server subprocesses, about a minute
 def test_bench_quick_reports_every_section(tmp_path):
     out = tmp_path / "results"
     proc = subprocess.run(

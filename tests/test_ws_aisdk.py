@@ -162,6 +162,8 @@ async def test_agent_socket_uses_the_path_agent(server):
     assert only(asked, "tool-input-available")["toolName"] == "ask_user"
 
 
+@pytest.mark.slow  # a real client in Node
+@pytest.mark.timeout(120)
 async def test_node_ws_client_runs_text_and_both_tool_flows_on_one_socket(server):
     """The Node ``ws`` package: a text run, an approval and a client result on one AI SDK socket."""
     out = await run_node("aisdk", ws_url(server.base_url, ""))
@@ -173,6 +175,8 @@ async def test_node_ws_client_runs_text_and_both_tool_flows_on_one_socket(server
     assert out["close"] == 1000
 
 
+@pytest.mark.slow  # a real client in Node
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("lib", ["ai-6-0-0", "ai-6", "ai-7"])
 async def test_real_ai_sdk_chats_sharing_a_socket_see_whole_runs_and_whole_refusals(server, lib):
     """The AI SDK's own chat machinery over the socket's actual output: AbstractChats whose

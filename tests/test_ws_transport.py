@@ -543,6 +543,8 @@ async def run_node(mode: str, base_url: str, *args: str) -> Any:
     return orjson.loads(result.stdout)
 
 
+@pytest.mark.slow  # a real client in Node
+@pytest.mark.timeout(120)
 async def test_node_ws_client_runs_text_tools_busy_and_bad_frames(server):
     """The Node ``ws`` package (permessage-deflate on, as browsers negotiate it) against the AG-UI sockets."""
     out = await run_node("agui", ws_url(server.base_url, ""))
@@ -564,6 +566,8 @@ async def test_node_ws_client_runs_text_tools_busy_and_bad_frames(server):
 
 
 @pytest.mark.parametrize("package", ["agui-client-1", "agui-client-0059"])
+@pytest.mark.slow  # a real client in Node
+@pytest.mark.timeout(120)
 async def test_real_agui_clients_sharing_a_socket_see_whole_runs_and_whole_refusals(server, package):
     """@ag-ui/client (1.x, and 0.0.59 as CopilotKit pins it) over the socket's actual output: HttpAgents
     whose ``fetch`` is a WebSocket adapter (``ws_client.mjs`` ``openShared``), so every reply runs
