@@ -1,9 +1,9 @@
 """Shared fixtures (``config``: the repo config with a temporary ledger; ``server``: live; ``client``) and
 the per-test deadline.
 
-The deadline. Every Trio test (fixtures, body and teardown: one ``trio.run``) runs under
-``trio.fail_after``: a hang fails that test in ``DEFAULT_TIMEOUT_S`` seconds with ``TestTimedOut``, and
-the suite goes on. ``@pytest.mark.timeout(N)`` gives one test N seconds; ``--test-timeout=N`` changes the
+The deadline. Every Trio test (fixtures, body and teardown: one ``trio.run``) runs in a cancel scope
+that a wall-clock timer cancels: a hang fails that test in ``DEFAULT_TIMEOUT_S`` seconds with
+``TestTimedOut``, and the suite goes on. ``@pytest.mark.timeout(N)`` gives one test N seconds; ``--test-timeout=N`` changes the
 default (``0``: no deadline, e.g. under a debugger). It works through pytest-trio's ``trio`` marker,
 whose ``run`` argument is the function that runs the test: ours wraps ``trio.run`` in the deadline.
 A cancel scope rather than a signal, so a timed-out test is cancelled the Trio way (its fixtures tear
@@ -14,6 +14,7 @@ run each example under pytest-trio's own ``trio.run`` and keep Hypothesis' per-e
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -43,14 +44,30 @@ def deadline_run(seconds: float) -> Callable[..., Any]:
 
     def run(afn: Callable[[], Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
         async def under_deadline() -> Any:
-            with trio.move_on_after(seconds):
-                return await afn(*args)
+            token = trio.lowlevel.current_trio_token()
+            with trio.CancelScope() as scope:
+                # wall-clock time, whatever clock the test gives trio (autojump_clock tests sleep for
+                # virtual hours): a timer thread that only asks the run to cancel the scope
+                timer = threading.Timer(seconds, _cancel_soon, (token, scope))
+                timer.daemon = True
+                timer.start()
+                try:
+                    return await afn(*args)
+                finally:
+                    timer.cancel()
             raise TestTimedOut(f"the test ran past its {seconds:g} s deadline (a hang, or mark it "
                                    f"@pytest.mark.timeout(N) if it is slow on purpose)")
 
         return trio.run(under_deadline, **kwargs)
 
     return run
+
+
+def _cancel_soon(token: trio.lowlevel.TrioToken, scope: trio.CancelScope) -> None:
+    try:
+        token.run_sync_soon(scope.cancel)
+    except trio.RunFinishedError:
+        pass  # the test ended meanwhile
 
 
 def timeout_of(item: pytest.Item) -> float:

@@ -46,6 +46,11 @@ async def test_live_server_request_hangs(server, client):
             pass
 
 
+async def test_virtual_hours_pass(autojump_clock):
+    """The deadline is wall-clock time, not the test's trio clock."""
+    await trio.sleep(3 * 3600)
+
+
 async def test_quick_passes():
     await trio.sleep(0)
 
@@ -79,7 +84,8 @@ def test_a_hanging_test_fails_at_its_deadline_and_the_run_goes_on(tmp_path):
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert {name: outcome for name, (outcome, _, _) in outcomes.items()} == {
         "test_body_hangs": "failed", "test_fixture_hangs": "failed", "test_marked_one_second_hangs": "failed",
-        "test_live_server_request_hangs": "failed", "test_quick_passes": "passed", "test_sync_passes": "passed"}
+        "test_live_server_request_hangs": "failed", "test_virtual_hours_pass": "passed", "test_quick_passes": "passed",
+        "test_sync_passes": "passed"}
     for name in ("test_body_hangs", "test_fixture_hangs", "test_live_server_request_hangs"):
         outcome, seconds, message = outcomes[name]
         assert "TestTimedOut" in message and "4 s deadline" in message, message

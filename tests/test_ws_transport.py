@@ -425,7 +425,7 @@ async def test_unknown_agent_in_the_path_is_a_coded_error_per_request(server):
 async def test_closing_the_socket_mid_run_commits_interrupted_within_a_second(server):
     """§5: socket close = disconnect: the run is cancelled and committed ``interrupted`` at once."""
     async with open_websocket_url(ws_url(server.base_url, "/v1/ag-ui/ws")) as ws:
-        await send(ws, agui_body("t-close", "r-close", [user("u-close", "/delay 20\n/words 500")]))
+        await send(ws, agui_body("t-close", "r-close", [user("u-close", held("close", 500))]))
         while orjson.loads(await ws.get_message())["type"] != "TEXT_MESSAGE_CONTENT":
             pass
         assert await run_status(server, "r-close") is RunStatus.RUNNING
@@ -516,7 +516,7 @@ async def test_shutdown_closes_idle_sockets_at_once_and_streaming_ones_after_the
     async with stoppable_server(make_config(tmp_path), graceful=0.5) as (base, ctx, stop):
         idle = await RawWs.connect(base, "/v1/ag-ui/ws")
         busy = await RawWs.connect(base, "/v1/ag-ui/ws")
-        await busy.send_text(orjson.dumps(agui_body("t-shut", "r-shut", [user("u-shut", "/delay 50\n/words 100")])).decode())
+        await busy.send_text(orjson.dumps(agui_body("t-shut", "r-shut", [user("u-shut", held("shut", 100))])).decode())
         await wait_status(ctx, "r-shut", RunStatus.RUNNING, 2.0)
         started = time.perf_counter()
         stop.set()
