@@ -6,8 +6,11 @@ and WebSocket layers receive it and use only these handles.
 
 from __future__ import annotations
 
+import os
+
 import attrs
 
+from . import auth
 from .agents import AgentRegistry, build_models, build_tools
 from .config import AppConfig
 from .engine import RunApplication
@@ -32,15 +35,19 @@ class ServerContext:
     agents: AgentRegistry
     app: RunApplication
     models: dict[str, Model]
+    #: who a request is: built at start-up from ``[auth]`` and the final bind
+    auth: auth.Authenticator
 
     @classmethod
     def build(cls, config: AppConfig) -> ServerContext:
-        """Build every part (raising ``ConfigError`` for a bad tool, plugin or backend); opens nothing."""
+        """Build every part (raising ``ConfigError`` for a bad tool, plugin, backend or ``[auth]``
+        setting, e.g. a key's environment variable unset); opens nothing."""
+        authenticator = auth.build(config.auth, config.server.bind, os.environ)
         tools = build_tools(config)
         models = build_models(config)
         agents = AgentRegistry(config, tools, models)
         ledger = build_ledger(config)
-        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models)
+        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models, authenticator)
 
     async def open(self) -> None:
         await self.ledger.open()
