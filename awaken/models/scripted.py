@@ -187,7 +187,7 @@ class ScriptedConfig:
 
 
 class ScriptedProvider:
-    """``model = "scripted"``: one stateless ``ScriptedModel`` for every agent."""
+    """``model = "scripted"``: one ``ScriptedModel`` for every agent (so ``/hold`` gates are per server)."""
 
     config_class: ClassVar[type] = ScriptedConfig
     takes_model_name: ClassVar[bool] = False
