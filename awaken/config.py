@@ -23,6 +23,7 @@ from cattrs.errors import (
 )
 
 from .errors import ConfigError
+from .mcp.config import McpServerConfig, check_servers, covered
 
 Permission = Literal["allow", "ask", "deny"]
 
@@ -88,7 +89,7 @@ class AgentConfig:
     #: ``scripted`` or ``openai:<model name>``
     model: str = "scripted"
     system_prompt: str = "You are a helpful assistant."
-    #: server tools by name (built-ins and plugins)
+    #: server tools by name (built-ins, plugins, MCP tools as ``<server>__<tool>`` or ``<server>__*``)
     tools: list[str] = attrs.field(factory=list)
     #: tools the browser executes
     client_tools: list[ClientToolConfig] = attrs.field(factory=list)
@@ -114,6 +115,8 @@ class AppConfig:
     ledger: LedgerConfig = LedgerConfig()
     providers: dict[Literal["openai"], ProviderConfig] = attrs.field(factory=dict)
     tools: ToolsConfig = ToolsConfig()
+    #: MCP servers whose tools agents may use (``awaken.mcp``)
+    mcp_servers: dict[str, McpServerConfig] = attrs.field(factory=dict)
 
     def provider_for(self, agent: AgentConfig) -> ProviderConfig:
         base = self.providers.get("openai", ProviderConfig())
@@ -195,8 +198,9 @@ def _check(config: AppConfig, source: str) -> None:
             raise ConfigError(f"{source}: agents.{agent_id}.max_steps: must be at least 1")
         names = set(agent.tools) | {t.name for t in agent.client_tools}
         for tool in agent.permissions:
-            if tool not in names:
+            if tool not in names and not covered(tool, agent.tools):
                 raise ConfigError(f"{source}: agents.{agent_id}.permissions.{tool}: the agent has no such tool")
+    check_servers(config.mcp_servers, source)
     server = config.server
     for key, value, ok in (
         ("keepalive_seconds", server.keepalive_seconds, server.keepalive_seconds > 0),

@@ -1,12 +1,17 @@
 """ServerContext: the one place the server's parts are built, opened and closed.
 
-It owns the ledger, the tool registry, the published agents and the ``RunApplication``; the HTTP
-and WebSocket layers receive it and use only these handles.
+It owns the ledger, the tool registry, the published agents, the ``RunApplication`` and the MCP
+servers; the HTTP and WebSocket layers receive it and use only these handles. Its lifetime:
+``open()``, then ``run_mcp`` started in the server's nursery (it returns at once when no MCP
+server is configured), and ``aclose()`` after that nursery is done.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
+import trio
 
 from .agents import AgentRegistry, build_models, build_tools
 from .config import AppConfig
@@ -14,6 +19,9 @@ from .engine import RunApplication
 from .errors import ConfigError
 from .ledger import Ledger, ledger_class
 from .models import Model
+
+if TYPE_CHECKING:
+    from .mcp.servers import McpServers
 
 
 def build_ledger(config: AppConfig) -> Ledger:
@@ -32,6 +40,8 @@ class ServerContext:
     agents: AgentRegistry
     app: RunApplication
     models: dict[str, Model]
+    #: the MCP servers' connections (None when none is configured: the SDK is not even imported)
+    mcp: McpServers | None = None
 
     @classmethod
     def build(cls, config: AppConfig) -> ServerContext:
@@ -40,10 +50,22 @@ class ServerContext:
         models = build_models(config)
         agents = AgentRegistry(config, tools, models)
         ledger = build_ledger(config)
-        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models)
+        mcp = None
+        if config.mcp_servers:
+            from .mcp.servers import McpServers
+
+            mcp = McpServers(config.mcp_servers, tools)
+        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models, mcp)
 
     async def open(self) -> None:
         await self.ledger.open()
+
+    async def run_mcp(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+        """Keep the MCP servers connected until cancelled (started once each made a first attempt)."""
+        if self.mcp is None:
+            task_status.started()
+            return
+        await self.mcp.run(task_status=task_status)
 
     async def aclose(self) -> None:
         for model in {id(m): m for m in self.models.values()}.values():
