@@ -3,7 +3,7 @@
 Keys: ``transport`` (``stdio`` | ``http``); for stdio ``command``, ``args``, ``env``, ``cwd``; for
 http (streamable HTTP) ``url`` and ``headers_env`` (header name → the environment variable holding
 its value, so secrets stay out of the file); for both ``include`` (the server's tools to offer; all
-when absent), ``timeout_seconds`` (a call's, and the connect handshake's, limit) and ``permission``
+when absent), ``timeout_seconds`` (a call's limit; the connect handshake has at least 30 s) and ``permission``
 (the gate of the server's tools when the agent's ``permissions`` names none; default ``ask``: an MCP
 tool is someone else's code). Every check raises ``ConfigError`` with one line naming the key.
 """

@@ -40,6 +40,8 @@ INITIAL_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
 #: seconds between liveness pings of a connected server
 PING_SECONDS = 10.0
+#: seconds a connection's handshake and first tool list may take (a stdio server may start slowly)
+CONNECT_SECONDS = 30.0
 
 
 class _Watched:
@@ -92,6 +94,7 @@ class McpConnection:
         self._names: set[str] = set()
         self._lost = trio.Event()
         self._changed = trio.Event()
+        self.ping_seconds = PING_SECONDS
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -129,7 +132,7 @@ class McpConnection:
         async with self._transport() as (read, write):
             lost = trio.Event()
             async with ClientSession(_Watched(read, lost), write, message_handler=self._on_message) as session:
-                with trio.fail_after(self.config.timeout_seconds):
+                with trio.fail_after(max(CONNECT_SECONDS, self.config.timeout_seconds)):
                     await session.initialize()
                     await self._load_tools(session)
                 self._lost, self.session = lost, session
@@ -163,7 +166,7 @@ class McpConnection:
 
     async def _ping(self, session: ClientSession, lost: trio.Event) -> None:
         while True:
-            await trio.sleep(PING_SECONDS)
+            await trio.sleep(self.ping_seconds)
             try:
                 with trio.fail_after(self.config.timeout_seconds):
                     await session.send_ping()

@@ -2,8 +2,9 @@
 
 Run over stdio (``python -m tests.mcp.demo_server stdio``) or streamable HTTP
 (``python -m tests.mcp.demo_server http PORT``). Its tools: ``echo`` (text), ``fail`` (an ``isError``
-result), ``sleep`` (sleeps; if the call is cancelled it appends a line to the file named by the
-``DEMO_CANCEL_LOG`` environment variable, so a test can see the cancel notification arrived),
+result), ``sleep`` (sleeps; it appends ``started sleep N`` to the file named by the ``DEMO_CANCEL_LOG``
+environment variable, and ``cancelled sleep N`` if the call is cancelled, so a test can see the call
+running and the cancel notification arriving),
 ``image`` (a PNG), ``report`` (text plus an embedded resource), ``pid`` (the server's process id),
 and ``grow`` (adds a tool ``extra_<name>`` and announces ``notifications/tools/list_changed``).
 """
@@ -43,15 +44,16 @@ def fail(message: str) -> str:
 @server.tool()
 async def sleep(seconds: float) -> str:
     """Sleep for the given number of seconds, then say so."""
+    _note(f"started sleep {seconds}")
     try:
         await anyio.sleep(seconds)
     except anyio.get_cancelled_exc_class():
-        _note_cancelled(f"cancelled sleep {seconds}")
+        _note(f"cancelled sleep {seconds}")
         raise
     return f"slept {seconds}"
 
 
-def _note_cancelled(line: str) -> None:
+def _note(line: str) -> None:
     log = os.environ.get("DEMO_CANCEL_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as f:
