@@ -145,6 +145,15 @@ _converter.register_structure_hook(float, _strict(float, int, float))
 _converter.register_structure_hook(bool, _strict(bool, bool))
 
 
+def _str_list(value: Any, _: type) -> list[str]:
+    if not isinstance(value, list):  # a bare string would otherwise become a list of its characters
+        raise TypeError(f"expected a list, got {type(value).__name__} {value!r}")
+    return [_converter.structure(item, str) for item in value]
+
+
+_converter.register_structure_hook_func(lambda t: t == list[str], _str_list)
+
+
 def _path_to_key(path: str) -> str:
     # "$.agents['assistant'].tools[0]" -> "agents.assistant.tools[0]"
     key = re.sub(r"\['([^']*)'\]", r".\1", path.removeprefix("$"))
