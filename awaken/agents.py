@@ -19,7 +19,7 @@ from .config import AgentConfig, AppConfig, Permission
 from .errors import ConfigError, InputRejected
 from .mcp.config import SEP, agent_tool_problem
 from .models import Model, ToolSpec
-from .models.scripted import ScriptedModel
+from .models.providers import Provider, resolve_model
 from .tools import ToolRegistry, load_plugin
 from .tools.builtins import BUILTINS
 
@@ -123,14 +123,13 @@ def build_tools(config: AppConfig) -> ToolRegistry:
 
 
 def build_models(config: AppConfig) -> dict[str, Model]:
-    """The model of each agent, by agent id (one shared scripted model; one provider client per agent)."""
-    scripted = ScriptedModel()
+    """The model of each agent, by agent id, from the provider its ``model`` names. Each provider is
+    made once and decides what its agents share (one scripted model; one OpenAI client per agent)."""
+    providers: dict[str, Provider] = {}
     models: dict[str, Model] = {}
     for agent_id, agent in config.agents.items():
-        if agent.model == "scripted":
-            models[agent_id] = scripted
-        else:
-            from .models.openai import OpenAIModel
-
-            models[agent_id] = OpenAIModel(agent.model.removeprefix("openai:"), config.provider_for(agent))
+        name, provider_class, model_name = resolve_model(agent.model)
+        if name not in providers:
+            providers[name] = provider_class()
+        models[agent_id] = providers[name].model(model_name, config.provider_for(agent))
     return models

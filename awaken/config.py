@@ -2,7 +2,9 @@
 
 ``load_config(path)`` returns an ``AppConfig`` or raises ``ConfigError`` whose text is one line
 naming the offending key (unknown key, wrong type, missing agent). ``config.toml`` at the repo root
-is the working default and documents every key.
+is the working default and documents every key. ``[providers.<name>]`` tables and an agent's
+``provider`` overrides are structured here, strictly, into the named provider's own config class
+(``awaken/models/providers.py``), so each provider owns its keys and the errors read the same.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from .auth import config as auth_config
 from .errors import ConfigError
 from .mcp.config import McpServerConfig, check_servers, covered
+from .models.providers import provider_class, resolve_model
 
 Permission = Literal["allow", "ask", "deny"]
 
@@ -52,31 +56,6 @@ class LedgerConfig:
 
 
 @attrs.frozen
-class ProviderConfig:
-    base_url: str = "https://api.openai.com/v1"
-    #: the name of the environment variable holding the API key (the key itself never goes in config)
-    api_key_env: str = "OPENAI_API_KEY"
-    connect_timeout: float = 10.0
-    first_byte_timeout: float = 60.0
-    idle_timeout: float = 60.0
-    max_retries: int = 2
-    temperature: float | None = None
-    max_tokens: int | None = None
-
-
-@attrs.frozen
-class ProviderOverride:
-    base_url: str | None = None
-    api_key_env: str | None = None
-    connect_timeout: float | None = None
-    first_byte_timeout: float | None = None
-    idle_timeout: float | None = None
-    max_retries: int | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-
-
-@attrs.frozen
 class ClientToolConfig:
     name: str
     description: str = ""
@@ -86,7 +65,7 @@ class ClientToolConfig:
 @attrs.frozen
 class AgentConfig:
     description: str = ""
-    #: ``scripted`` or ``openai:<model name>``
+    #: ``<provider>:<model name>`` (``openai:gpt-4o-mini``), or ``scripted`` alone (see awaken/models/providers.py)
     model: str = "scripted"
     system_prompt: str = "You are a helpful assistant."
     #: server tools by name (built-ins, plugins, MCP tools as ``<server>__<tool>`` or ``<server>__*``)
@@ -97,8 +76,8 @@ class AgentConfig:
     permissions: dict[str, Permission] = attrs.field(factory=dict)
     default_permission: Permission = "allow"
     max_steps: int = 8
-    #: overrides of ``[providers.openai]`` for this agent
-    provider: ProviderOverride | None = None
+    #: overrides of its provider's ``[providers.<name>]`` table for this agent (validated by the provider)
+    provider: dict[str, Any] | None = None
 
 
 @attrs.frozen
@@ -113,17 +92,19 @@ class AppConfig:
     default_agent: str = "assistant"
     server: ServerConfig = ServerConfig()
     ledger: LedgerConfig = LedgerConfig()
-    providers: dict[Literal["openai"], ProviderConfig] = attrs.field(factory=dict)
+    #: ``[providers.<name>]`` tables, each validated by its provider (``awaken.models`` entry points)
+    providers: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     tools: ToolsConfig = ToolsConfig()
+    auth: auth_config.AuthConfig = auth_config.AuthConfig()
     #: MCP servers whose tools agents may use (``awaken.mcp``)
     mcp_servers: dict[str, McpServerConfig] = attrs.field(factory=dict)
 
-    def provider_for(self, agent: AgentConfig) -> ProviderConfig:
-        base = self.providers.get("openai", ProviderConfig())
-        if agent.provider is None:
-            return base
-        changes = {k: v for k, v in attrs.asdict(agent.provider).items() if v is not None}
-        return attrs.evolve(base, **changes)
+    def provider_for(self, agent: AgentConfig) -> Any:
+        """The agent's provider settings: its ``[providers.<name>]`` table with the agent's ``provider``
+        overrides, structured into the provider's config class (``ConfigError`` naming a bad key)."""
+        agent_id = next((k for k, a in self.agents.items() if a is agent), "?")
+        name, provider, _ = resolve_model(agent.model)
+        return _provider_config(provider, name, self.providers.get(name, {}), agent_id, agent.provider)
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
@@ -178,8 +159,30 @@ def _first_problem(exc: BaseException, path: str = "$") -> str:
             return _first_problem(sub, sub_path)
     key = _path_to_key(path)
     if isinstance(exc, KeyError):
-        return f"missing key {key}.{exc.args[0]}" if key != "(top level)" else f"missing key {exc.args[0]}"
+        name = exc.args[0]
+        # the attribute note already put the missing name at the end of the path
+        if key == name or key.endswith(f".{name}"):
+            return f"missing key {key}"
+        return f"missing key {key}.{name}" if key != "(top level)" else f"missing key {name}"
     return f"{key}: {exc}"
+
+
+def _structure(data: Any, cls: type, path: str) -> Any:
+    """``data`` as ``cls``, strictly; a problem is a ``ConfigError`` naming the key under ``path``."""
+    try:
+        return _converter.structure(data, cls)
+    except Exception as exc:
+        raise ConfigError(_first_problem(exc, path)) from None
+
+
+def _provider_config(provider: type, name: str, table: dict[str, Any], agent_id: str,
+                     override: dict[str, Any] | None) -> Any:
+    """``[providers.<name>]`` merged with an agent's overrides, structured into the provider's config class.
+    The table is checked alone first, so a problem is named where it was written."""
+    config = _structure(table, provider.config_class, f"$.providers['{name}']")
+    if override is None:
+        return config
+    return _structure({**table, **override}, provider.config_class, f"$.agents['{agent_id}'].provider")
 
 
 def parse_config(data: dict[str, Any], *, source: str = "config") -> AppConfig:
@@ -198,11 +201,24 @@ def _check(config: AppConfig, source: str) -> None:
         raise ConfigError(
             f"{source}: default_agent: agent {config.default_agent!r} is not defined under [agents]"
         )
+    for name, table in config.providers.items():
+        try:
+            provider = provider_class(name)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: providers.{name}: {exc}") from None
+        try:
+            _provider_config(provider, name, table, "", None)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
     for agent_id, agent in config.agents.items():
-        if agent.model != "scripted" and not (agent.model.startswith("openai:") and len(agent.model) > 7):
-            raise ConfigError(
-                f"{source}: agents.{agent_id}.model: {agent.model!r} is neither 'scripted' nor 'openai:<model>'"
-            )
+        try:
+            name, provider, _ = resolve_model(agent.model)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: agents.{agent_id}.model: {exc}") from None
+        try:
+            _provider_config(provider, name, config.providers.get(name, {}), agent_id, agent.provider)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
         if agent.max_steps < 1:
             raise ConfigError(f"{source}: agents.{agent_id}.max_steps: must be at least 1")
         names = set(agent.tools) | {t.name for t in agent.client_tools}
@@ -222,6 +238,7 @@ def _check(config: AppConfig, source: str) -> None:
     host, _, port = config.server.bind.rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(f"{source}: server.bind: {config.server.bind!r} is not HOST:PORT")
+    auth_config.check(config.auth, source)
 
 
 def load_config(path: str | Path) -> AppConfig:

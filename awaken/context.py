@@ -8,11 +8,13 @@ server is configured), and ``aclose()`` after that nursery is done.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
+from . import auth
 from .agents import AgentRegistry, build_models, build_tools
 from .config import AppConfig
 from .engine import RunApplication
@@ -40,12 +42,16 @@ class ServerContext:
     agents: AgentRegistry
     app: RunApplication
     models: dict[str, Model]
+    #: who a request is: built at start-up from ``[auth]`` and the final bind
+    auth: auth.Authenticator
     #: the MCP servers' connections (None when none is configured: the SDK is not even imported)
     mcp: McpServers | None = None
 
     @classmethod
     def build(cls, config: AppConfig) -> ServerContext:
-        """Build every part (raising ``ConfigError`` for a bad tool, plugin or backend); opens nothing."""
+        """Build every part (raising ``ConfigError`` for a bad tool, plugin, backend or ``[auth]``
+        setting, e.g. a key's environment variable unset); opens nothing."""
+        authenticator = auth.build(config.auth, config.server.bind, os.environ)
         tools = build_tools(config)
         models = build_models(config)
         agents = AgentRegistry(config, tools, models)
@@ -55,7 +61,7 @@ class ServerContext:
             from .mcp.servers import McpServers
 
             mcp = McpServers(config.mcp_servers, tools)
-        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models, mcp)
+        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models, authenticator, mcp)
 
     async def open(self) -> None:
         await self.ledger.open()

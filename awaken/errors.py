@@ -8,6 +8,7 @@ classified once, at the adapter edge (the way h11's ``error_status_hint`` works)
 * ``StoreUnavailable`` — the ledger cannot be read or written; history answers 503.
 * ``BadCursor`` — a history cursor that is not in the thread's committed page sequence (400).
 * ``UnknownThread`` — history for a thread the ledger has never seen (404).
+* ``Unauthenticated`` — no credentials, or bad ones, on a ``/v1/`` route (401).
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ CODES: dict[str, tuple[str, str]] = {
     "UNKNOWN_THREAD": ("input", "History: nothing was ever committed to this thread (404)."),
     "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
     "REQUEST_BUSY": ("input", "A run is already streaming on this socket; send the next request after it ends."),
+    "UNAUTHENTICATED": (
+        "input",
+        "A /v1/ route was called without valid credentials (HTTP 401 with WWW-Authenticate: Bearer; a "
+        "WebSocket upgrade is refused the same way).",
+    ),
     "MODEL_ERROR": ("run", "The model failed or answered with something unusable."),
     "MODEL_UNAVAILABLE": ("run", "The model endpoint could not be reached or refused the credentials."),
     "MODEL_RATE_LIMITED": ("run", "The model endpoint rate-limited the request."),
@@ -92,6 +98,17 @@ class UnknownThread(AwakenError):
     """History was asked for a thread the ledger has never committed anything to (HTTP 404)."""
 
     code = "UNKNOWN_THREAD"
+
+
+class Unauthenticated(AwakenError):
+    """Missing or bad credentials (HTTP 401). ``token_given`` tells whether a bearer token was sent.
+    The message says what was wrong and never quotes the token."""
+
+    code = "UNAUTHENTICATED"
+
+    def __init__(self, message: str, *, token_given: bool) -> None:
+        super().__init__(message)
+        self.token_given = token_given
 
 
 class ConfigError(Exception):

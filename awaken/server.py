@@ -2,11 +2,14 @@
 
 Streaming run routes (``POST /v1/ag-ui…``, and the other protocols' routes as they register) are
 served as raw ASGI by their adapters, so nothing sits between the run and the socket but the SSE
-transport. Everything else (health, agents, history) is a quart-trio app.
+transport. Everything else (health, agents, history) is a quart-trio app. ``AuthMiddleware`` wraps
+the whole app: every ``/v1/`` request carries a ``Principal`` (``auth.principal_of(scope)``) or is
+refused 401.
 
 Routes:
     GET  /healthz                                    200 while the process serves
     GET  /readyz                                     200 when the ledger answers, else 503
+    GET  /v1/me                                      the caller's principal {subject, role}
     GET  /v1/agents                                  the published agents
     POST /v1/ag-ui, /v1/ag-ui/agents/{agentId}       AG-UI runs (SSE)
     GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor}
@@ -28,6 +31,7 @@ from quart_trio import QuartTrio
 from .agui import adapter as agui_adapter
 from .agui.history import project_history
 from .aisdk import adapter as aisdk_adapter
+from .auth import AuthMiddleware, principal_of
 from .context import ServerContext
 from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
 from .exchange import sse_route
@@ -65,6 +69,12 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
         except StoreUnavailable as exc:
             return _error(exc, 503)
         return jsonify({"status": "ready"})
+
+    @app.get("/v1/me")
+    async def me():  # noqa: ANN202
+        """Who the credentials say the caller is (``[auth] mode = "none"``: anonymous)."""
+        principal = principal_of(request.scope)
+        return jsonify({"subject": principal.subject, "role": principal.role})
 
     @app.get("/v1/agents")
     async def agents():  # noqa: ANN202
@@ -126,4 +136,5 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
         await quart_app(scope, receive, send)
 
     asgi.quart = quart_app  # type: ignore[attr-defined]
-    return asgi
+    # every /v1/ request is authenticated before routing; principal_of(scope) reads who is asking
+    return AuthMiddleware(ctx.auth, asgi)

@@ -21,7 +21,7 @@ The API:
   yields a ``FakeOpenAI``. The server runs as a task in ``nursery`` and stops when the block exits.
 * ``FakeOpenAI`` has these members:
   - ``base_url`` is ``http://127.0.0.1:<port>/v1``;
-  - ``provider_config(**overrides)`` returns a ``ProviderConfig`` aimed at the server. Its
+  - ``provider_config(**overrides)`` returns an ``OpenAIConfig`` aimed at the server. Its
     ``api_key_env`` defaults to ``FAKE_OPENAI_API_KEY``;
   - ``add(*scenarios)`` queues more scenarios;
   - ``requests`` is a list of ``RecordedRequest`` (``method``, ``path``, ``headers``, a dict with
@@ -61,7 +61,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
-from awaken.config import ProviderConfig
+from awaken.models.openai import OpenAIConfig
 
 FAKE_API_KEY_ENV = "FAKE_OPENAI_API_KEY"
 SSE_HEADERS = (("content-type", "text/event-stream"), ("cache-control", "no-cache"))
@@ -250,8 +250,8 @@ class FakeOpenAI:
     def add(self, *scenarios: ScenarioLike) -> None:
         self.queue.extend(scenarios)
 
-    def provider_config(self, **overrides: Any) -> ProviderConfig:
-        """A ``ProviderConfig`` for this server: short timeouts, key from ``FAKE_OPENAI_API_KEY``."""
+    def provider_config(self, **overrides: Any) -> OpenAIConfig:
+        """An ``OpenAIConfig`` for this server: short timeouts, key from ``FAKE_OPENAI_API_KEY``."""
         values: dict[str, Any] = {
             "base_url": self.base_url,
             "api_key_env": FAKE_API_KEY_ENV,
@@ -261,7 +261,7 @@ class FakeOpenAI:
             "max_retries": 2,
         }
         values.update(overrides)
-        return ProviderConfig(**values)
+        return OpenAIConfig(**values)
 
     async def wait_for_disconnect(self) -> Disconnect:
         """Wait for the next recorded disconnect (returns at once if one arrived since the last wait)."""

@@ -16,7 +16,7 @@ from awaken.config import load_config, parse_config
 from awaken.context import ServerContext
 from awaken.errors import ConfigError
 
-from .helpers import ROOT, default_config_data
+from .helpers import ROOT, agui_body, agui_text, default_config_data, live_server, post_agui
 
 
 def test_repo_config_is_the_working_default():
@@ -179,3 +179,102 @@ def test_a_backend_registered_by_a_third_party_package_is_chosen_by_name(tmp_pat
     data["ledger"]["backend"] = "nope"
     with pytest.raises(ConfigError, match=r"known backends: files, sqlite, vendor-db$"):
         ServerContext.build(parse_config(data))
+
+
+# --- model providers ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["providers"]["openai"].update(base_ur="x"), "unknown key providers.openai.base_ur"),
+        (lambda d: d["providers"]["openai"].update(max_retries=2.5),
+         "providers.openai.max_retries: expected int, got float 2.5"),
+        (lambda d: d["agents"]["assistant"].update(model="openai:m", provider={"max_retries": "2"}),
+         "agents.assistant.provider.max_retries: expected int, got str '2'"),
+        (lambda d: d["agents"]["assistant"].update(model="openai:m", provider={"bas_url": "http://h/v1"}),
+         "unknown key agents.assistant.provider.bas_url"),
+        (lambda d: d["agents"]["assistant"].update(provider={"base_url": "http://h/v1"}),
+         "unknown key agents.assistant.provider.base_url"),
+        (lambda d: d["providers"].update(scripted={"speed": 2}), "unknown key providers.scripted.speed"),
+        (lambda d: d["providers"].update(opena={}),
+         "providers.opena: unknown provider 'opena'; known providers: openai, scripted"),
+        (lambda d: d["agents"]["assistant"].update(model="vendor:m"),
+         "agents.assistant.model: 'vendor:m' is neither 'scripted' nor 'openai:<model>'"),
+        (lambda d: d["agents"]["assistant"].update(model="openai:"),
+         "agents.assistant.model: 'openai:' is neither 'scripted' nor 'openai:<model>'"),
+        (lambda d: d["agents"]["assistant"].update(model="scripted:m"),
+         "agents.assistant.model: 'scripted:m' is neither 'scripted' nor 'openai:<model>'"),
+    ],
+)
+def test_each_provider_validates_its_own_table_in_one_line_naming_the_key(change, message):
+    """Issue 11.5: `[providers.<name>]` and an agent's `provider = {...}` are checked against the named
+    provider's config class; the scripted provider takes no settings and no model name."""
+    data = default_config_data()
+    change(data)
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, source="config.toml")
+    assert str(info.value) == f"config.toml: {message}"
+
+
+def test_an_agents_provider_overrides_merge_over_the_providers_table(monkeypatch):
+    """The agent's model gets `[providers.openai]` with its own `provider` keys on top; scripted agents
+    share one scripted model."""
+    from awaken.agents import build_models
+    from awaken.models.openai import OpenAIConfig, OpenAIModel
+    from awaken.models.scripted import ScriptedModel
+
+    data = default_config_data()
+    data["providers"]["openai"] = {"base_url": "http://127.0.0.1:9/v1", "max_retries": 5}
+    data["agents"]["assistant"].update(model="openai:llama3.2", provider={"max_retries": 0, "temperature": 0})
+    models = build_models(parse_config(data))
+    assistant = models["assistant"]
+    assert isinstance(assistant, OpenAIModel) and assistant.model == "llama3.2"
+    assert assistant.config == OpenAIConfig(base_url="http://127.0.0.1:9/v1", max_retries=0, temperature=0.0)
+    assert isinstance(models["guarded"], ScriptedModel) and models["guarded"] is models["frontend"]
+
+
+@pytest.fixture
+def echo_provider_installed(tmp_path, monkeypatch):
+    """A package registering `echo` under `awaken.models`, as pip would install it: a dist-info on sys.path."""
+    dist = tmp_path / "site" / "awaken_echo_model-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: awaken-echo-model\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[awaken.models]\necho = tests.plugins.echo_model:EchoProvider\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+
+
+async def test_a_model_provider_registered_by_a_third_party_package_is_chosen_by_name(
+    tmp_path, echo_provider_installed
+):
+    """Issue 11.5: any name under the `awaken.models` group is a provider: `echo:<model>` picks it, its
+    own config class validates `[providers.echo]` and the agent's overrides, and it serves runs."""
+    data = default_config_data()
+    data["ledger"] = {"backend": "sqlite", "path": str(tmp_path / "a.db")}
+    data["providers"]["echo"] = {"prefix": "parrot"}
+    data["agents"]["assistant"].update(model="echo:polly", provider={"shout": True})
+    config = parse_config(data)
+    async with live_server(config) as server, server.client() as client:
+        events = await post_agui(client, agui_body("t1", "r1", [{"id": "u1", "role": "user", "content": "hello"}]))
+        agents = (await client.get("/v1/agents")).json()
+    assert agui_text(events) == "PARROT POLLY: HELLO"
+    assert [a["model"] for a in agents["agents"] if a["id"] == "assistant"] == ["echo:polly"]
+
+    data["providers"]["echo"] = {"prefix": " "}
+    with pytest.raises(ConfigError, match=r"^config: providers\.echo: prefix must not be blank$"):
+        parse_config(data)
+    data["providers"]["echo"] = {"prefix": "parrot"}
+    data["agents"]["assistant"]["provider"] = {"shout": "yes"}
+    with pytest.raises(ConfigError, match=r"^config: agents\.assistant\.provider\.shout: expected bool, got str 'yes'$"):
+        parse_config(data)
+    data["agents"]["assistant"]["model"] = "parrot"
+    del data["agents"]["assistant"]["provider"]
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert str(info.value) == (
+        "config: agents.assistant.model: 'parrot' is none of 'scripted', 'echo:<model>', 'openai:<model>'")
+    data["agents"]["assistant"]["model"] = "scripted"
+    data["providers"]["parrot"] = {}
+    with pytest.raises(ConfigError, match=r"^config: providers\.parrot: unknown provider 'parrot'; "
+                                          r"known providers: echo, openai, scripted$"):
+        parse_config(data)

@@ -96,7 +96,7 @@ async def test_agui_deny_keeps_the_published_server_tool_from_running(server, pa
 
 @pytest.mark.parametrize("lib", LIBS)
 async def test_aisdk_approve_runs_the_published_server_tool(server, lib):
-    result = await node([str(AISDK_SCRIPT), server.base_url, "approve", lib, f"mcp-approve-{lib}",
+    result = await node([str(AISDK_SCRIPT), server.base_url, "approve", lib, f"mcp-approve-{lib}", "{}",
                          json.dumps({"agent": "clock", "text": CALL})])
     assert result["status"] == "ready" and len(result["requests"]) == 2
     assistant = result["messages"][-1]
@@ -110,7 +110,7 @@ async def test_aisdk_approve_runs_the_published_server_tool(server, lib):
 
 @pytest.mark.parametrize("lib", LIBS)
 async def test_aisdk_deny_keeps_the_published_server_tool_from_running(server, lib):
-    result = await node([str(AISDK_SCRIPT), server.base_url, "deny", lib, f"mcp-deny-{lib}",
+    result = await node([str(AISDK_SCRIPT), server.base_url, "deny", lib, f"mcp-deny-{lib}", "{}",
                          json.dumps({"agent": "clock", "text": CALL})])
     assert result["status"] == "ready" and len(result["requests"]) == 2
     tool = result["messages"][-1]["parts"][1]

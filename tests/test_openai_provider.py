@@ -16,7 +16,10 @@ import trio
 from awaken.errors import ModelFailure
 from awaken.messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
 from awaken.models import ModelRequest, ToolSpec
-from awaken.models.openai import OpenAIModel, _SSEParser, sanitize, to_openai_messages
+from awaken.models.openai import OpenAIConfig, OpenAIModel
+from awaken.models.openai.mapping import to_openai_messages
+from awaken.models.openai.sanitize import sanitize
+from awaken.models.openai.sse import SSEParser
 from tests.fake_openai import (
     DONE,
     FAKE_API_KEY_ENV,
@@ -309,12 +312,10 @@ async def test_in_stream_rate_limit_error_event(nursery: trio.Nursery) -> None:
 def test_max_tokens_name_follows_the_host() -> None:
     """``max_tokens`` is sent as ``max_completion_tokens`` to api.openai.com and as ``max_tokens`` elsewhere;
     unset options are not sent."""
-    from awaken.config import ProviderConfig
-
     request = simple_request()
-    official = OpenAIModel("o4-mini", ProviderConfig(max_tokens=64)).request_body(request)
-    local = OpenAIModel("llama", ProviderConfig(base_url="http://localhost:8080/v1", max_tokens=64)).request_body(request)
-    bare = OpenAIModel("llama", ProviderConfig(base_url="http://localhost:8080/v1")).request_body(request)
+    official = OpenAIModel("o4-mini", OpenAIConfig(max_tokens=64)).request_body(request)
+    local = OpenAIModel("llama", OpenAIConfig(base_url="http://localhost:8080/v1", max_tokens=64)).request_body(request)
+    bare = OpenAIModel("llama", OpenAIConfig(base_url="http://localhost:8080/v1")).request_body(request)
     assert official["max_completion_tokens"] == 64 and "max_tokens" not in official
     assert local["max_tokens"] == 64 and "max_completion_tokens" not in local
     assert "max_tokens" not in bare and "temperature" not in bare
@@ -323,7 +324,7 @@ def test_max_tokens_name_follows_the_host() -> None:
 def test_sse_parser_framing() -> None:
     """The SSE parser handles LF, CRLF and lone CR lines, a CRLF split across reads, multi-line data,
     comments, ``event:`` names and a last event without its blank line."""
-    parser = _SSEParser()
+    parser = SSEParser()
     events = parser.feed(b"data: a\r")
     assert events == []
     events += parser.feed(b"\ndata: b\r\n\r\n: comment\n\nevent: error\ndata: {}\r\rdata: tail")
@@ -454,9 +455,7 @@ async def test_connection_refused_is_unavailable() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    from awaken.config import ProviderConfig
-
-    model = fast(OpenAIModel("fake-model", ProviderConfig(base_url=f"http://127.0.0.1:{port}/v1",
+    model = fast(OpenAIModel("fake-model", OpenAIConfig(base_url=f"http://127.0.0.1:{port}/v1",
                                                           api_key_env=FAKE_API_KEY_ENV, max_retries=1)))
     with pytest.raises(ModelFailure) as info:
         await model.stream(simple_request(), Recorder())

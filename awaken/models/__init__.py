@@ -1,5 +1,8 @@
 """The model boundary: what a provider receives and how it reports what it produces.
 
+Providers are plugins (``awaken/models/providers.py``): ``model = "<provider>:<model>"`` names one
+registered under the ``awaken.models`` entry-point group; ``scripted`` and ``openai`` are built in.
+
 A provider implements ``Model.stream(request, out)``: it reads ``request`` (history, tools, system
 prompt) and calls ``out``'s synchronous methods as chunks arrive. No async generators sit on the
 delta path: one call per chunk, straight into the run's step builder.
@@ -29,6 +32,12 @@ class ToolSpec:
 
 @attrs.frozen
 class ModelRequest:
+    """What a model is asked: the agent's system prompt, the thread's history and the tools it may call.
+
+    Fields added later come after ``tools`` with a default and ``kw_only=True`` (for example a
+    ``context`` tuple), so providers that do not read them and callers that do not set them keep working.
+    """
+
     system_prompt: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()

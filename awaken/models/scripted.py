@@ -11,11 +11,15 @@ It reads directives from the lines of the newest user text:
 
 Without a directive it answers ``You said: "<input>".`` in one-word deltas. It never loops: a
 history whose newest user message already has tool results after it always gets a final answer.
+
+``ScriptedProvider`` is what the ``awaken.models`` entry point ``scripted`` names: it takes no model
+name and no settings, and one ``ScriptedModel`` serves every agent.
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import ClassVar
 
 import attrs
 import trio
@@ -154,3 +158,22 @@ class _Pacer:
             await trio.lowlevel.checkpoint()
 
 
+
+
+@attrs.frozen
+class ScriptedConfig:
+    """The scripted model has no settings: ``[providers.scripted]`` and an agent's ``provider`` table
+    must be empty."""
+
+
+class ScriptedProvider:
+    """``model = "scripted"``: one stateless ``ScriptedModel`` for every agent."""
+
+    config_class: ClassVar[type] = ScriptedConfig
+    takes_model_name: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self._model = ScriptedModel()
+
+    def model(self, name: str, config: ScriptedConfig) -> ScriptedModel:
+        return self._model

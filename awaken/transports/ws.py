@@ -4,6 +4,8 @@ The wire. Each client **text** message is one request body, exactly what the pro
 takes (``application/json`` is implied). Each wire event goes back as one text message whose payload
 is exactly what SSE puts after ``data: `` (an AI SDK stream still ends with a ``[DONE]`` message).
 Keep-alive is a WebSocket ping frame every ``server.ws_ping_seconds`` (``<= 0`` turns it off).
+A client that offers the subprotocol ``awaken.v1`` gets it selected in the accept (browsers carry a
+bearer token as a second offered entry, ``bearer.<token>``: see ``awaken/auth/middleware.py``).
 
 One request at a time, and streams never interleave. A text message that arrives while the previous
 request is still streaming gets ``REQUEST_BUSY`` as that protocol's rejection stream (AG-UI: one
@@ -87,6 +89,9 @@ CLOSE_TOO_SLOW = 4008
 CLOSE_TIMEOUT = 1.0
 #: seconds a close frame may wait behind a write the client does not read before the TCP connection is dropped
 ABORT_AFTER = 5.0
+#: the subprotocol the server answers when the client offers it (a browser that offers subprotocols,
+#: e.g. ``["awaken.v1", "bearer.<token>"]`` for auth, fails a handshake that selects none)
+SUBPROTOCOL = "awaken.v1"
 #: the content type every text message is read as
 CONTENT_TYPE = "application/json"
 #: characters of text framed per socket write: framing (and permessage-deflate) is synchronous work,
@@ -524,7 +529,10 @@ async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, r
     message = await receive()
     if message["type"] != "websocket.connect":
         return
-    await send({"type": "websocket.accept"})
+    accept = {"type": "websocket.accept"}
+    if SUBPROTOCOL in scope.get("subprotocols", []):
+        accept["subprotocol"] = SUBPROTOCOL
+    await send(accept)
     await WsConnection(ctx, protocol, receive, HypercornWire.of(send), agent_id).serve()
 
 

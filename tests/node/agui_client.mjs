@@ -2,6 +2,9 @@
 //
 //   node agui_client.mjs <package> <baseUrl> <scenario> [threadId] [extra JSON]
 //
+// extra.headers (optional) is passed as HttpAgent's `headers` (e.g. {Authorization: "Bearer …"}) and
+// sent with the history GET too.
+//
 // <package> is an npm alias installed next to this file ("agui-client-0059" = what CopilotKit pins,
 // "agui-client-1" = @ag-ui/client 1.x). Every run records the event types the client's pipeline let
 // through (after schema checks, chunk expansion and sequence verification), RUN_ERROR codes, the
@@ -12,6 +15,7 @@
 const [pkg, baseUrl, scenario, threadArg, extraArg] = process.argv.slice(2);
 const { HttpAgent } = await import(pkg);
 const extra = extraArg ? JSON.parse(extraArg) : {};
+const headers = extra.headers ?? {};
 
 const logs = [];
 for (const level of ["log", "info", "warn", "error", "debug"]) {
@@ -25,7 +29,7 @@ let counter = 0;
 const nextId = (prefix) => `${prefix}-${threadId}-${++counter}`;
 
 function makeAgent(path, init = {}) {
-  return new HttpAgent({ url: `${baseUrl}${path}`, threadId, initialState: {}, ...init });
+  return new HttpAgent({ url: `${baseUrl}${path}`, threadId, initialState: {}, headers, ...init });
 }
 
 async function run(agent) {
@@ -161,7 +165,7 @@ const scenarios = {
   },
   // Second half, in a fresh process: rebuild the agent from committed history, then answer the call.
   async resume() {
-    const response = await fetch(`${baseUrl}/v1/ag-ui/threads/${encodeURIComponent(threadId)}/messages`);
+    const response = await fetch(`${baseUrl}/v1/ag-ui/threads/${encodeURIComponent(threadId)}/messages`, { headers });
     const page = await response.json();
     const agent = makeAgent("/v1/ag-ui/agents/guarded", { initialMessages: page.items });
     for (const call of pendingCalls(agent)) answerTool(agent, call.id, "approved");

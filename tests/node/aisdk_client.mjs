@@ -2,16 +2,19 @@
 // an AbstractChat subclass over a plain state object (reference/aisdk.md §5), DefaultChatTransport,
 // and the sendAutomaticallyWhen predicates for client tools and approvals.
 //
-//   node tests/node/aisdk_client.mjs <baseUrl> <scenario> <lib: ai-6-0-0 | ai-6 | ai-7> <chatId> [extra JSON]
+//   node tests/node/aisdk_client.mjs <baseUrl> <scenario> <lib: ai-6-0-0 | ai-6 | ai-7> <chatId> [headers JSON] [extra JSON]
 //
-// extra {agent, text} points approve/deny at another agent and tool call (e.g. an MCP tool).
+// [headers JSON] (optional) is passed as DefaultChatTransport's `headers` (e.g. {"Authorization": "Bearer …"})
+// and sent with the history GETs too.
+// [extra JSON] (optional) {agent, text} points approve/deny at another agent and tool call (e.g. an MCP tool).
 //
 // Prints one JSON object on stdout: {status, error, messages, requests: [{url, body, sse}], history}.
 // `requests` counts every POST the client made (fetch is wrapped), `sse` is each raw response body,
 // `history` is the whole GET /v1/ai-sdk/threads/{chatId}/messages, paged with a small limit.
 // Exit code 0 unless the script itself failed (a chat error is reported in `status`/`error`).
 
-const [baseUrl, scenario, lib = "ai-6", chatId = `chat-${Date.now()}`, extraArg] = process.argv.slice(2);
+const [baseUrl, scenario, lib = "ai-6", chatId = `chat-${Date.now()}`, headersArg, extraArg] = process.argv.slice(2);
+const headers = headersArg ? JSON.parse(headersArg) : {};
 const extra = extraArg ? JSON.parse(extraArg) : {};
 const ai = await import(lib);
 const { AbstractChat, DefaultChatTransport } = ai;
@@ -62,7 +65,7 @@ function makeChat(agent, options = {}) {
   const api = agent ? `${baseUrl}/v1/ai-sdk/agents/${agent}/chat` : `${baseUrl}/v1/ai-sdk/chat`;
   return new Chat({
     id: chatId,
-    transport: new DefaultChatTransport({ api, fetch: countingFetch }),
+    transport: new DefaultChatTransport({ api, fetch: countingFetch, headers }),
     onError: () => {},
     ...options,
   });
@@ -145,7 +148,7 @@ async function readHistory(limit) {
   for (let page = 0; page < 100; page++) {
     const url = `${baseUrl}/v1/ai-sdk/threads/${encodeURIComponent(chatId)}/messages?limit=${limit}` +
       (cursor ? `&cursor=${encodeURIComponent(cursor)}` : "");
-    const response = await fetch(url);
+    const response = await fetch(url, { headers });
     if (response.status !== 200) return { status: response.status, body: await response.text() };
     const body = await response.json();
     if (body.items.length === 0) break;

@@ -1,0 +1,42 @@
+"""Who is asking: the ``Principal`` the auth middleware attaches to every ``/v1/`` request's scope.
+
+Routes read it with ``principal_of(scope)`` (for quart routes: ``principal_of(request.scope)``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+#: the ASGI scope key holding the request's ``Principal``
+PRINCIPAL_KEY = "awaken.principal"
+
+
+@attrs.frozen
+class Principal:
+    """``subject`` is the user (None for ``anonymous``). ``anonymous`` is what ``[auth] mode = "none"``
+    gives every request: a single-user server, so it may see and do everything an admin may."""
+
+    subject: str | None
+    role: Literal["admin", "user", "anonymous"]
+
+    @property
+    def is_admin(self) -> bool:
+        """Whether every thread is visible: ``admin``, and ``anonymous`` (auth is off)."""
+        return self.role in ("admin", "anonymous")
+
+
+ANONYMOUS = Principal(None, "anonymous")
+
+
+def principal_of(scope: dict) -> Principal:
+    """The principal the auth middleware attached to ``scope``.
+
+    Raises ``LookupError`` for a scope that never went through it (a route outside ``/v1/``, or a
+    server built without ``AuthMiddleware``): failing closed, never guessing a principal.
+    """
+    try:
+        return scope[PRINCIPAL_KEY]
+    except KeyError:
+        raise LookupError(f"no principal on this request ({scope.get('path')!r} is not behind the auth middleware)") from None
