@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from . import pg_cluster
 from .helpers import live_server, make_config
 
 
@@ -22,3 +23,10 @@ async def server(config):
 async def client(server):
     async with server.client() as c:
         yield c
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_cluster_teardown():
+    """Stop the throwaway Postgres cluster at the end of the session, if a test started one."""
+    yield
+    pg_cluster.stop_cluster()
