@@ -146,11 +146,12 @@ class PostgresLedger(Ledger):
         pool = self._new_pool()
 
         def setup() -> None:
+            # one direct connection first: its failure says why (a refused password, no such database)
+            with psycopg.connect(self.dsn, **self._kwargs) as conn:
+                migrate(conn)
+                _recover(conn)
             try:
                 pool.open(wait=True, timeout=self.connect_timeout)
-                with pool.connection() as conn:
-                    migrate(conn)
-                    _recover(conn)
             except BaseException:
                 pool.close()
                 raise
