@@ -5,9 +5,10 @@ password in the environment variable named by ``options.password_env`` (a DSN ho
 refused: it would sit in the config file). Every call runs one blocking function in a worker thread
 (``trio.to_thread.run_sync``) behind a ``trio.CapacityLimiter`` as wide as the pool, so the event
 loop never blocks and no caller waits inside the pool. Connections are in autocommit mode; each
-``start_run``/``commit``/``import_thread`` is one explicit transaction that first locks the thread's
-row (``SELECT … FOR UPDATE``), so concurrent commits to one thread take seqs in turn, and reads that
-must agree (``thread_view``) share one ``REPEATABLE READ`` snapshot.
+``start_run``/``commit``/``import_thread`` is one explicit transaction whose first write to the
+thread's row (``UPDATE threads SET last_seq = last_seq + n … RETURNING``) locks it and reserves the
+seqs, so concurrent commits to one thread take seqs in turn; reads that must agree (``thread_view``)
+share one ``REPEATABLE READ`` snapshot, sent as one pipeline.
 
 ``open`` applies the schema migrations (``postgres_schema``) and then recovers: runs left
 ``running`` become ``interrupted``. That is the single-process rule the other backends follow; with
@@ -243,16 +244,19 @@ class PostgresLedger(Ledger):
         """The thread, its history and its pending calls from one snapshot, in one worker call."""
 
         def q(conn: psycopg.Connection) -> ThreadView:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                thread = _thread(conn, thread_id)
-                if thread is None:
-                    return ThreadView(None, (), ())
-                return ThreadView(
-                    thread, tuple(_messages(conn, thread_id, 0, thread.last_seq + 1)), tuple(_pending(conn, thread_id))
-                )
-            finally:
+            tid = _b(thread_id)
+            with conn.pipeline():  # one round trip: four statements, one snapshot
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                thread = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = %s", (tid,))
+                messages = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = %s ORDER BY seq",
+                                        (tid,))
+                pending = conn.execute(f"SELECT {_PENDING_COLS} FROM pending WHERE thread_id = %s ORDER BY ord",
+                                       (tid,))
                 conn.execute("COMMIT")
+            row = thread.fetchone()
+            if row is None:
+                return ThreadView(None, (), ())
+            return ThreadView(_thread_record(row), tuple(map(_message, messages)), tuple(map(_pending_call, pending)))
 
         return await self._call(q)
 
@@ -261,7 +265,7 @@ class PostgresLedger(Ledger):
 
     async def list_threads(self) -> list[ThreadRecord]:
         def q(conn: psycopg.Connection) -> list[ThreadRecord]:
-            rows = conn.execute("SELECT id, created_at, state, last_seq FROM threads ORDER BY created_at, id")
+            rows = conn.execute(f"SELECT {_THREAD_COLS} FROM threads ORDER BY created_at, id")
             return [_thread_record(r) for r in rows]
 
         return await self._call(q)
@@ -272,18 +276,17 @@ class PostgresLedger(Ledger):
         def body(conn: psycopg.Connection) -> list[Message]:
             with conn.transaction():
                 thread_id = _b(run.thread_id)
-                if conn.execute("SELECT 1 FROM runs WHERE id = %s", (_b(run.run_id),)).fetchone():
-                    raise DuplicateRun(run.run_id)
                 conn.execute(
                     "INSERT INTO threads (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
                     (thread_id, run.created_at),
                 )
-                last = _lock_thread(conn, thread_id)
-                try:
-                    _insert_run(conn, run)
-                except psycopg.errors.UniqueViolation:  # a concurrent start_run took the id
-                    raise DuplicateRun(run.run_id) from None
-                return _append(conn, run.thread_id, last, inputs)
+                if not _insert_run(conn, run):
+                    raise DuplicateRun(run.run_id)
+                n = len(inputs)
+                row = conn.execute(  # locks the thread's row and reserves the seqs
+                    "UPDATE threads SET last_seq = last_seq + %s WHERE id = %s RETURNING last_seq", (n, thread_id)
+                ).fetchone()
+                return _append(conn, run.thread_id, row[0] - n, inputs)
 
         return await self._call(body)
 
@@ -291,19 +294,24 @@ class PostgresLedger(Ledger):
         def body(conn: psycopg.Connection) -> list[Message]:
             tid = _b(thread_id)
             with conn.transaction():
-                owner = conn.execute("SELECT thread_id FROM runs WHERE id = %s", (_b(run_id),)).fetchone()
-                if owner is None or bytes(owner[0]) != tid:
+                n = len(commit.messages)
+                # one statement checks the run is the thread's, locks the thread's row (commits to one
+                # thread queue here), reserves the seqs and replaces the state
+                row = conn.execute(
+                    "UPDATE threads SET last_seq = last_seq + %s, state = coalesce(%s, state) "
+                    "WHERE id = %s AND EXISTS (SELECT 1 FROM runs WHERE id = %s AND thread_id = %s) "
+                    "RETURNING last_seq",
+                    (n, None if commit.state is None else _dumps(commit.state), tid, _b(run_id), tid),
+                ).fetchone()
+                if row is None:
                     raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
-                last = _lock_thread(conn, tid)
-                appended = _append(conn, thread_id, last, commit.messages)
+                appended = _append(conn, thread_id, row[0] - n, commit.messages)
                 if commit.resolved:
                     conn.execute(
                         "DELETE FROM pending WHERE thread_id = %s AND tool_call_id = ANY(%s)",
                         (tid, [_b(c) for c in commit.resolved]),
                     )
                 _insert_pending(conn, commit.pending)
-                if commit.state is not None:
-                    conn.execute("UPDATE threads SET state = %s WHERE id = %s", (_dumps(commit.state), tid))
                 conn.execute(
                     "UPDATE runs SET status = %s, updated_at = %s, error_code = %s, error_message = %s, "
                     "cause = %s, input_tokens = input_tokens + %s, output_tokens = output_tokens + %s, "
@@ -350,9 +358,8 @@ class PostgresLedger(Ledger):
                 if created is None:
                     raise ValueError(f"thread {thread_id!r} already exists in the ledger")
                 for run in runs:
-                    if conn.execute("SELECT 1 FROM runs WHERE id = %s", (_b(run.run_id),)).fetchone():
+                    if not _insert_run(conn, run):
                         raise DuplicateRun(run.run_id)
-                    _insert_run(conn, run)
                 with conn.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at) "
@@ -390,33 +397,39 @@ def _recover(conn: psycopg.Connection) -> None:
         )
 
 
+_THREAD_COLS = "id, created_at, state, last_seq"
+_MESSAGE_COLS = "id, role, parts, run_id, seq, created_at"
+_PENDING_COLS = "tool_call_id, run_id, thread_id, name, arguments, kind, message_id"
+
+
+def _message(r: tuple[Any, ...]) -> Message:
+    return Message(_s(r[0]), r[1], parts_from_json(json.loads(r[2])), _s(r[3]), r[4], r[5])  # type: ignore[arg-type]
+
+
+def _pending_call(r: tuple[Any, ...]) -> PendingCall:
+    return PendingCall(_s(r[0]), _s(r[1]), _s(r[2]), r[3], r[4], r[5], _s(r[6]))  # type: ignore[arg-type]
+
+
 def _thread_record(row: tuple[Any, ...]) -> ThreadRecord:
     return ThreadRecord(_s(row[0]), row[1], json.loads(row[2]), row[3])  # type: ignore[arg-type]
 
 
 def _thread(conn: psycopg.Connection, thread_id: str) -> ThreadRecord | None:
-    row = conn.execute(
-        "SELECT id, created_at, state, last_seq FROM threads WHERE id = %s", (_b(thread_id),)
-    ).fetchone()
+    row = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = %s", (_b(thread_id),)).fetchone()
     return None if row is None else _thread_record(row)
 
 
 def _messages(conn: psycopg.Connection, thread_id: str, after_seq: int, limit: int) -> list[Message]:
     rows = conn.execute(
-        "SELECT id, role, parts, run_id, seq, created_at FROM messages "
-        "WHERE thread_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+        f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = %s AND seq > %s ORDER BY seq LIMIT %s",
         (_b(thread_id), after_seq, max(0, limit)),
     )
-    return [Message(_s(r[0]), r[1], parts_from_json(json.loads(r[2])), _s(r[3]), r[4], r[5]) for r in rows]  # type: ignore[arg-type]
+    return [_message(r) for r in rows]
 
 
 def _pending(conn: psycopg.Connection, thread_id: str) -> list[PendingCall]:
-    rows = conn.execute(
-        "SELECT tool_call_id, run_id, thread_id, name, arguments, kind, message_id "
-        "FROM pending WHERE thread_id = %s ORDER BY ord",
-        (_b(thread_id),),
-    )
-    return [PendingCall(_s(r[0]), _s(r[1]), _s(r[2]), r[3], r[4], r[5], _s(r[6])) for r in rows]  # type: ignore[arg-type]
+    rows = conn.execute(f"SELECT {_PENDING_COLS} FROM pending WHERE thread_id = %s ORDER BY ord", (_b(thread_id),))
+    return [_pending_call(r) for r in rows]
 
 
 def _run(row: tuple[Any, ...]) -> RunRecord:
@@ -435,16 +448,11 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
     )
 
 
-def _lock_thread(conn: psycopg.Connection, thread_id: bytes) -> int:
-    """Lock the thread's row for this transaction (commits to one thread queue here); its last seq."""
-    row = conn.execute("SELECT last_seq FROM threads WHERE id = %s FOR UPDATE", (thread_id,)).fetchone()
-    assert row is not None, "the thread row exists before it is locked"
-    return int(row[0])
-
-
-def _insert_run(conn: psycopg.Connection, run: RunRecord) -> None:
-    conn.execute(
-        f"INSERT INTO runs ({_RUN_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+def _insert_run(conn: psycopg.Connection, run: RunRecord) -> bool:
+    """Insert the run; False if its id is taken (nothing written)."""
+    return conn.execute(
+        f"INSERT INTO runs ({_RUN_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (id) DO NOTHING RETURNING 1",
         (
             _b(run.run_id),
             _b(run.thread_id),
@@ -459,7 +467,7 @@ def _insert_run(conn: psycopg.Connection, run: RunRecord) -> None:
             run.steps,
             run.cause,
         ),
-    )
+    ).fetchone() is not None
 
 
 def _insert_pending(conn: psycopg.Connection, calls: Sequence[PendingCall]) -> None:
@@ -485,7 +493,7 @@ def _message_row(thread_id: bytes, m: Message, seq: int, created: int) -> tuple[
 
 
 def _append(conn: psycopg.Connection, thread_id: str, last: int, messages: Sequence[Message]) -> list[Message]:
-    """Insert ``messages`` after seq ``last`` (the thread's row is locked) and move ``last_seq``."""
+    """Insert ``messages`` at seqs ``last + 1…`` (the caller locked the thread's row and reserved them)."""
     if not messages:
         return []
     tid = _b(thread_id)
@@ -502,5 +510,4 @@ def _append(conn: psycopg.Connection, thread_id: str, last: int, messages: Seque
             )
     except psycopg.errors.UniqueViolation:
         raise ValueError(f"a message id is already committed on thread {thread_id!r}") from None
-    conn.execute("UPDATE threads SET last_seq = %s WHERE id = %s", (out[-1].seq, tid))
     return out
