@@ -18,11 +18,13 @@ import trio
 from awaken.config import parse_config
 from awaken.context import build_ledger
 from awaken.errors import ConfigError, StoreUnavailable
+from awaken.ledger import Commit
+from awaken.runstate import RunStatus
 from storage_backends.postgres_ledger import PostgresLedger
 from storage_backends.postgres_schema import LATEST, MIGRATIONS
 from storage_backends.sqlite_ledger import SqliteLedger
 from tests import pg_cluster
-from tests.ledger_harness import opened, run_record, snapshot, user
+from tests.ledger_harness import check_thread_invariants, opened, run_record, snapshot, step_messages, user
 
 from .helpers import ROOT, agui_body, default_config_data, live_server, post_agui, types
 
@@ -149,6 +151,33 @@ async def test_a_schema_newer_than_the_code_refuses_to_open(tmp_path: Path) -> N
     write_postgres_config(config, tmp_path)
     refused = await awaken("ledger", "migrate", "--config", str(config))
     assert refused.returncode == 1 and message in refused.stderr.decode()
+
+
+async def test_two_ledgers_on_one_database_commit_to_one_thread_in_turn(tmp_path: Path) -> None:
+    """Two ledger instances (two pools, as two processes would have) committing concurrently to one
+    thread: the thread row's lock hands out seqs in turn, gapless, each commit's messages consecutive."""
+    first = PostgresLedger(pg_cluster.dsn_for(tmp_path), password_env=pg_cluster.PASSWORD_ENV, pool_size=4)
+    second = PostgresLedger(pg_cluster.dsn_for(tmp_path), password_env=pg_cluster.PASSWORD_ENV, pool_size=4)
+    got: list[list[int]] = []
+    await first.open()
+    await second.open()
+    try:
+
+        async def writer(ledger: PostgresLedger, run: str) -> None:
+            got.append([m.seq for m in await ledger.start_run(run_record(run, "shared"), [user(f"{run}-in")])])
+            for step in range(10):
+                out = await ledger.commit("shared", run, Commit(RunStatus.RUNNING, step_messages(run, step, 3)))
+                got.append([m.seq for m in out])
+
+        async with trio.open_nursery() as nursery:
+            for n in range(8):
+                nursery.start_soon(writer, (first, second)[n % 2], f"run{n}")
+        messages = await check_thread_invariants(second, "shared")
+    finally:
+        await first.aclose()
+        await second.aclose()
+    assert len(messages) == 8 * (1 + 10 * 3)
+    assert all(seqs == list(range(seqs[0], seqs[0] + len(seqs))) for seqs in got)
 
 
 # -- the database goes away -----------------------------------------------------------------------
