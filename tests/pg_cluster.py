@@ -8,8 +8,9 @@ the unix socket in the temporary directory (how the harness creates databases).
 
 Child processes (the crash child, ``awaken`` commands) find the running cluster through the
 ``AWAKEN_TEST_PG`` environment variable (``host port socket_dir``) and never start their own.
-``database_for(root)`` gives every ledger root its own database, created on first use, so a ledger
-opened again on the same root (reopen tests, crash children) finds its data, and tests stay apart.
+``dsn_for(root)`` gives every ledger root its own schema of one test database, created on first
+use, so a ledger opened again on the same root (reopen tests, crash children) finds its data, and
+tests stay apart.
 """
 
 from __future__ import annotations
@@ -148,17 +149,33 @@ def stop_cluster() -> None:
         _tmp = None
 
 
-def database_for(root: Path | str) -> str:
-    """The database of a ledger root (created if missing): the same root always names the same one."""
+#: the one test database; every ledger root gets a schema of its own in it (cheap to create, no
+#: copy of a template database per test)
+DATABASE = "awaken_test"
+
+
+def schema_for(root: Path | str) -> str:
+    """The schema of a ledger root (created if missing): the same root always names the same one."""
     name = "t_" + hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:24]
-    with cluster().admin() as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+    c = cluster()
+    with c.admin() as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone() is None:
             try:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
             except psycopg.errors.DuplicateDatabase:
                 pass
+    with c.admin(DATABASE) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(name)))
     return name
 
 
 def dsn_for(root: Path | str) -> str:
-    return cluster().dsn(database_for(root))
+    """A DSN whose tables live in the root's own schema (``search_path`` set at connect)."""
+    return f"{cluster().dsn(DATABASE)}?options=-csearch_path%3D{schema_for(root)}"
+
+
+def admin_in(root: Path | str) -> psycopg.Connection:
+    """A superuser connection working in the root's schema."""
+    conn = cluster().admin(DATABASE)
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema_for(root))))
+    return conn

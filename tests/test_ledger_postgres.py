@@ -56,7 +56,7 @@ async def awaken(*args: str) -> trio.CompletedProcess:
 
 
 def applied_versions(root: Path) -> list[int]:
-    with pg_cluster.cluster().admin(pg_cluster.database_for(root)) as conn:
+    with pg_cluster.admin_in(root) as conn:
         return [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
 
 
@@ -141,7 +141,7 @@ async def test_a_schema_newer_than_the_code_refuses_to_open(tmp_path: Path) -> N
     """A database migrated by a newer awaken is not touched: open and migrate say which versions."""
     async with opened("postgres", tmp_path):
         pass
-    with pg_cluster.cluster().admin(pg_cluster.database_for(tmp_path)) as conn:
+    with pg_cluster.admin_in(tmp_path) as conn:
         conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, 'from the future')", (LATEST + 1,))
     message = f"the database schema is at version {LATEST + 1}, newer than this awaken knows ({LATEST})"
     with pytest.raises(StoreUnavailable, match=re.escape(message)):
@@ -225,7 +225,7 @@ async def test_a_commit_on_a_dead_connection_is_store_unavailable_and_leaves_not
         with pg_cluster.cluster().admin() as conn:
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                (pg_cluster.database_for(tmp_path),),
+                (pg_cluster.DATABASE,),
             )
         await ledger.ping()  # the pool checks connections as it hands them out
         assert await snapshot(ledger) == before
