@@ -140,7 +140,7 @@ def stop_cluster() -> None:
     """Stop and remove the cluster this process started (idempotent)."""
     global _cluster, _tmp
     if _cluster is not None and _cluster.data_dir is not None:
-        subprocess.run([*_cluster.run_as, pg_bin("pg_ctl"), "-D", _cluster.data_dir, "stop", "-m", "immediate"],
+        subprocess.run([*_cluster.run_as, pg_bin("pg_ctl"), "-D", _cluster.data_dir, "stop", "-m", "immediate", "-w"],
                        check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.environ.pop(_ENV, None)
         _cluster = None
