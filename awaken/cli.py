@@ -1,4 +1,4 @@
-"""The ``awaken`` command: ``serve`` and ``ledger copy``.
+"""The ``awaken`` command: ``serve``, ``ledger copy`` and ``ledger migrate``.
 
 ``awaken serve [--config PATH] [--bind HOST:PORT]`` loads the config (one clear line and exit 2 on a
 bad one), opens the ledger, starts the MCP servers and serves on hypercorn's trio worker until
@@ -22,6 +22,7 @@ from .context import ServerContext
 from .errors import ConfigError, StoreUnavailable
 from .exchange import MAX_BODY
 from .ledger_copy import add_copy_command
+from .ledger_migrate import add_migrate_command
 from .server import build_asgi
 
 log = logging.getLogger("awaken")
@@ -97,7 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     p_serve.add_argument("--config", default="config.toml", help="config file (default: ./config.toml)")
     p_serve.add_argument("--bind", help="HOST:PORT, overriding server.bind")
     p_serve.set_defaults(func=_serve_command)
-    add_copy_command(sub)
+    p_ledger = sub.add_parser("ledger", help="ledger maintenance")
+    ledger_sub = p_ledger.add_subparsers(dest="ledger_command", required=True)
+    add_copy_command(ledger_sub)
+    add_migrate_command(ledger_sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -209,6 +209,7 @@ LEDGER_GROUP = "awaken.ledgers"
 _BUILTIN = {
     "sqlite": "storage_backends.sqlite_ledger:SqliteLedger",
     "files": "storage_backends.file_ledger:FileLedger",
+    "postgres": "storage_backends.postgres_ledger:PostgresLedger",
 }
 
 
@@ -226,4 +227,7 @@ def ledger_class(name: str) -> type[Ledger]:
         raise ConfigError(
             f"ledger.backend: unknown backend {name!r}; known backends: {', '.join(sorted(backends))}"
         )
-    return backends[name].load()
+    try:
+        return backends[name].load()
+    except ImportError as exc:  # e.g. postgres without its extra: pip install 'awaken[postgres]'
+        raise ConfigError(f"ledger.backend: the {name} backend cannot be loaded: {exc}") from None

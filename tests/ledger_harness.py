@@ -19,7 +19,9 @@ from awaken.ledger import Commit, Ledger, PendingCall, PendingKind, RunRecord, T
 from awaken.messages import Message, TextPart, ToolCallPart, ToolResultPart, Usage
 from awaken.runstate import RunStatus
 from storage_backends.file_ledger import FileLedger
+from storage_backends.postgres_ledger import PostgresLedger
 from storage_backends.sqlite_ledger import SqliteLedger
+from tests import pg_cluster
 
 
 def _sqlite(root: Path, **options: Any) -> Ledger:
@@ -30,8 +32,13 @@ def _files(root: Path, **options: Any) -> Ledger:
     return FileLedger(str(root / "ledger"), **options)
 
 
+def _postgres(root: Path, **options: Any) -> Ledger:
+    """A database of the session's throwaway cluster, one per root (nothing is written under it)."""
+    return PostgresLedger(pg_cluster.dsn_for(root), password_env=pg_cluster.PASSWORD_ENV, **options)
+
+
 #: backend name -> factory(root directory, **backend options) -> an unopened ledger
-BACKENDS: dict[str, Callable[..., Ledger]] = {"sqlite": _sqlite, "files": _files}
+BACKENDS: dict[str, Callable[..., Ledger]] = {"sqlite": _sqlite, "files": _files, "postgres": _postgres}
 
 
 def make_ledger(backend: str, root: Path | str, **options: Any) -> Ledger:
