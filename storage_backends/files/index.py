@@ -195,6 +195,7 @@ class Index:
                 updated_at=record["updated_at"],
                 error_code=record["error_code"],
                 error_message=record["error_message"],
+                cause=record.get("cause"),
                 usage=NO_USAGE if usage == NO_USAGE else usage,
                 steps=run.steps + record["steps"],
             )
@@ -233,7 +234,11 @@ class Index:
             for run_id in record["runs"]:
                 run = self.runs[run_id]
                 self.runs[run_id] = attrs.evolve(
-                    run, status=RunStatus.INTERRUPTED, error_code=None, updated_at=record["updated_at"]
+                    run,
+                    status=RunStatus.INTERRUPTED,
+                    error_code=None,
+                    cause=record.get("cause"),
+                    updated_at=record["updated_at"],
                 )
         else:
             raise CorruptRecord(f"unknown record type {kind!r}")

@@ -19,6 +19,7 @@ import trio
 
 from awaken.errors import StoreUnavailable
 from awaken.ledger import (
+    RESTART_CAUSE,
     Commit,
     DuplicateRun,
     Ledger,
@@ -296,6 +297,7 @@ class FileLedger(Ledger):
                 "type": "recover",
                 "thread": thread_id,
                 "runs": run_ids,
+                "cause": RESTART_CAUSE,
                 "updated_at": now,
                 "v": FORMAT_VERSION,
             }
@@ -323,11 +325,6 @@ class FileLedger(Ledger):
         thread = self._require().threads.get(thread_id)
         return None if thread is None else thread.record()
 
-    async def committed_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
-        await trio.lowlevel.checkpoint()
-        thread = self._require().threads.get(thread_id)
-        return set() if thread is None else {i for i in ids if i in thread.ids}
-
     async def get_run(self, run_id: str) -> RunRecord | None:
         await trio.lowlevel.checkpoint()
         return self._require().runs.get(run_id)
@@ -339,12 +336,6 @@ class FileLedger(Ledger):
         if thread is None:
             return []
         return sorted((index.runs[r] for r in thread.run_ids), key=lambda r: r.created_at)
-
-    async def waiting_run(self, thread_id: str) -> RunRecord | None:
-        for run in await self.list_runs(thread_id):
-            if run.status is RunStatus.WAITING:
-                return run
-        return None
 
     async def pending_calls(self, thread_id: str) -> list[PendingCall]:
         await trio.lowlevel.checkpoint()
@@ -451,6 +442,7 @@ class FileLedger(Ledger):
                 "status": commit.status.value,
                 "error_code": commit.error_code,
                 "error_message": commit.error_message,
+                "cause": commit.cause,
                 "updated_at": _now_ms(),
             }
             return await self._write(index, thread.file_name, thread.size, record)

@@ -28,6 +28,7 @@ def run_to_json(run: RunRecord) -> dict[str, Any]:
         "error_message": run.error_message,
         "usage": [run.usage.input_tokens, run.usage.output_tokens],
         "steps": run.steps,
+        "cause": run.cause,
     }
 
 
@@ -53,6 +54,7 @@ def run_from_json(d: dict[str, Any], thread_id: str | None = None) -> RunRecord:
         error_message=d.get("error_message"),
         usage=usage_from_pair(d.get("usage", (0, 0))),
         steps=d.get("steps", 0),
+        cause=d.get("cause"),
     )
 
 
