@@ -490,8 +490,8 @@ class SqliteLedger(Ledger):
             args.append(agent)
         if cursor is not None:
             after_updated, after_id = decode_cursor(cursor)
-            where.append("(updated_at < ? OR (updated_at = ? AND id < ?))")
-            args += [after_updated, after_updated, after_id]
+            where.append("(updated_at, id) < (?, ?)")  # a row value: the index seeks to the cursor
+            args += [after_updated, after_id]
         sql = (f"SELECT {_SUMMARY_COLS} FROM threads t {'WHERE ' + ' AND '.join(where) if where else ''} "
                "ORDER BY updated_at DESC, id DESC LIMIT ?")
 
