@@ -11,9 +11,14 @@ seqs, so concurrent commits to one thread take seqs in turn; reads that must agr
 share one ``REPEATABLE READ`` snapshot, sent as one pipeline.
 
 ``open`` applies the schema migrations (``postgres_schema``) and then recovers: runs left
-``running`` become ``interrupted``. That is the single-process rule the other backends follow; with
-several server processes on one database it must instead take only the runs of processes whose lease
-lapsed (a later migration adds the lease tables).
+``running`` become ``interrupted`` with cause ``server_restart``.
+
+Each thread row also carries its listing summary (owner, title, agent of the latest run,
+``updated_at``, message count), kept by the same transactions that write the thread, so a listing
+page is one index scan on ``(updated_at, id)``. ``updated_at`` comes from this ledger's
+``WriteClock`` (strictly increasing per ledger object, continued from the newest stored value at
+open). ``delete_thread`` deletes the thread's row in one transaction; its messages, runs and
+pending calls go with it (``ON DELETE CASCADE``), so a crash leaves it wholly present or gone.
 
 A connection that fails (the server is down or restarting) raises ``StoreUnavailable``; the pool
 checks each connection as it hands it out and reconnects in the background, so the ledger recovers
@@ -35,14 +40,27 @@ from psycopg.conninfo import conninfo_to_dict
 
 from awaken.errors import StoreUnavailable
 from awaken.ledger import (
+    ALL_OWNERS,
+    RESTART_CAUSE,
     Commit,
     DuplicateRun,
     Ledger,
+    OwnerFilter,
     PendingCall,
     RunRecord,
+    RunSummary,
+    ThreadPage,
     ThreadRecord,
+    ThreadSummary,
     ThreadView,
     Usage,
+    WriteClock,
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    imported_updated_at,
+    last_run_of,
+    thread_title,
 )
 from awaken.messages import Message, parts_from_json, parts_to_json
 from awaken.runstate import RunStatus
@@ -67,6 +85,15 @@ def _b(text: str) -> bytes:
 
 def _s(data: bytes | memoryview | None) -> str | None:
     return None if data is None else bytes(data).decode("utf-8")
+
+
+def _enc(text: str | None) -> bytes | None:
+    """A free text (title, owner) as stored: UTF-8 bytes, whatever code points it holds."""
+    return None if text is None else text.encode("utf-8", "surrogatepass")
+
+
+def _dec(data: bytes | memoryview | None) -> str | None:
+    return None if data is None else bytes(data).decode("utf-8", "surrogatepass")
 
 
 class PostgresLedger(Ledger):
@@ -106,6 +133,7 @@ class PostgresLedger(Ledger):
         self.connect_timeout = float(connect_timeout)
         self._pool: psycopg_pool.ConnectionPool | None = None
         self._limiter = trio.CapacityLimiter(pool_size)
+        self._clock = WriteClock()
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -151,6 +179,8 @@ class PostgresLedger(Ledger):
             with psycopg.connect(self.dsn, **self._kwargs) as conn:
                 migrate(conn)
                 _recover(conn)
+                row = conn.execute("SELECT coalesce(max(updated_at), 0) FROM threads").fetchone()
+                self._clock.advance_to(row[0])
             try:
                 pool.open(wait=True, timeout=self.connect_timeout)
             except BaseException:
@@ -198,19 +228,6 @@ class PostgresLedger(Ledger):
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         return await self._call(lambda conn: _thread(conn, thread_id))
 
-    async def committed_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
-        wanted = [_b(i) for i in ids]
-        if not wanted:
-            return set()
-
-        def q(conn: psycopg.Connection) -> set[str]:
-            rows = conn.execute(
-                "SELECT id FROM messages WHERE thread_id = %s AND id = ANY(%s)", (_b(thread_id), wanted)
-            )
-            return {_s(r[0]) for r in rows}  # type: ignore[misc]
-
-        return await self._call(q)
-
     async def get_run(self, run_id: str) -> RunRecord | None:
         def q(conn: psycopg.Connection) -> RunRecord | None:
             row = conn.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = %s", (_b(run_id),)).fetchone()
@@ -224,16 +241,6 @@ class PostgresLedger(Ledger):
                 f"SELECT {_RUN_COLS} FROM runs WHERE thread_id = %s ORDER BY created_at, ord", (_b(thread_id),)
             )
             return [_run(r) for r in rows]
-
-        return await self._call(q)
-
-    async def waiting_run(self, thread_id: str) -> RunRecord | None:
-        def q(conn: psycopg.Connection) -> RunRecord | None:
-            row = conn.execute(
-                f"SELECT {_RUN_COLS} FROM runs WHERE thread_id = %s AND status = %s",
-                (_b(thread_id), RunStatus.WAITING.value),
-            ).fetchone()
-            return None if row is None else _run(row)
 
         return await self._call(q)
 
@@ -272,36 +279,46 @@ class PostgresLedger(Ledger):
 
     # -- writes ---------------------------------------------------------------------------------
 
-    async def start_run(self, run: RunRecord, inputs: Sequence[Message]) -> list[Message]:
+    async def start_run(
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+    ) -> list[Message]:
+        title = _enc(thread_title(inputs))
+
         def body(conn: psycopg.Connection) -> list[Message]:
             with conn.transaction():
                 thread_id = _b(run.thread_id)
                 conn.execute(
-                    "INSERT INTO threads (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
-                    (thread_id, run.created_at),
+                    "INSERT INTO threads (id, created_at, owner) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                    (thread_id, run.created_at, _enc(owner)),
                 )
                 if not _insert_run(conn, run):
                     raise DuplicateRun(run.run_id)
                 n = len(inputs)
-                row = conn.execute(  # locks the thread's row and reserves the seqs
-                    "UPDATE threads SET last_seq = last_seq + %s WHERE id = %s RETURNING last_seq", (n, thread_id)
+                row = conn.execute(  # locks the thread's row, reserves the seqs and updates the summary
+                    "UPDATE threads SET last_seq = last_seq + %s, message_count = message_count + %s, "
+                    "title = coalesce(title, %s), agent_id = %s, updated_at = %s WHERE id = %s RETURNING last_seq",
+                    (n, n, title, run.agent_id, self._clock.now(), thread_id),
                 ).fetchone()
                 return _append(conn, run.thread_id, row[0] - n, inputs)
 
         return await self._call(body)
 
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
+        title = _enc(thread_title(commit.messages))
+        now = self._clock.now()
+
         def body(conn: psycopg.Connection) -> list[Message]:
             tid = _b(thread_id)
             with conn.transaction():
                 n = len(commit.messages)
                 # one statement checks the run is the thread's, locks the thread's row (commits to one
-                # thread queue here), reserves the seqs and replaces the state
+                # thread queue here), reserves the seqs, replaces the state and updates the summary
                 row = conn.execute(
-                    "UPDATE threads SET last_seq = last_seq + %s, state = coalesce(%s, state) "
+                    "UPDATE threads SET last_seq = last_seq + %s, message_count = message_count + %s, "
+                    "title = coalesce(title, %s), state = coalesce(%s, state), updated_at = %s "
                     "WHERE id = %s AND EXISTS (SELECT 1 FROM runs WHERE id = %s AND thread_id = %s) "
                     "RETURNING last_seq",
-                    (n, None if commit.state is None else _dumps(commit.state), tid, _b(run_id), tid),
+                    (n, n, title, None if commit.state is None else _dumps(commit.state), now, tid, _b(run_id), tid),
                 ).fetchone()
                 if row is None:
                     raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
@@ -318,7 +335,7 @@ class PostgresLedger(Ledger):
                     "steps = steps + %s WHERE id = %s",
                     (
                         commit.status.value,
-                        _now_ms(),
+                        now,
                         commit.error_code,
                         commit.error_message,
                         commit.cause,
@@ -338,8 +355,13 @@ class PostgresLedger(Ledger):
         runs: Sequence[RunRecord],
         messages: Sequence[Message],
         pending: Sequence[PendingCall],
+        updated_at: int | None = None,
     ) -> None:
         thread_id = thread.thread_id
+        if updated_at is None:
+            updated_at = imported_updated_at(thread, runs, messages)
+        latest = last_run_of(runs)
+        title = _enc(thread_title(sorted(messages, key=lambda m: m.seq)))
         if any(r.thread_id != thread_id for r in runs) or any(p.thread_id != thread_id for p in pending):
             raise ValueError(f"import of thread {thread_id!r}: a run or pending call is of another thread")
         if any(not 0 < m.seq <= thread.last_seq for m in messages):
@@ -351,9 +373,11 @@ class PostgresLedger(Ledger):
             tid = _b(thread_id)
             with conn.transaction():
                 created = conn.execute(
-                    "INSERT INTO threads (id, created_at, state, last_seq) VALUES (%s, %s, %s, %s) "
+                    "INSERT INTO threads (id, created_at, state, last_seq, owner, title, agent_id, updated_at, "
+                    "message_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (id) DO NOTHING RETURNING 1",
-                    (tid, thread.created_at, _dumps(thread.state), thread.last_seq),
+                    (tid, thread.created_at, _dumps(thread.state), thread.last_seq, _enc(thread.owner), title,
+                     latest.agent_id if latest else None, updated_at, len(messages)),
                 ).fetchone()
                 if created is None:
                     raise ValueError(f"thread {thread_id!r} already exists in the ledger")
@@ -369,6 +393,53 @@ class PostgresLedger(Ledger):
                 _insert_pending(conn, pending)
 
         await self._call(body)
+        self._clock.advance_to(updated_at)
+
+    # -- listing and deletion ---------------------------------------------------------------------
+
+    async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
+        def q(conn: psycopg.Connection) -> ThreadSummary | None:
+            row = conn.execute(f"SELECT {_SUMMARY_COLS} FROM threads t WHERE id = %s", (_b(thread_id),)).fetchone()
+            return None if row is None else _summary(row)
+
+        return await self._call(q)
+
+    async def list_thread_summaries(
+        self, owner: OwnerFilter, agent: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> ThreadPage:
+        check_limit(limit)
+        where: list[str] = []
+        args: list[Any] = []
+        if owner is not ALL_OWNERS:
+            where.append("owner IS NOT DISTINCT FROM %s")
+            args.append(_enc(owner))  # type: ignore[arg-type]
+        if agent is not None:
+            where.append("agent_id = %s")
+            args.append(agent)
+        if cursor is not None:
+            after_updated, after_id = decode_cursor(cursor)
+            where.append("(updated_at, id) < (%s, %s)")  # a row value: the index seeks to the cursor
+            args += [after_updated, _b(after_id)]
+        query = (f"SELECT {_SUMMARY_COLS} FROM threads t {'WHERE ' + ' AND '.join(where) if where else ''} "
+                 "ORDER BY updated_at DESC, id DESC LIMIT %s")
+
+        def q(conn: psycopg.Connection) -> ThreadPage:
+            rows = conn.execute(query, (*args, limit + 1)).fetchall()
+            items = tuple(_summary(row) for row in rows[:limit])
+            more = len(rows) > limit
+            return ThreadPage(items, encode_cursor(items[-1].updated_at, items[-1].thread_id) if more else None)
+
+        return await self._call(q)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """One statement, one transaction: the thread's row and, by ``ON DELETE CASCADE``, its messages,
+        runs and pending calls."""
+
+        def body(conn: psycopg.Connection) -> bool:
+            row = conn.execute("DELETE FROM threads WHERE id = %s RETURNING 1", (_b(thread_id),)).fetchone()
+            return row is not None
+
+        return await self._call(body)
 
 
 # -- SQL helpers (run inside a worker thread) -----------------------------------------------------
@@ -384,7 +455,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _recover(conn: psycopg.Connection) -> None:
-    """Runs left ``running`` by a dead process become ``interrupted`` (single-process rule).
+    """Runs left ``running`` by a dead process become ``interrupted``, cause ``server_restart``.
 
     The table lock waits for any transaction still writing runs (a killed client's, being rolled
     back or committed right now), so a run it commits cannot slip past this update.
@@ -392,12 +463,20 @@ def _recover(conn: psycopg.Connection) -> None:
     with conn.transaction():
         conn.execute("LOCK TABLE runs IN SHARE ROW EXCLUSIVE MODE")
         conn.execute(
-            "UPDATE runs SET status = %s, error_code = NULL, updated_at = %s WHERE status = %s",
-            (RunStatus.INTERRUPTED.value, _now_ms(), RunStatus.RUNNING.value),
+            "UPDATE runs SET status = %s, error_code = NULL, cause = %s, updated_at = %s WHERE status = %s",
+            (RunStatus.INTERRUPTED.value, RESTART_CAUSE, _now_ms(), RunStatus.RUNNING.value),
         )
 
 
-_THREAD_COLS = "id, created_at, state, last_seq"
+_THREAD_COLS = "id, created_at, state, last_seq, owner"
+#: a listing row: the thread's summary columns, whether it has pending calls, and its latest run
+_SUMMARY_COLS = (
+    "id, title, agent_id, created_at, updated_at, message_count, owner, "
+    "EXISTS (SELECT 1 FROM pending p WHERE p.thread_id = t.id), "
+    "(SELECT ARRAY[r.id, convert_to(r.status, 'UTF8'), convert_to(r.cause, 'UTF8'), "
+    "convert_to(r.error_code, 'UTF8')] FROM runs r WHERE r.thread_id = t.id ORDER BY r.created_at DESC, r.ord DESC "
+    "LIMIT 1)"
+)
 _MESSAGE_COLS = "id, role, parts, run_id, seq, created_at"
 _PENDING_COLS = "tool_call_id, run_id, thread_id, name, arguments, kind, message_id"
 
@@ -411,7 +490,22 @@ def _pending_call(r: tuple[Any, ...]) -> PendingCall:
 
 
 def _thread_record(row: tuple[Any, ...]) -> ThreadRecord:
-    return ThreadRecord(_s(row[0]), row[1], json.loads(row[2]), row[3])  # type: ignore[arg-type]
+    return ThreadRecord(_s(row[0]), row[1], json.loads(row[2]), row[3], _dec(row[4]))  # type: ignore[arg-type]
+
+
+def _summary(row: tuple[Any, ...]) -> ThreadSummary:
+    run = row[8]
+    return ThreadSummary(
+        thread_id=_s(row[0]),  # type: ignore[arg-type]
+        title=_dec(row[1]),
+        agent_id=row[2],
+        created_at=row[3],
+        updated_at=row[4],
+        message_count=row[5],
+        last_run=None if run is None else RunSummary(_s(run[0]), RunStatus(_s(run[1])), _s(run[2]), _s(run[3])),  # type: ignore[arg-type]
+        waiting=bool(row[7]),
+        owner=_dec(row[6]),
+    )
 
 
 def _thread(conn: psycopg.Connection, thread_id: str) -> ThreadRecord | None:

@@ -11,21 +11,58 @@ which a Postgres ``text`` cannot; they are stored as their UTF-8 bytes in ``byte
 order, as SQLite's ``BINARY`` collation sorts them). JSON bodies (``state``, ``parts``) are ``text``
 as ``json.dumps`` writes it (NUL escaped), never ``jsonb`` (which refuses ``\\u0000``).
 
-Planned, for several server processes on one database (each a later migration): a ``processes``
-table of live servers with a lease, and a per-thread claim row (``thread_claims``: thread id, run id,
-owner process, lease expiry) so "one active run per thread" and recovery of a dead process's runs
-live in the database. Both only add tables; nothing here has to change shape for them.
+A migration is SQL text, or a function of the connection for one that must compute in Python (the
+titles of existing threads).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 import psycopg
+
+from awaken.ledger import thread_title
+from awaken.messages import Message, parts_from_json
 
 #: pg_advisory_xact_lock key serialising schema changes (the bytes of "awkn-sch")
 ADVISORY_KEY = int.from_bytes(b"awkn-sch", "big") & 0x7FFF_FFFF_FFFF_FFFF
 
-#: (version, name, SQL), in order; never edit a released entry
-MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+def _fill_thread_summaries(conn: psycopg.Connection) -> None:
+    """Migration 2: the listing columns of existing threads, computed from their history."""
+    conn.execute(
+        """
+        ALTER TABLE threads ADD COLUMN owner bytea, ADD COLUMN title bytea, ADD COLUMN agent_id text,
+            ADD COLUMN updated_at bigint NOT NULL DEFAULT 0, ADD COLUMN message_count bigint NOT NULL DEFAULT 0;
+        UPDATE threads t SET
+            message_count = (SELECT count(*) FROM messages m WHERE m.thread_id = t.id),
+            updated_at = greatest(t.created_at,
+                                  coalesce((SELECT max(updated_at) FROM runs r WHERE r.thread_id = t.id), 0)),
+            agent_id = (SELECT agent_id FROM runs r WHERE r.thread_id = t.id ORDER BY created_at DESC, ord DESC
+                        LIMIT 1);
+        CREATE INDEX threads_updated ON threads (updated_at, id);
+        CREATE INDEX threads_owner_updated ON threads (owner, updated_at, id);
+        CREATE INDEX threads_agent_updated ON threads (agent_id, updated_at, id);
+        """
+    )
+    titles = []
+    for (thread_id,) in conn.execute("SELECT id FROM threads").fetchall():
+        rows = conn.execute("SELECT parts FROM messages WHERE thread_id = %s AND role = 'user' ORDER BY seq",
+                            (thread_id,))
+        for (parts,) in rows:
+            title = thread_title([Message("", "user", parts_from_json(json.loads(parts)))])
+            if title is not None:
+                titles.append((title.encode("utf-8", "surrogatepass"), thread_id))
+                break
+    if titles:
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE threads SET title = %s WHERE id = %s", titles)
+
+
+Migration = str | Callable[[psycopg.Connection], None]
+
+#: (version, name, SQL or function), in order; never edit a released entry
+MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (
         1,
         "threads, runs, messages and pending calls",
@@ -77,6 +114,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (2, "thread owners and listing summaries", _fill_thread_summaries),
 )
 
 LATEST = MIGRATIONS[-1][0]
@@ -98,7 +136,7 @@ def current_version(conn: psycopg.Connection) -> int:
 def migrate(conn: psycopg.Connection) -> list[int]:
     """Apply every missing migration (``conn`` in autocommit mode); return the versions applied."""
     applied: list[int] = []
-    for version, name, statements in MIGRATIONS:
+    for version, name, step in MIGRATIONS:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_KEY,))
             conn.execute(
@@ -114,7 +152,10 @@ def migrate(conn: psycopg.Connection) -> list[int]:
                 )
             if have >= version:
                 continue
-            conn.execute(statements)
+            if isinstance(step, str):
+                conn.execute(step)
+            else:
+                step(conn)
             conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name))
             applied.append(version)
     return applied

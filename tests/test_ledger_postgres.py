@@ -20,11 +20,12 @@ from awaken.context import build_ledger
 from awaken.errors import ConfigError, StoreUnavailable
 from awaken.ledger import Commit
 from awaken.runstate import RunStatus
+from awaken.testing.harness import check_thread_invariants, run_record, snapshot, step_messages, user
 from storage_backends.postgres_ledger import PostgresLedger
 from storage_backends.postgres_schema import LATEST, MIGRATIONS
 from storage_backends.sqlite_ledger import SqliteLedger
 from tests import pg_cluster
-from tests.ledger_harness import check_thread_invariants, opened, run_record, snapshot, step_messages, user
+from tests.ledger_harness import opened
 
 from .helpers import ROOT, agui_body, default_config_data, live_server, post_agui, types
 
