@@ -176,6 +176,7 @@ def dsn_for(root: Path | str) -> str:
 
 def admin_in(root: Path | str) -> psycopg.Connection:
     """A superuser connection working in the root's schema."""
+    schema = schema_for(root)  # creates the database and the schema on first use
     conn = cluster().admin(DATABASE)
-    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema_for(root))))
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
     return conn

@@ -7,6 +7,7 @@ Everything runs against the session's throwaway cluster (``tests/pg_cluster.py``
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import tomllib
@@ -152,6 +153,31 @@ async def test_a_schema_newer_than_the_code_refuses_to_open(tmp_path: Path) -> N
     write_postgres_config(config, tmp_path)
     refused = await awaken("ledger", "migrate", "--config", str(config))
     assert refused.returncode == 1 and message in refused.stderr.decode()
+
+
+async def test_migration_2_gives_existing_threads_their_summaries(tmp_path: Path) -> None:
+    """A database at schema version 1 with history gets owner-less listing rows computed from it:
+    title (first non-blank user text), agent of the latest run, message count, updated_at."""
+    with pg_cluster.admin_in(tmp_path) as conn:
+        conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+                     " applied_at timestamptz NOT NULL DEFAULT now())")
+        conn.execute(MIGRATIONS[0][2])  # type: ignore[arg-type]
+        conn.execute("INSERT INTO schema_migrations (version, name) VALUES (1, %s)", (MIGRATIONS[0][1],))
+        conn.execute("INSERT INTO threads (id, created_at, last_seq) VALUES ('t', 100, 3)")
+        for run_id, agent, at in (("r1", "planner", 110), ("r2", "writer", 120)):
+            conn.execute("INSERT INTO runs (id, thread_id, agent_id, status, created_at, updated_at) "
+                         "VALUES (%s, 't', %s, 'completed', %s, %s)", (run_id.encode(), agent, at, at + 5))
+        for seq, role, text in ((1, "assistant", "hi"), (2, "user", "  "), (3, "user", " Plan  a\ttrip ")):
+            conn.execute("INSERT INTO messages (thread_id, seq, id, role, parts, created_at) "
+                         "VALUES ('t', %s, %s, %s, %s, 100)",
+                         (seq, f"m{seq}".encode(), role, json.dumps([{"kind": "text", "text": text}])))
+    async with opened("postgres", tmp_path) as ledger:
+        summary = await ledger.thread_summary("t")
+        assert summary is not None
+        assert (summary.title, summary.agent_id, summary.message_count, summary.updated_at, summary.owner) == (
+            "Plan a trip", "writer", 3, 125, None)
+        assert summary.last_run is not None and summary.last_run.run_id == "r2"
+    assert applied_versions(tmp_path) == [v for v, _, _ in MIGRATIONS]
 
 
 async def test_two_ledgers_on_one_database_commit_to_one_thread_in_turn(tmp_path: Path) -> None:
