@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .claims import LocalClaims, ThreadClaims
 from .errors import ConfigError
 from .messages import Message, Usage
 from .runstate import RunStatus
@@ -220,6 +221,15 @@ class DuplicateRun(ValueError):
 
 class Ledger(abc.ABC):
     """The storage plugin boundary. All methods are async and safe to call from many Trio tasks."""
+
+    #: whether several server processes may open this ledger at once (``[server] workers > 1``); a
+    #: backend that says so stores its thread claims where every process sees them (``claims``)
+    shared_by_processes: bool = False
+
+    def claims(self) -> ThreadClaims:
+        """Who may run on a thread now. An embedded ledger (one process owns it) keeps the default:
+        the server's own registry of active runs decides (``LocalClaims``)."""
+        return LocalClaims()
 
     @abc.abstractmethod
     async def open(self) -> None:

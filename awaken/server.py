@@ -24,7 +24,9 @@ Routes:
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -55,9 +57,12 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
     app = QuartTrio(__name__)
     app.config["RESPONSE_TIMEOUT"] = None
 
+    process = f"{socket.gethostname()}:{os.getpid()}"
+
     @app.get("/healthz")
     async def healthz():  # noqa: ANN202
-        return jsonify({"status": "ok"})
+        # which server process answered (several may serve one address: [server] workers)
+        return jsonify({"status": "ok"}), 200, {"x-awaken-process": process}
 
     @app.get("/readyz")
     async def readyz():  # noqa: ANN202

@@ -11,7 +11,10 @@ seqs, so concurrent commits to one thread take seqs in turn; reads that must agr
 share one ``REPEATABLE READ`` snapshot, sent as one pipeline.
 
 ``open`` applies the schema migrations (``postgres_schema``) and then recovers: runs left
-``running`` become ``interrupted`` with cause ``server_restart``.
+``running`` on a thread that no live server process claims become ``interrupted`` with cause
+``server_restart`` (another process's runs are left alone; ``postgres_claims`` interrupts a dead
+process's runs once its lease lapses). Then it registers this process (``claims()``: several server
+processes may share one database).
 
 Each thread row also carries its listing summary (owner, title, agent of the latest run,
 ``updated_at``, message count), kept by the same transactions that write the thread, so a listing
@@ -65,6 +68,7 @@ from awaken.ledger import (
 from awaken.messages import Message, parts_from_json, parts_to_json
 from awaken.runstate import RunStatus
 
+from .postgres_claims import PostgresClaims
 from .postgres_schema import SchemaTooNew, migrate
 
 T = TypeVar("T")
@@ -99,7 +103,11 @@ def _dec(data: bytes | memoryview | None) -> str | None:
 class PostgresLedger(Ledger):
     """``[ledger] backend = "postgres"``; ``path`` is the DSN. Options: ``password_env`` (the name of the
     variable holding the password), ``pool_size`` (connections, default 8), ``connect_timeout``
-    (seconds to wait for a connection before ``StoreUnavailable``, default 5)."""
+    (seconds to wait for a connection before ``StoreUnavailable``, default 5), ``lease_seconds`` (how
+    long a process that stopped renewing its lease keeps its runs before another process interrupts
+    them, default 10)."""
+
+    shared_by_processes = True
 
     def __init__(
         self,
@@ -107,6 +115,7 @@ class PostgresLedger(Ledger):
         password_env: str | None = None,
         pool_size: int = 8,
         connect_timeout: float = 5.0,
+        lease_seconds: float = 10.0,
     ) -> None:
         if not isinstance(path, str) or not path.startswith(("postgresql://", "postgres://")):
             raise ValueError(f"path must be a DSN postgresql://user@host:port/database, not {path!r}")
@@ -128,12 +137,19 @@ class PostgresLedger(Ledger):
             if password is None:
                 raise ValueError(f"the environment variable {password_env} (password_env) is not set")
             self._kwargs["password"] = password
+        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, int | float) or lease_seconds <= 0:
+            raise ValueError(f"lease_seconds must be a positive number of seconds, not {lease_seconds!r}")
         self.dsn = path
         self.pool_size = pool_size
         self.connect_timeout = float(connect_timeout)
         self._pool: psycopg_pool.ConnectionPool | None = None
         self._limiter = trio.CapacityLimiter(pool_size)
         self._clock = WriteClock()
+        self._claims = PostgresClaims(self, float(lease_seconds))
+        self._registered = False
+
+    def claims(self) -> PostgresClaims:
+        return self._claims
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -179,6 +195,7 @@ class PostgresLedger(Ledger):
             with psycopg.connect(self.dsn, **self._kwargs) as conn:
                 migrate(conn)
                 _recover(conn)
+                self._claims.register(conn)
                 row = conn.execute("SELECT coalesce(max(updated_at), 0) FROM threads").fetchone()
                 self._clock.advance_to(row[0])
             try:
@@ -196,6 +213,7 @@ class PostgresLedger(Ledger):
                 f"cannot open the Postgres ledger at {self._where()}: {_one_line(exc)}"
             ) from None
         self._pool = pool
+        self._registered = True
 
     async def migrate(self) -> list[int]:
         """Apply the missing schema migrations without opening the ledger; return their versions."""
@@ -216,9 +234,24 @@ class PostgresLedger(Ledger):
         return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
 
     async def aclose(self) -> None:
+        """Remove this process and its claims (its threads are free at once), then close the pool."""
         pool, self._pool = self._pool, None
-        if pool is not None:
-            await trio.to_thread.run_sync(pool.close, limiter=self._limiter)
+        if pool is None:
+            return
+
+        def close() -> None:
+            try:
+                if self._registered:
+                    with pool.connection(timeout=self.connect_timeout) as conn:
+                        self._claims.unregister(conn)
+            except (psycopg.Error, psycopg_pool.PoolTimeout):
+                pass  # the database is away: the lease lapses and another process cleans up
+            finally:
+                self._registered = False
+                pool.close()
+
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(close, limiter=self._limiter)
 
     async def ping(self) -> None:
         await self._call(lambda conn: conn.execute("SELECT 1").fetchone())
@@ -455,7 +488,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _recover(conn: psycopg.Connection) -> None:
-    """Runs left ``running`` by a dead process become ``interrupted``, cause ``server_restart``.
+    """Runs left ``running`` by a dead process become ``interrupted``, cause ``server_restart``: every
+    running run whose thread no live process (lease not lapsed) claims.
 
     The table lock waits for any transaction still writing runs (a killed client's, being rolled
     back or committed right now), so a run it commits cannot slip past this update.
@@ -463,7 +497,9 @@ def _recover(conn: psycopg.Connection) -> None:
     with conn.transaction():
         conn.execute("LOCK TABLE runs IN SHARE ROW EXCLUSIVE MODE")
         conn.execute(
-            "UPDATE runs SET status = %s, error_code = NULL, cause = %s, updated_at = %s WHERE status = %s",
+            "UPDATE runs SET status = %s, error_code = NULL, cause = %s, updated_at = %s WHERE status = %s "
+            "AND NOT EXISTS (SELECT 1 FROM thread_claims c JOIN processes p ON p.id = c.process_id "
+            "                WHERE c.thread_id = runs.thread_id AND p.lease_until >= now())",
             (RunStatus.INTERRUPTED.value, RESTART_CAUSE, _now_ms(), RunStatus.RUNNING.value),
         )
 

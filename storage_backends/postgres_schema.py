@@ -115,6 +115,25 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
         """,
     ),
     (2, "thread owners and listing summaries", _fill_thread_summaries),
+    (
+        3,
+        "server processes with a lease, and thread claims",
+        """
+        CREATE TABLE processes (
+            id bigint PRIMARY KEY,
+            name text NOT NULL,
+            started_at timestamptz NOT NULL DEFAULT now(),
+            lease_until timestamptz NOT NULL
+        );
+        CREATE TABLE thread_claims (
+            thread_id bytea PRIMARY KEY,
+            process_id bigint NOT NULL,
+            token text NOT NULL,
+            claimed_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX thread_claims_by_process ON thread_claims (process_id);
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

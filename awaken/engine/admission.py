@@ -10,6 +10,12 @@ On exit a run that never reached a committed outcome is committed ``interrupted`
 
 The registry (``active``) is what ``stop`` and a shutdown act on: ``stop(thread_id)`` cancels the
 thread's run with ``Cause.STOPPED`` and returns its committed status.
+
+The claim itself goes through the ledger's ``ThreadClaims`` (``awaken/claims.py``): the registry
+refuses a second run of this process at once, then the claims refuse a thread another server process
+holds (an embedded ledger's ``LocalClaims`` always agree). A run's claim is released when its
+outcome is committed, before its response ends. ``stop`` of a thread another process holds asks
+that process (``request_stop``) and waits until the thread is free.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
 from . import outcome
 from .commit import write
+from .outcome import FINAL_COMMIT_TIMEOUT
 from .policy import superseded
 from .run import AdmittedRun
 
@@ -40,6 +47,8 @@ class RunApplication:
         self.agents = agents
         self.tools = tools
         self._active: dict[str, AdmittedRun] = {}
+        self.claims = ledger.claims()
+        self.claims.live_tokens(lambda: frozenset(r.claim_token for r in self._active.values()))
 
     def is_active(self, thread_id: str) -> bool:
         return thread_id in self._active
@@ -68,6 +77,13 @@ class RunApplication:
         run = AdmittedRun(self, agent, thread_id)
         self._active[thread_id] = run
         try:
+            if not await self.claims.claim(thread_id, run.claim_token):
+                raise InputRejected(
+                    f"thread {thread_id!r} already has an active run on another server process; "
+                    "send the next input when it ends",
+                    code="THREAD_BUSY",
+                )
+            run.claimed = True
             view = await self.ledger.thread_view(thread_id)
             await prepare(run, build(view), view)
             yield run
@@ -75,28 +91,57 @@ class RunApplication:
             try:
                 await outcome.interrupt(run)
             finally:
-                run.settle()
+                await run.settle()
 
     async def stop(self, thread_id: str) -> RunStatus | None:
         """Stop the thread's active run (``Cause.STOPPED``) and wait for its committed outcome.
 
         Returns the status the run ended with (``interrupted``, or the outcome it reached first), or
-        None when nothing runs on the thread. A waiting run is not active: nothing runs for it.
+        None when nothing runs on the thread. A waiting run is not active: nothing runs for it. A run
+        another server process holds is stopped there (``ThreadClaims.request_stop``); this waits
+        until that process released the thread and returns the run's committed status (still
+        ``running`` if it did not stop within the wait).
         """
         run = self._active.get(thread_id)
-        if run is None:
+        if run is not None:
+            run.cancel(Cause.STOPPED)
+            return await run.settled()
+        if await self.claims.request_stop(thread_id) is None:
             return None
-        run.cancel(Cause.STOPPED)
-        return await run.settled()
+        with trio.move_on_after(FINAL_COMMIT_TIMEOUT + REMOTE_STOP_GRACE):
+            # the holder's release is a row in the database: look until it is gone
+            while True:
+                if await self.claims.holder(thread_id) is None:
+                    break
+                await trio.sleep(REMOTE_POLL_SECONDS)
+        runs = await self.ledger.list_runs(thread_id)
+        return runs[-1].status if runs else None
+
+    async def stop_local(self, thread_id: str) -> None:
+        """Another process asked to stop this thread's run (a no-op when it is not running here)."""
+        run = self._active.get(thread_id)
+        if run is not None:
+            run.cancel(Cause.STOPPED)
+            await run.settled()
 
     def shutting_down(self) -> None:
         """The server is shutting down: a run cancelled from now on is interrupted for ``shutdown``."""
         for run in list(self._active.values()):
             run.blame(Cause.SHUTDOWN)
 
-    def _release(self, run: AdmittedRun) -> None:
+    async def _release(self, run: AdmittedRun) -> None:
         if self._active.get(run.thread_id) is run:
             del self._active[run.thread_id]
+        if run.claimed:
+            run.claimed = False
+            with trio.move_on_after(FINAL_COMMIT_TIMEOUT, shield=True):
+                await self.claims.release(run.thread_id, run.claim_token)
+
+
+#: how long ``stop`` waits, beyond a final commit's bound, for another process to free the thread
+REMOTE_STOP_GRACE = 3.0
+#: how often ``stop`` looks whether another process freed the thread
+REMOTE_POLL_SECONDS = 0.05
 
 
 async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> None:

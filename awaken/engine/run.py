@@ -18,7 +18,7 @@ import trio
 from ..errors import AwakenError, InputRejected
 from ..events import RunStarted
 from ..messages import Message, Usage
-from ..protocol import RunRequest, Sink, ToolDecision
+from ..protocol import RunRequest, Sink, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
 from . import commit, outcome, policy, steps
 
@@ -33,9 +33,9 @@ log = logging.getLogger("awaken.engine")
 class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
-    __slots__ = ("_cause", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "decided",
-                 "history", "ledger", "remaining", "request", "resumed", "run_id", "start", "start_error", "state",
-                 "status", "steps_done", "thread_id", "usage")
+    __slots__ = ("_cause", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "claim_token",
+                 "claimed", "decided", "history", "ledger", "remaining", "request", "resumed", "run_id", "start",
+                 "start_error", "state", "status", "steps_done", "thread_id", "usage")
 
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
         self.app = app
@@ -44,6 +44,9 @@ class AdmittedRun:
         self.request = RunRequest(thread_id, agent.id)
         self.thread_id = thread_id
         self.run_id = ""
+        #: this run's claim on the thread (``ThreadClaims``): its token, and whether it is held
+        self.claim_token = new_id("claim")
+        self.claimed = False
         #: the run's committed status, as far as this process wrote it
         self.status = RunStatus.RUNNING
         self.resumed = False
@@ -121,7 +124,7 @@ class AdmittedRun:
             log.exception("run %s failed", self.run_id)
             await outcome.fail(self, sink, "INTERNAL_ERROR", "the server failed while running the agent")
         finally:
-            self.release()
+            await self.release()
             if self.status is not RunStatus.RUNNING:
                 self._settled.set()
 
@@ -131,12 +134,12 @@ class AdmittedRun:
             await self.start.wait()
         return self.start_error is None
 
-    def release(self) -> None:
-        """Free the thread (a no-op after the first call)."""
+    async def release(self) -> None:
+        """Free the thread (a no-op after the first call); shielded, so a cancellation cannot skip it."""
         if not self._released:
             self._released = True
-            self.app._release(self)
+            await self.app._release(self)
 
-    def settle(self) -> None:
-        self.release()
+    async def settle(self) -> None:
+        await self.release()
         self._settled.set()
