@@ -49,7 +49,7 @@ def postgres_config(path: Path, root: Path, workers: int = 1) -> Path:
         f'password_env = "{pg_cluster.PASSWORD_ENV}"',
         f'password_env = "{pg_cluster.PASSWORD_ENV}", lease_seconds = {LEASE_SECONDS}')
     if workers > 1:
-        text = text.replace("[server]\n", f"[server]\nworkers = {workers}\n", 1)
+        text = text.replace("\nworkers = 1\n", f"\nworkers = {workers}\n", 1)
     path.write_text(text)
     return path
 
@@ -216,7 +216,7 @@ async def test_workers_run_several_processes_on_one_address(tmp_path: Path) -> N
 async def test_an_embedded_ledger_refuses_workers_with_one_line(tmp_path: Path, backend: str) -> None:
     config = tmp_path / "c.toml"
     write_config(config, backend, str(tmp_path / "store"))
-    config.write_text(config.read_text().replace("[server]\n", "[server]\nworkers = 2\n", 1))
+    config.write_text(config.read_text().replace("\nworkers = 1\n", "\nworkers = 2\n", 1))
     done = await trio.run_process([sys.executable, "-m", "awaken", "serve", "--config", str(config)],
                                   capture_stdout=True, capture_stderr=True, check=False)
     assert done.returncode == 2
