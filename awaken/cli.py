@@ -49,7 +49,9 @@ async def serve(config: AppConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> N
                     ctx.app.shutting_down()  # a run the graceful timeout cuts off is interrupted for it
                     return
 
-            async with trio.open_nursery() as nursery:
+            # runs execute in the server's own nursery (they may outlive their connection); leaving it
+            # after hypercorn's graceful shutdown interrupts what still runs for ``shutdown``
+            async with ctx.app.hosting(), trio.open_nursery() as nursery:
                 binds = await nursery.start(
                     lambda task_status=trio.TASK_STATUS_IGNORED: hypercorn_serve(
                         build_asgi(ctx), hypercorn_config(config), shutdown_trigger=shutdown_trigger,

@@ -31,6 +31,7 @@ from .errors import ConfigError
 from .models.providers import provider_class, resolve_model
 
 Permission = Literal["allow", "ask", "deny"]
+OnDisconnect = Literal["cancel", "continue"]
 
 
 @attrs.frozen
@@ -40,6 +41,8 @@ class ServerConfig:
     keepalive_seconds: float = 15.0
     #: bytes a slow reader may leave unsent before the connection is dropped (and the run interrupted)
     max_buffered_bytes: int = 4 * 1024 * 1024
+    #: bytes of encoded events each active run keeps per protocol for watchers that join late (rejoin)
+    replay_bytes: int = 1024 * 1024
     #: seconds between WebSocket pings
     ws_ping_seconds: float = 20.0
     #: seconds a shutdown waits for streams to end
@@ -83,6 +86,9 @@ class AgentConfig:
     max_steps: int = 8
     #: overrides of its provider's ``[providers.<name>]`` table for this agent (validated by the provider)
     provider: dict[str, Any] | None = None
+    #: what a run does when the connection that started it goes: ``cancel`` (interrupted, ``client_gone``)
+    #: or ``continue`` (it runs on to its committed outcome in the server's nursery; rejoinable)
+    on_disconnect: OnDisconnect = "cancel"
 
 
 @attrs.frozen
