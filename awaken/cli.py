@@ -56,7 +56,9 @@ async def serve(config: AppConfig, worker_fd: int | None = None, *,
                     ctx.app.shutting_down()  # a run the graceful timeout cuts off is interrupted for it
                     return
 
-            async with trio.open_nursery() as nursery:
+            # runs execute in the server's own nursery (they may outlive their connection); leaving it
+            # after hypercorn's graceful shutdown interrupts what still runs for ``shutdown``
+            async with ctx.app.hosting(), trio.open_nursery() as nursery:
                 await nursery.start(ctx.run_mcp)
                 await nursery.start(ctx.run_claims)
 
