@@ -26,7 +26,7 @@ from .auth.principal import PRINCIPAL_KEY, Principal
 from .broadcast import Channel, RunBroadcast, parse_position, position
 from .context import ServerContext
 from .encoding import text_payload
-from .errors import AwakenError, InputRejected
+from .errors import AwakenError, InputRejected, StoreUnavailable
 from .exchange import DETACHED, Deliver
 from .ledger import Ledger
 from .protocol import Protocol
@@ -40,6 +40,22 @@ class Forbidden(AwakenError):
 
 
 Producer = Callable[[Deliver], Awaitable[None]]
+
+
+async def _held_elsewhere(ctx: ServerContext, thread_id: str, principal: Principal | None) -> str | None:
+    """The server process (``host:pid``) whose run holds the thread, when it is not this one and the
+    caller may watch the thread (several processes on one database); None otherwise."""
+    try:
+        holder = await ctx.app.claims.holder(thread_id)
+        if holder is None or holder == ctx.app.claims.process_id:
+            return None
+        thread = await ctx.ledger.get_thread(thread_id)
+    except StoreUnavailable:
+        return None
+    owner = thread.owner if thread is not None else None
+    if principal is None:
+        return holder if owner is None else None
+    return holder if principal.is_admin or (principal.subject is not None and principal.subject == owner) else None
 
 
 def may_watch(principal: Principal | None, broadcast: RunBroadcast) -> bool:
@@ -132,6 +148,13 @@ def rejoin_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
             await sse.send_once(send, json_headers, _error_body(exc.code, exc.message), 400)
             return
         if produce is None:
+            elsewhere = await _held_elsewhere(ctx, params["thread"], scope.get(PRINCIPAL_KEY))
+            if elsewhere is not None:
+                await sse.send_once(send, json_headers, _error_body(
+                    "RUN_ON_OTHER_PROCESS",
+                    f"the run on this thread streams on server process {elsewhere}; rejoin through that process"),
+                    409)
+                return
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return

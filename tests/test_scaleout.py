@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -103,8 +104,9 @@ async def status_becomes(root: Path, run_id: str, status: str, seconds: float) -
 
 
 async def test_one_active_run_per_thread_across_processes(tmp_path: Path) -> None:
-    """While a run streams on process A, input for its thread on process B is THREAD_BUSY; once it
-    ended, B runs on the thread, and both processes show the same history."""
+    """While a run streams on process A, input for its thread on process B is THREAD_BUSY and a rejoin
+    through B names process A; once the run ended, B runs on the thread, and both processes show the
+    same history."""
     config = postgres_config(tmp_path / "pg.toml", tmp_path)
     async with (awaken_serve(config, tmp_path / "a.log") as a, awaken_serve(config, tmp_path / "b.log") as b,
                 httpx.AsyncClient(base_url=a.url, timeout=30) as on_a,
@@ -117,8 +119,15 @@ async def test_one_active_run_per_thread_across_processes(tmp_path: Path) -> Non
             assert refused == [{"type": "RUN_ERROR", "code": "THREAD_BUSY", "message":
                                 "thread 't' already has an active run on another server process; "
                                 "send the next input when it ends"}]
+            # rejoining through B says which process streams the run; A itself streams it
+            elsewhere = await on_b.get("/v1/ag-ui/threads/t/stream")
+            assert elsewhere.status_code == 409
+            assert elsewhere.json() == {"error": {"code": "RUN_ON_OTHER_PROCESS", "message":
+                                        f"the run on this thread streams on server process "
+                                        f"{socket.gethostname()}:{a.proc.pid}; rejoin through that process"}}
             await release_on(a, "g")
             await read_until(lines, "RUN_FINISHED")
+        assert (await on_b.get("/v1/ag-ui/threads/t/stream")).status_code == 204  # nothing runs now
         again = await post_agui(on_b, agui_body("t", "r-b", [user("ub", "me too")]))
         assert types(again)[-1] == "RUN_FINISHED" and text_of(again) == 'You said: "me too".'
         seen = [(await c.get("/v1/ag-ui/threads/t/messages")).json()["items"] for c in (on_a, on_b)]
