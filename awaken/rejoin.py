@@ -3,7 +3,7 @@
 
 ``watch_thread`` is the one entry point (the SSE routes here use it, and so can any other route
 that rejoins, e.g. a CopilotKit ``connect``): it finds the thread's active run, checks that the
-caller may watch it (the owner who started it, or an admin), and returns a producer that streams
+caller may watch it (the subject who started the run, the thread's stored owner, or an admin), and returns a producer that streams
 the run's events in the protocol's encoding to a transport's ``deliver(position, payload)``:
 
 * from the position after ``after`` (``Last-Event-ID``), or from the run's first event without one;
@@ -42,14 +42,17 @@ class Forbidden(AwakenError):
 Producer = Callable[[Deliver], Awaitable[None]]
 
 
-def may_watch(principal: Principal | None, broadcast: RunBroadcast) -> bool:
-    """Only the subject who started the run, or an admin (auth off: everyone is), may watch it."""
+def may_watch(principal: Principal | None, broadcast: RunBroadcast, thread_owner: str | None = None) -> bool:
+    """Only the subject who started the run, the thread's stored owner (``ThreadRecord.owner``), or an
+    admin may watch it; with authentication off (no principal) everyone may, as for every route."""
     if principal is None:
         return broadcast.owner is None
-    return principal.is_admin or (principal.subject is not None and principal.subject == broadcast.owner)
+    if principal.is_admin:
+        return True
+    return principal.subject is not None and principal.subject in (broadcast.owner, thread_owner)
 
 
-def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, principal: Principal | None,
+async def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, principal: Principal | None,
                  last_event_id: str | None = None) -> Producer | None:
     """The producer that streams ``thread_id``'s active run from ``last_event_id`` (None: its start),
     or None when nothing runs on the thread. Raises ``Forbidden`` for a caller who may not watch it
@@ -58,7 +61,8 @@ def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, princip
     broadcast = run.broadcast if run is not None else None
     if broadcast is None or broadcast.closed:
         return None
-    if not may_watch(principal, broadcast):
+    thread = await ctx.ledger.get_thread(thread_id) if principal is not None else None
+    if not may_watch(principal, broadcast, thread.owner if thread is not None else None):
         raise Forbidden("only the thread's owner or an admin may watch its run")
     after = 0
     if last_event_id:
@@ -123,7 +127,7 @@ def rejoin_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
                     params: dict[str, str]) -> None:
         json_headers = [(b"content-type", b"application/json")]
         try:
-            produce = watch_thread(ctx, protocol, params["thread"], scope.get(PRINCIPAL_KEY),
+            produce = await watch_thread(ctx, protocol, params["thread"], scope.get(PRINCIPAL_KEY),
                                    _header(scope, b"last-event-id"))
         except Forbidden as exc:
             await sse.send_once(send, json_headers, _error_body(exc.code, exc.message), 403)

@@ -13,7 +13,9 @@ import orjson
 import pytest
 import trio
 
+from awaken.ledger import Commit
 from awaken.runstate import RunStatus
+from awaken.testing.harness import assistant, run_record, user
 
 from .helpers import agui_body, default_config_data, live_server, make_config
 from .plugins import gate
@@ -261,3 +263,32 @@ async def test_only_the_owner_or_an_admin_may_rejoin(tmp_path, monkeypatch):
                     assert frames_of(await own.aread())[-1][1]["type"] == "RUN_FINISHED"
                 assert frames_of(await watched.aread())[-1][1]["type"] == "RUN_FINISHED"
             await context.__aexit__(None, None, None)
+
+
+async def test_the_threads_stored_owner_may_rejoin_a_run_an_admin_started_on_it(tmp_path, monkeypatch):
+    keys = {"AWAKEN_TEST_ALICE_KEY": "alice-key-0123456789abcdef", "AWAKEN_TEST_BOB_KEY": "bob-key-0123456789abcdef",
+            "AWAKEN_TEST_OPS_KEY": "ops-key-0123456789abcdef"}
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+
+    def auth(env: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {keys[env]}"}
+
+    async with live_server(rejoin_config(tmp_path, auth={"mode": "tokens", "tokens": TOKENS})) as server:
+        async with server.client(headers=auth("AWAKEN_TEST_ALICE_KEY")) as alice:
+            # alice's thread, as the ledger stores it at its first run's first write
+            ledger = server.ctx.ledger
+            await ledger.start_run(run_record("run-first", "t-stored"), [user("u0", run_id="run-first")], owner="alice")
+            await ledger.commit("t-stored", "run-first",
+                                Commit(status=RunStatus.COMPLETED, messages=(assistant("a0", run_id="run-first"),)))
+            assert (await ledger.get_thread("t-stored")).owner == "alice"
+            async with server.client(headers=auth("AWAKEN_TEST_OPS_KEY")) as ops:
+                _, context = await start_held(ops, "detached", "t-stored", "so1")
+                assert server.ctx.app.active("t-stored").broadcast.owner == "ops"
+                async with server.client(headers=auth("AWAKEN_TEST_BOB_KEY")) as bob:
+                    assert (await bob.get("/v1/ag-ui/threads/t-stored/stream")).status_code == 403
+                async with alice.stream("GET", "/v1/ag-ui/threads/t-stored/stream") as own:
+                    assert own.status_code == 200
+                    gate.open_gate("so1")
+                    assert frames_of(await own.aread())[-1][1]["type"] == "RUN_FINISHED"
+                await context.__aexit__(None, None, None)
