@@ -80,7 +80,7 @@ async def exchange(
         def build(view: ThreadView) -> RunRequest:
             return protocol.to_run_request(parsed, thread_id, agent, view)
 
-        async with ctx.app.admit(thread_id, agent, build) as run:
+        async with ctx.app.admit(thread_id, agent, build, protocol.asks(parsed)) as run:
 
             async def produce(emit: Emit) -> None:
                 await run.execute(make_sink(encoder, emit))

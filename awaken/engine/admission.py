@@ -23,7 +23,7 @@ import trio
 from ..agents import AgentRegistry
 from ..errors import InputRejected
 from ..ledger import Commit, Ledger, PendingCall, ThreadView
-from ..protocol import RunRequest, ToolDecision, new_id
+from ..protocol import Asks, RunRequest, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
 from . import outcome
@@ -50,14 +50,17 @@ class RunApplication:
 
     @contextlib.asynccontextmanager
     async def admit(
-        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest]
+        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+        asks: Asks | None = None,
     ) -> AsyncIterator[AdmittedRun]:
         """Admit a request or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
 
         The thread is reserved first; then its committed view is read once and handed to ``build``
         (the adapter's pure dedup: replayed history out, new input and decisions in); then the run is
         prepared against that same view. A fresh run costs one ledger read and one write before its
-        first byte. On exit, a run that never reached a committed outcome is committed ``interrupted``.
+        first byte. With ``asks`` (the ids ``build`` will ask about) the read is bounded: the
+        thread's latest ``history_messages`` (the agent's history budget), its pending calls and the
+        answers for those ids (``Ledger.admission_view``), so its cost does not grow with the thread. On exit, a run that never reached a committed outcome is committed ``interrupted``.
         """
         agent = self.agents.get(agent_id)
         if thread_id in self._active:
@@ -68,7 +71,11 @@ class RunApplication:
         run = AdmittedRun(self, agent, thread_id)
         self._active[thread_id] = run
         try:
-            view = await self.ledger.thread_view(thread_id)
+            if asks is None:
+                view = await self.ledger.thread_view(thread_id)
+            else:
+                view = await self.ledger.admission_view(thread_id, asks.message_ids, asks.calls,
+                                                        agent.config.history_messages)
             await prepare(run, build(view), view)
             yield run
         finally:

@@ -21,7 +21,7 @@ from ..events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from ..ledger import Commit
+from ..ledger import Commit, model_window
 from ..messages import Message, ReasoningPart, TextPart, ToolCallPart, Usage
 from ..models import ModelRequest
 from ..protocol import Sink, new_id
@@ -45,7 +45,8 @@ async def step_loop(run: AdmittedRun, sink: Sink) -> None:
         sink(StepStarted(step))
         builder = StepBuilder(sink, run.answer_message_id if run.steps_done == 0 else new_id("msg"),
                               used_call_ids(run))
-        request = ModelRequest(agent.config.system_prompt, tuple(run.history), agent.tools)
+        request = ModelRequest(agent.config.system_prompt, model_window(run.history, agent.config.history_messages),
+                               agent.tools)
         await agent.model.stream(request, builder)
         builder.close()
         calls = builder.finish_calls()
@@ -77,8 +78,10 @@ async def step_loop(run: AdmittedRun, sink: Sink) -> None:
 
 
 def used_call_ids(run: AdmittedRun) -> set[str]:
-    """Tool call ids already on the thread: a provider that reuses ids (``call_0`` every turn)
-    gets fresh ones, because results, pending calls and clients key on them thread-wide."""
+    """Tool call ids already on the thread as far as the run read it (its history budget): a provider
+    that reuses ids (``call_0`` every turn) gets fresh ones, because results, pending calls and
+    clients key on them thread-wide. (An id reused from beyond the budget is caught before the step
+    commits: see ``check_call_ids``.)"""
     return {c.tool_call_id for m in run.history for c in m.tool_calls}
 
 
