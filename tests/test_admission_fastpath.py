@@ -127,7 +127,7 @@ def test_the_fast_path_admits_exactly_what_the_plain_path_admits(backend, plan, 
                 plain = await ledger.thread_view("t")
                 for protocol, make in ((AGUI, agui_request), (AISDK, aisdk_request)):
                     for _ in range(3):
-                        parsed = data.draw(st.composite(lambda draw: make(draw, ids, calls))())
+                        parsed = data.draw(st.composite(lambda draw, make=make: make(draw, ids, calls))())
                         asks = protocol.asks(parsed)
                         assert asks is not None
                         fast = await ledger.admission_view("t", asks.message_ids, asks.calls, tail)
