@@ -13,8 +13,6 @@ from awaken.testing.crash import *  # noqa: F403 - the crash test and its fixtur
 from awaken.testing.harness import LedgerFactory
 from tests.ledger_harness import BACKENDS
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # hundreds of child processes killed at random instants
-
 
 @pytest.fixture(params=list(BACKENDS))
 def backend(request: pytest.FixtureRequest) -> str:

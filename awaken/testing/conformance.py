@@ -793,8 +793,8 @@ async def test_a_new_thread_belongs_to_the_subject_that_started_it(
         await ledger.start_run(run_record("r2", "mine"), [user("u2")], owner="bob")
         await ledger.start_run(run_record("r3", "mine"), [user("u3")])
         await ledger.start_run(run_record("r4", "nobody's"), [user("u1")])
-        for thread_id, run_id in (("mine", "r1"), ("mine", "r2"), ("mine", "r3"), ("nobody's", "r4")):
-            await ledger.commit(thread_id, run_id, Commit(RunStatus.COMPLETED))  # none left for recovery
+        for n, thread_id in ((1, "mine"), (2, "mine"), (3, "mine"), (4, "nobody's")):
+            await ledger.commit(thread_id, f"r{n}", Commit(RunStatus.COMPLETED))  # none left to recover
         before = await snapshot(ledger)
     async with opened(ledger_factory, tmp_path) as ledger:
         assert await snapshot(ledger) == before

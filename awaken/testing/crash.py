@@ -121,6 +121,8 @@ async def run_and_kill(
     return acks
 
 
+@pytest.mark.slow  # child processes killed at random instants
+@pytest.mark.timeout(300)
 async def test_sigkill_at_random_instants_loses_nothing_acknowledged(
     ledger_factory: LedgerFactory,
     tmp_path: Path,
@@ -163,6 +165,8 @@ def crash_delete_kills(crash_kills: int) -> int:
     return max(10, crash_kills // 3)
 
 
+@pytest.mark.slow  # child processes killed at random instants
+@pytest.mark.timeout(300)
 async def test_sigkill_mid_delete_leaves_the_thread_wholly_present_or_wholly_gone(
     ledger_factory: LedgerFactory, tmp_path: Path, crash_delete_kills: int
 ) -> None:
