@@ -46,6 +46,11 @@ CODES: dict[str, tuple[str, str]] = {
     "STEP_LIMIT": ("run", "The agent reached its step limit without finishing."),
     "STORE_UNAVAILABLE": ("run", "The ledger could not be read or written; nothing partial was committed."),
     "INTERNAL_ERROR": ("run", "An unexpected server error; the run was stopped."),
+    "STOPPED": (
+        "run",
+        "The run was stopped by POST /v1/threads/{id}/stop and committed interrupted with cause stopped "
+        "(AG-UI ends the stream with RUN_ERROR carrying this code; the AI SDK stream ends with abort).",
+    ),
 }
 
 

@@ -4,7 +4,9 @@
 ``Transport`` (SSE, WebSocket: frames bytes) and the engine (``RunApplication``). It is the only
 place that admits runs for a wire: refusals become the protocol's refusal stream (no run started,
 nothing committed); admitted runs stream until their committed outcome, and the protocol's
-``closing`` follows a stream that ended with its terminal event.
+``closing`` follows a stream that ended with its terminal event. A thread the caller may not see
+(another user's) is refused as not found: HTTP 404 with the JSON error the read routes give, or on
+a socket, which has no status per request, the refusal stream with code ``UNKNOWN_THREAD``.
 
 The transports know nothing of this module: ``sse_route``/``ws_route`` hand them what to run.
 """
@@ -16,9 +18,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from typing import Protocol as TypingProtocol
 
+from .auth import Principal, principal_of
 from .context import ServerContext
 from .encoding import EncoderBase, EncoderMisuse, WireEvent
-from .errors import InputRejected, StoreUnavailable
+from .errors import AwakenError, InputRejected, StoreUnavailable, UnknownThread
 from .events import AgentEvent, RunFailed
 from .ledger import ThreadView
 from .protocol import Protocol, RunRequest, Sink, new_id
@@ -39,6 +42,10 @@ class Transport(TypingProtocol):
 
     async def reject(self, wire: list[WireEvent]) -> None:
         """Write a whole refusal stream."""
+
+    async def not_found(self, error: AwakenError, wire: list[WireEvent]) -> None:
+        """Refuse a request naming a thread the caller may not see: ``error`` where the transport has a
+        status (HTTP 404 and its JSON), else the refusal stream ``wire``."""
 
 
 def make_sink(encoder: EncoderBase, emit: Emit) -> Sink:
@@ -66,6 +73,7 @@ async def exchange(
     body: bytes | None,
     content_type: str | None,
     agent_id: str | None,
+    principal: Principal,
 ) -> None:
     """Serve one request body (None: larger than ``MAX_BODY``) as one stream on ``transport``."""
     encoder = protocol.encoder(None)
@@ -80,7 +88,7 @@ async def exchange(
         def build(view: ThreadView) -> RunRequest:
             return protocol.to_run_request(parsed, thread_id, agent, view)
 
-        async with ctx.app.admit(thread_id, agent, build) as run:
+        async with ctx.app.admit(thread_id, agent, build, principal) as run:
 
             async def produce(emit: Emit) -> None:
                 await run.execute(make_sink(encoder, emit))
@@ -88,6 +96,8 @@ async def exchange(
                     emit(closing)
 
             await transport.stream(produce, run)
+    except UnknownThread as exc:
+        await transport.not_found(exc, protocol.refusal(exc.code, exc.message, encoder))
     except (InputRejected, StoreUnavailable) as exc:
         await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
 
@@ -109,7 +119,7 @@ async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, rece
         body = await sse.read_body(receive, MAX_BODY)
     except sse.ClientGone:
         return
-    await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id)
+    await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, principal_of(scope))
 
 
 def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
@@ -126,10 +136,11 @@ async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, r
                           send: ws.ASGISend, agent_id: str | None) -> None:
     """Accept one websocket and serve ``protocol`` requests on it until either side closes it."""
     server = ctx.config.server
+    principal = principal_of(scope)
 
     async def handle(request: ws.RequestStream, body: bytes) -> None:
         await exchange(ctx, protocol, request, body if len(body) <= MAX_BODY else None, ws.CONTENT_TYPE,
-                       agent_id)
+                       agent_id, principal)
 
     await ws.serve_websocket(scope, receive, send, handle, protocol.refusal, ping_seconds=server.ws_ping_seconds,
                              max_buffered=server.max_buffered_bytes)

@@ -10,6 +10,12 @@ On exit a run that never reached a committed outcome is committed ``interrupted`
 
 The registry (``active``) is what ``stop`` and a shutdown act on: ``stop(thread_id)`` cancels the
 thread's run with ``Cause.STOPPED`` and returns its committed status.
+
+Ownership: a thread belongs to the subject that started it (written with its first run). ``admit``
+is where runs check it, for every protocol and transport: a caller the thread is not visible to
+(``Principal.may_see``) gets ``UnknownThread``, exactly what a thread that does not exist gives the
+read routes, before anything else is said about it (not even ``THREAD_BUSY``). ``owner_of`` answers
+the same question for the routes that are not runs (``awaken/access.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import attrs
 import trio
 
 from ..agents import AgentRegistry
-from ..errors import InputRejected
+from ..auth.principal import ANONYMOUS, Principal
+from ..errors import InputRejected, UnknownThread
 from ..ledger import Commit, Ledger, PendingCall, ThreadView
 from ..protocol import RunRequest, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
@@ -48,9 +55,22 @@ class RunApplication:
         """The run that holds ``thread_id`` now, if any."""
         return self._active.get(thread_id)
 
+    async def owner_of(self, thread_id: str) -> tuple[bool, str | None]:
+        """``(exists, owner)`` of a thread: committed, or being started by an active run right now."""
+        run = self._active.get(thread_id)
+        if run is not None and run.owner_known:
+            return True, run.owner
+        thread = await self.ledger.get_thread(thread_id)
+        if thread is not None:
+            return True, thread.owner
+        if run is not None:  # admission is still reading the thread: whoever asks next sees it soon
+            return True, run.owner
+        return False, None
+
     @contextlib.asynccontextmanager
     async def admit(
-        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest]
+        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+        principal: Principal = ANONYMOUS,
     ) -> AsyncIterator[AdmittedRun]:
         """Admit a request or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
 
@@ -58,17 +78,29 @@ class RunApplication:
         (the adapter's pure dedup: replayed history out, new input and decisions in); then the run is
         prepared against that same view. A fresh run costs one ledger read and one write before its
         first byte. On exit, a run that never reached a committed outcome is committed ``interrupted``.
+
+        A thread ``principal`` may not see raises ``UnknownThread``; a new thread will belong to
+        ``principal.subject``.
         """
         agent = self.agents.get(agent_id)
         if thread_id in self._active:
+            exists, owner = await self.owner_of(thread_id)
+            if exists and not principal.may_see(owner):
+                raise UnknownThread(f"no thread {thread_id!r}")
             raise InputRejected(
                 f"thread {thread_id!r} already has an active run; send the next input when it ends",
                 code="THREAD_BUSY",
             )
         run = AdmittedRun(self, agent, thread_id)
+        run.owner = principal.subject
         self._active[thread_id] = run
         try:
             view = await self.ledger.thread_view(thread_id)
+            if view.thread is not None:
+                run.owner = view.thread.owner
+            run.owner_known = True
+            if not principal.may_see(run.owner):
+                raise UnknownThread(f"no thread {thread_id!r}")
             await prepare(run, build(view), view)
             yield run
         finally:
