@@ -47,6 +47,8 @@ class RunApplication:
         self.agents = agents
         self.tools = tools
         self._active: dict[str, AdmittedRun] = {}
+        #: threads being deleted: no run is admitted on them meanwhile
+        self._deleting: set[str] = set()
 
     def is_active(self, thread_id: str) -> bool:
         return thread_id in self._active
@@ -83,7 +85,7 @@ class RunApplication:
         ``principal.subject``.
         """
         agent = self.agents.get(agent_id)
-        if thread_id in self._active:
+        if thread_id in self._active or thread_id in self._deleting:
             exists, owner = await self.owner_of(thread_id)
             if exists and not principal.may_see(owner):
                 raise UnknownThread(f"no thread {thread_id!r}")
@@ -120,6 +122,18 @@ class RunApplication:
             return None
         run.cancel(Cause.STOPPED)
         return await run.settled()
+
+    async def delete(self, thread_id: str) -> bool:
+        """Delete the thread from the ledger (False: there was none), holding it so that no run is
+        admitted meanwhile. Raises ``InputRejected`` ``THREAD_BUSY`` while a run is active on it."""
+        if thread_id in self._active or thread_id in self._deleting:
+            raise InputRejected(f"thread {thread_id!r} has an active run; stop it first (POST /v1/threads/{{id}}/stop)",
+                                code="THREAD_BUSY")
+        self._deleting.add(thread_id)
+        try:
+            return await self.ledger.delete_thread(thread_id)
+        finally:
+            self._deleting.discard(thread_id)
 
     def shutting_down(self) -> None:
         """The server is shutting down: a run cancelled from now on is interrupted for ``shutdown``."""
