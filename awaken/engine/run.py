@@ -24,6 +24,7 @@ from . import commit, outcome, policy, steps
 
 if TYPE_CHECKING:
     from ..agents import Agent
+    from ..broadcast import RunBroadcast
     from ..ledger import PendingCall
     from .admission import RunApplication
 
@@ -33,7 +34,8 @@ log = logging.getLogger("awaken.engine")
 class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
-    __slots__ = ("_cause", "_released", "_scope", "_settled", "_streamed", "owner", "owner_known", "agent", "answer_message_id", "app", "decided",
+    __slots__ = ("_cause", "_released", "_scope", "_settled", "_streamed", "agent", "answer_message_id", "app",
+                 "broadcast", "decided", "owner", "owner_known",
                  "history", "ledger", "remaining", "request", "resumed", "run_id", "start", "start_error", "state",
                  "status", "steps_done", "thread_id", "usage")
 
@@ -58,6 +60,8 @@ class AdmittedRun:
         #: the decided calls of a resume, in pending order, applied when the stream starts
         self.decided: list[tuple[PendingCall, ToolDecision]] = []
         self.remaining: list[PendingCall] = []
+        #: the run's output for every watcher (set by ``RunApplication.launch``; None when executed bare)
+        self.broadcast: RunBroadcast | None = None
         self._scope = trio.CancelScope()
         self._cause: Cause | None = None
         self._released = False
