@@ -45,7 +45,7 @@ async def write_start(run: AdmittedRun) -> None:
             for _attempt in range(3):
                 record = RunRecord(run.run_id, run.thread_id, run.agent.id, RunStatus.RUNNING, now, now)
                 try:
-                    committed = await run.ledger.start_run(record, inputs)
+                    committed = await run.ledger.start_run(record, inputs, owner=run.owner)
                     break
                 except DuplicateRun:  # the client reused a run id: the ledger gets a fresh one
                     run.run_id = new_id("run")

@@ -333,6 +333,10 @@ class RequestStream:
         self.emit(wire)
         self.finish()
 
+    async def not_found(self, error: Any, wire: list[WireEvent]) -> None:
+        """A socket has no status per request: the refusal stream says ``UNKNOWN_THREAD``."""
+        await self.reject(wire)
+
     def cancel(self, cause: Cause | None) -> None:
         """Stop this request; its run (if one streams) is interrupted for ``cause`` (None: client gone)."""
         if self.run is not None and cause is not None:
