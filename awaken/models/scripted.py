@@ -8,6 +8,8 @@ It reads directives from the lines of the newest user text:
 * ``/words N`` — answer with exactly N words, one word per text delta.
 * ``/delay MS`` — wait MS milliseconds before each delta.
 * ``/fail`` — fail with ``MODEL_ERROR`` after the first delta.
+* ``/context`` — answer with the run's context entries: ``Context: <description> = <value>; ...``
+  (``Context: none.`` when the run has none).
 
 Without a directive it answers ``You said: "<input>".`` in one-word deltas. It never loops: a
 history whose newest user message already has tool results after it always gets a final answer.
@@ -46,6 +48,7 @@ class Script:
     words: int | None = None
     delay_ms: float = 0.0
     fail: bool = False
+    context: bool = False
 
 
 def parse_script(text: str) -> Script:
@@ -54,6 +57,7 @@ def parse_script(text: str) -> Script:
     words = None
     delay = 0.0
     fail = False
+    context = False
     plain: list[str] = []
     for line in text.splitlines():
         stripped = line.strip()
@@ -73,9 +77,11 @@ def parse_script(text: str) -> Script:
                 plain.append(stripped)
         elif head == "/fail":
             fail = True
+        elif head == "/context":
+            context = True
         else:
             plain.append(line)
-    return Script("\n".join(plain).strip(), tuple(calls), think, words, delay, fail)
+    return Script("\n".join(plain).strip(), tuple(calls), think, words, delay, fail, context)
 
 
 def _count_words(messages: tuple[Message, ...]) -> int:
@@ -128,6 +134,8 @@ class ScriptedModel:
             said = "; ".join(f"{r.name} returned {r.content}" if r.status == "ok" else f"{r.name} failed: {r.content}"
                              for r in results)
             answer = f"Here is what the tools said: {said}."
+        elif script.context:
+            answer = context_answer(request)
         elif script.words is not None:
             answer = " ".join(_WORDS[i % len(_WORDS)] for i in range(script.words))
         else:
@@ -135,6 +143,13 @@ class ScriptedModel:
         for word in _split(answer):
             await emit("text", word)
         out.usage(Usage(_count_words(history), emitted))
+
+
+def context_answer(request: ModelRequest) -> str:
+    """What ``/context`` answers: every context entry of the run, in order."""
+    if not request.context:
+        return "Context: none."
+    return "Context: " + "; ".join(f"{c.description} = {c.value}" for c in request.context) + "."
 
 
 def _split(text: str) -> list[str]:
