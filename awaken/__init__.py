@@ -3,11 +3,13 @@
 General layout:
     config.py, errors.py       configuration and the error/code catalogue
     messages.py, events.py     the history model and the live AgentEvent vocabulary
-    ledger.py, runstate.py     the storage plugin boundary and the run state table
-    engine.py                  RunApplication, the only execution authority
+    ledger.py, runstate.py     the storage plugin boundary; run states, transitions, interruption causes
+    engine/                    RunApplication, the only execution authority
     models/, tools/, agents.py model providers, tools, published agents
+    protocol.py                the Protocol interface and request value types (no engine)
     encoding.py, agui/, aisdk/ the sans-IO encoders and protocol adapters
-    transports/, server.py     SSE/WebSocket framing and the ASGI app
+    transports/                SSE/WebSocket framing (no protocol, no engine)
+    exchange.py, server.py     protocol + transport + engine joined; the ASGI app's routes
     cli.py                     the ``awaken`` command
 """
 

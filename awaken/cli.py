@@ -46,6 +46,7 @@ async def serve(config: AppConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> N
 
             async def shutdown_trigger() -> None:
                 async for _ in signals:
+                    ctx.app.shutting_down()  # a run the graceful timeout cuts off is interrupted for it
                     return
 
             async with trio.open_nursery() as nursery:

@@ -22,6 +22,13 @@ from . import events as ev
 WireEvent = dict[str, Any]
 
 
+class Verbatim(str):
+    """A wire payload sent as it is, not as JSON (the AI SDK's ``[DONE]``). Transports frame it like any
+    wire event: SSE puts it after ``data: ``; WebSocket sends it as one text message."""
+
+    __slots__ = ()
+
+
 class EncoderMisuse(RuntimeError):
     """An AgentEvent arrived that the stream cannot carry in its current state (a server bug)."""
 
@@ -45,8 +52,15 @@ _TERMINAL = frozenset({ev.RunFinished, ev.RunFailed})
 
 
 def sse_frame(payload: Any) -> bytes:
-    """One SSE frame: ``data: <compact JSON>\n\n``, LF only."""
+    """One SSE frame: ``data: <compact JSON>\n\n`` (a ``Verbatim`` payload as it is), LF only."""
+    if type(payload) is Verbatim:
+        return b"data: " + payload.encode() + b"\n\n"
     return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def text_payload(payload: Any) -> bytes:
+    """The payload of one wire event as a text message carries it (what SSE puts after ``data: ``)."""
+    return payload.encode() if type(payload) is Verbatim else orjson.dumps(payload)
 
 
 def sse_frames(wire: Iterable[WireEvent]) -> bytes:
@@ -82,6 +96,10 @@ class EncoderBase:
         if kind in _TERMINAL:
             self.closed = True
         return out
+
+    def rejection(self, code: str, message: str) -> list[WireEvent]:
+        """The wire events of input refused before a run started (``Protocol.refusal`` adds the end)."""
+        return self.feed(ev.RunFailed(code, message))
 
     def encode(self, event: ev.AgentEvent) -> bytes:
         """``feed`` and ``frame`` in one call (the live path)."""

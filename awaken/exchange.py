@@ -1,29 +1,29 @@
 """One request → one run → one stream, for any protocol over any transport.
 
-A ``Protocol`` (AG-UI, AI SDK) knows how to parse a request body, turn it into a ``RunRequest``
-(dedup against the ledger, decisions) and build its encoder. A ``Transport`` (SSE, WebSocket) knows
-how to write wire events. ``exchange`` joins them and is the only place that admits runs for a
-wire: refusals become the protocol's rejection stream (no run started, nothing committed);
-admitted runs stream until their committed outcome.
+``exchange`` joins a ``Protocol`` (AG-UI, AI SDK: parse, dedup, encoder, stream ends, refusals), a
+``Transport`` (SSE, WebSocket: frames bytes) and the engine (``RunApplication``). It is the only
+place that admits runs for a wire: refusals become the protocol's refusal stream (no run started,
+nothing committed); admitted runs stream until their committed outcome, and the protocol's
+``closing`` follows a stream that ended with its terminal event.
+
+The transports know nothing of this module: ``sse_route``/``ws_route`` hand them what to run.
 """
 
 from __future__ import annotations
 
-import abc
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 from typing import Protocol as TypingProtocol
 
-import trio
-
 from .context import ServerContext
 from .encoding import EncoderBase, EncoderMisuse, WireEvent
-from .engine import RunRequest, Sink, new_id
 from .errors import InputRejected, StoreUnavailable
 from .events import AgentEvent, RunFailed
 from .ledger import ThreadView
-from .transports import sse
+from .protocol import Protocol, RunRequest, Sink, new_id
+from .runstate import Interruptible
+from .transports import sse, ws
 
 log = logging.getLogger("awaken.exchange")
 #: the largest request body accepted (base64 images make bodies large)
@@ -32,43 +32,13 @@ MAX_BODY = 32 * 1024 * 1024
 Emit = Callable[[list[WireEvent]], None]
 
 
-class Protocol(abc.ABC):
-    """A wire protocol's request side and encoder factory. Every method is pure (sans-IO)."""
-
-    #: what follows the terminal event on every stream (the AI SDK's ``[DONE]``), or None
-    done_marker: str | None = None
-    #: response headers for SSE, beyond the transport's own
-    sse_headers: list[tuple[bytes, bytes]] = []
-
-    @abc.abstractmethod
-    def parse(self, body: bytes, content_type: str | None) -> Any:
-        """Validate a request body; raise ``InputRejected`` with a catalogue code."""
-
-    @abc.abstractmethod
-    def target(self, parsed: Any, route_agent: str | None) -> tuple[str | None, str | None]:
-        """The thread (None: start a new one) and the agent (None: the default) a request addresses."""
-
-    @abc.abstractmethod
-    def to_run_request(self, parsed: Any, thread_id: str, agent_id: str | None, view: ThreadView) -> RunRequest:
-        """Drop what ``view`` (the thread as committed) already holds; split the rest into new input
-        and tool decisions. Raise ``InputRejected`` for what cannot be run."""
-
-    @abc.abstractmethod
-    def encoder(self, parsed: Any | None) -> EncoderBase:
-        """The encoder for this request (``parsed`` is None when the body could not be parsed)."""
-
-    def rejection(self, encoder: EncoderBase, code: str, message: str) -> list[WireEvent]:
-        """The whole stream for a refused request."""
-        return encoder.feed(RunFailed(code, message))
-
-
 class Transport(TypingProtocol):
-    async def stream(self, producer: Callable[..., Awaitable[None]], done_marker: str | None) -> None:
-        """Write what ``producer(emit, nursery=<the connection's nursery>)`` emits until it returns;
-        the producer is cancelled on disconnect. The nursery hosts work the run starts beside itself."""
+    async def stream(self, producer: Callable[[Emit], Awaitable[None]], run: Interruptible) -> None:
+        """Write what ``producer(emit)`` emits until it returns. A disconnect cancels the producer;
+        a transport that must stop the run for its own reason calls ``run.cancel(cause)``."""
 
-    async def reject(self, wire: list[WireEvent], done_marker: str | None) -> None:
-        """Write a refusal stream."""
+    async def reject(self, wire: list[WireEvent]) -> None:
+        """Write a whole refusal stream."""
 
 
 def make_sink(encoder: EncoderBase, emit: Emit) -> Sink:
@@ -93,12 +63,15 @@ async def exchange(
     ctx: ServerContext,
     protocol: Protocol,
     transport: Transport,
-    body: bytes,
+    body: bytes | None,
     content_type: str | None,
     agent_id: str | None,
 ) -> None:
+    """Serve one request body (None: larger than ``MAX_BODY``) as one stream on ``transport``."""
     encoder = protocol.encoder(None)
     try:
+        if body is None:
+            raise InputRejected(f"the body is larger than {MAX_BODY} bytes", code="BODY_TOO_LARGE")
         parsed = protocol.parse(body, content_type)
         encoder = protocol.encoder(parsed)
         thread, agent = protocol.target(parsed, agent_id)
@@ -109,12 +82,14 @@ async def exchange(
 
         async with ctx.app.admit(thread_id, agent, build) as run:
 
-            async def produce(emit: Emit, nursery: trio.Nursery) -> None:
-                await run.execute(make_sink(encoder, emit), nursery)
+            async def produce(emit: Emit) -> None:
+                await run.execute(make_sink(encoder, emit))
+                if encoder.closed and (closing := protocol.closing()):  # after the terminal event only
+                    emit(closing)
 
-            await transport.stream(produce, protocol.done_marker)
+            await transport.stream(produce, run)
     except (InputRejected, StoreUnavailable) as exc:
-        await transport.reject(protocol.rejection(encoder, exc.code, exc.message), protocol.done_marker)
+        await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
 
 
 def content_type_of(scope: dict[str, Any]) -> str | None:
@@ -134,11 +109,6 @@ async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, rece
         body = await sse.read_body(receive, MAX_BODY)
     except sse.ClientGone:
         return
-    if body is None:
-        encoder = protocol.encoder(None)
-        await transport.reject(protocol.rejection(encoder, "BODY_TOO_LARGE", f"the body is larger than {MAX_BODY} bytes"),
-                               protocol.done_marker)
-        return
     await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id)
 
 
@@ -148,5 +118,28 @@ def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
     async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
                     agent_id: str | None) -> None:
         await sse_exchange(ctx, protocol, scope, receive, send, agent_id)
+
+    return route
+
+
+async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, receive: ws.ASGIReceive,
+                          send: ws.ASGISend, agent_id: str | None) -> None:
+    """Accept one websocket and serve ``protocol`` requests on it until either side closes it."""
+    server = ctx.config.server
+
+    async def handle(request: ws.RequestStream, body: bytes) -> None:
+        await exchange(ctx, protocol, request, body if len(body) <= MAX_BODY else None, ws.CONTENT_TYPE,
+                       agent_id)
+
+    await ws.serve_websocket(scope, receive, send, handle, protocol.refusal, ping_seconds=server.ws_ping_seconds,
+                             max_buffered=server.max_buffered_bytes)
+
+
+def ws_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
+    """The ASGI handler serving ``protocol`` over WebSocket: ``route(ctx, scope, receive, send, agent_id)``."""
+
+    async def route(ctx: ServerContext, scope: dict, receive: ws.ASGIReceive, send: ws.ASGISend,
+                    agent_id: str | None) -> None:
+        await serve_websocket(ctx, protocol, scope, receive, send, agent_id)
 
     return route

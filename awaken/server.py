@@ -29,24 +29,17 @@ from quart import jsonify, request
 from quart_trio import QuartTrio
 
 from .agui import adapter as agui_adapter
-from .agui.history import project_history
 from .aisdk import adapter as aisdk_adapter
 from .auth import AuthMiddleware, principal_of
 from .context import ServerContext
 from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
-from .exchange import sse_route
-from .history import parse_limit, read_page
+from .exchange import sse_route, ws_route
+from .history import parse_limit
 from .ledger import Ledger
-from .transports import ws
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 #: a protocol's history page: (ledger, thread id, cursor, limit) -> (items, cursor after them)
 PageReader = Callable[[Ledger, str, "str | None", int], Awaitable[tuple[list, str]]]
-
-
-async def read_agui_history(ledger: Ledger, thread_id: str, cursor: str | None, limit: int) -> tuple[list, str]:
-    messages, next_cursor = await read_page(ledger, thread_id, cursor, limit)
-    return project_history(messages), next_cursor
 StreamRoute = Callable[[ServerContext, dict, Any, Any, "str | None"], Awaitable[None]]
 
 
@@ -98,7 +91,7 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
         return history
 
     app.add_url_rule("/v1/ag-ui/threads/<path:thread_id>/messages", "agui_history",
-                     history_route(read_agui_history), methods=["GET"])
+                     history_route(agui_adapter.read_history), methods=["GET"])
     app.add_url_rule("/v1/ai-sdk/threads/<path:thread_id>/messages", "aisdk_history",
                      history_route(aisdk_adapter.read_history), methods=["GET"])
     return app
@@ -110,10 +103,10 @@ STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
     ("POST", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/?$"), sse_route(agui_adapter.PROTOCOL)),
     ("POST", re.compile(r"^/v1/ai-sdk/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
     ("POST", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
-    ("WEBSOCKET", re.compile(r"^/v1/ag-ui/ws/?$"), ws.route(agui_adapter.PROTOCOL)),
-    ("WEBSOCKET", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/ws/?$"), ws.route(agui_adapter.PROTOCOL)),
-    ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/ws/?$"), ws.route(aisdk_adapter.PROTOCOL)),
-    ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/ws/?$"), ws.route(aisdk_adapter.PROTOCOL)),
+    ("WEBSOCKET", re.compile(r"^/v1/ag-ui/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
+    ("WEBSOCKET", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
+    ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
+    ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
 ]
 
 

@@ -14,10 +14,10 @@ import pytest
 from awaken.aisdk.adapter import decision_of
 from awaken.aisdk.history import project_history
 from awaken.aisdk.request import AiSdkInput, InputUIMessage, ToolPartAnswer, parse_chat_request
-from awaken.engine import DENIED, ToolDecision
 from awaken.errors import InputRejected
 from awaken.ledger import PendingCall
 from awaken.messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
+from awaken.protocol import DENIED, ToolDecision
 
 JSON = "application/json"
 PNG = "data:image/png;base64,iVBORw0KGgo="

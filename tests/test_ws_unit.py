@@ -12,8 +12,9 @@ import trio
 
 from awaken.agui.adapter import PROTOCOL as AGUI
 from awaken.context import ServerContext
+from awaken.exchange import serve_websocket
 from awaken.transports import ws as ws_module
-from awaken.transports.ws import AsgiWire, Batch, Close, HypercornWire, Outbox, serve_websocket, slices
+from awaken.transports.ws import AsgiWire, Batch, Close, HypercornWire, Outbox, slices
 
 from .helpers import agui_body, default_config_data, make_config
 

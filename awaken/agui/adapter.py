@@ -3,17 +3,18 @@
 It decides no run state: it parses the body (``request.py``), drops messages the ledger already
 holds (replayed history), and turns new ``role: "tool"`` messages into ``ToolDecision``s. Every
 refusal is one ``RUN_ERROR`` stream (HTTP 200) and starts no run. ``PROTOCOL`` is what the SSE and
-WebSocket routes serve.
+WebSocket routes serve; ``read_history`` answers the history route (``{items, cursor}``).
 """
 
 from __future__ import annotations
 
-from ..engine import RunRequest, ToolDecision
 from ..errors import InputRejected
-from ..exchange import Protocol
-from ..ledger import ThreadView
+from ..history import read_page
+from ..ledger import Ledger, ThreadView
 from ..messages import Message
+from ..protocol import Protocol, RunRequest, ToolDecision
 from .encoder import AguiEncoder
+from .history import project_history
 from .request import AguiInput, InputMessage, ToolMessage, parse_run_input
 
 
@@ -63,5 +64,11 @@ class AguiProtocol(Protocol):
 
 
 PROTOCOL = AguiProtocol()
+
+
+async def read_history(ledger: Ledger, thread_id: str, cursor: str | None, limit: int) -> tuple[list, str]:
+    """One page of AG-UI messages and the cursor after it."""
+    messages, next_cursor = await read_page(ledger, thread_id, cursor, limit)
+    return project_history(messages), next_cursor
 
 

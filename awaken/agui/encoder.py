@@ -34,10 +34,6 @@ class AguiEncoder(EncoderBase):
         self.open_tools: set[str] = set()
         self.open_steps: list[str] = []
 
-    def rejection(self, code: str, message: str) -> list[WireEvent]:
-        """The single-event stream for input refused before a run started."""
-        return self.feed(ev.RunFailed(code, message))
-
     def on_run_started(self, e: ev.RunStarted) -> list[WireEvent]:
         if self.started:
             raise EncoderMisuse("a second RunStarted")

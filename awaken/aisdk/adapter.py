@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import orjson
 
-from ..engine import RunRequest, ToolDecision
+from ..encoding import WireEvent
 from ..errors import InputRejected
-from ..exchange import Protocol
 from ..history import encode_cursor, read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
+from ..protocol import Protocol, RunRequest, ToolDecision
 from .encoder import AiSdkEncoder
 from .history import project_history, same_group
 from .request import AiSdkInput, ToolPartAnswer, parse_chat_request
-from .wire import approval_id
+from .wire import DONE, approval_id
 
 #: ``UI_MESSAGE_STREAM_HEADERS`` beyond what the SSE transport sends itself
 EXTRA_HEADERS = [(b"connection", b"keep-alive"), (b"x-vercel-ai-ui-message-stream", b"v1")]
@@ -51,8 +51,11 @@ def decision_of(answer: ToolPartAnswer) -> ToolDecision:
 
 
 class AiSdkProtocol(Protocol):
-    done_marker = "[DONE]"
     sse_headers = EXTRA_HEADERS
+
+    def closing(self) -> list[WireEvent]:
+        """Every AI SDK stream, a run's or a refusal's, ends with ``[DONE]`` after its ``finish``."""
+        return [DONE]
 
     def parse(self, body: bytes, content_type: str | None) -> AiSdkInput:
         return parse_chat_request(body, content_type)

@@ -33,9 +33,9 @@ from typing import Any
 
 import orjson
 
-from ..engine import DENIED
 from ..ledger import PendingCall
 from ..messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
+from ..protocol import DENIED
 from .encoder import parse_json_or_text, usage_metadata
 from .wire import approval_id
 

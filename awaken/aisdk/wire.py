@@ -9,14 +9,19 @@ ui-message-chunks.ts``). In 6.0.0 … 6.0.230 every branch is a ``z.strictObject
 ``CHUNKS`` maps each chunk type we may emit to ``(required keys, optional keys)``; ``ALWAYS`` are the
 ``z.unknown()`` keys that must be present even when their value is ``null``. ``check_chunk`` is the
 pure validator the tests run over every emitted chunk. Ids that the server mints for the wire live
-here too (``approval_id``).
+here too (``approval_id``), and ``DONE``, the marker that ends every stream (``data: [DONE]`` over
+SSE, one ``[DONE]`` text message over WebSocket).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..encoding import Verbatim
+
 WireChunk = dict[str, Any]
+#: what follows the terminal chunk of every stream (sent as it is, not as JSON)
+DONE = Verbatim("[DONE]")
 
 #: chunk type -> (required keys besides ``type``, optional keys) — the 6.0.0 schema, tool chunks without
 #: the later ``providerMetadata``/``toolMetadata`` additions

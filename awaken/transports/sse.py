@@ -8,7 +8,10 @@ detected by the buffer's byte limit instead: on overflow the run's scope is canc
 is committed ``interrupted``.
 
 A concurrent ``receive()`` loop sees ``http.disconnect`` the moment the client goes and cancels the
-connection's nursery, which owns the run.
+connection's nursery, which owns the run (a cancellation with no cause: ``client_gone``).
+
+This module frames bytes and nothing else: it knows no protocol and no engine. What a stream
+carries (including a protocol's closing ``[DONE]``) arrives as wire events.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ from typing import Any
 
 import trio
 
-from ..encoding import sse_frames
+from ..encoding import WireEvent, sse_frames
+from ..runstate import Cause, Interruptible
 
 log = logging.getLogger("awaken.sse")
 
 Put = Callable[[bytes], None]
-Producer = Callable[[Put, trio.Nursery], Awaitable[None]]
+Producer = Callable[[Put], Awaitable[None]]
 ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
 
@@ -125,7 +129,7 @@ async def send_once(send: ASGISend, headers: list[tuple[bytes, bytes]], body: by
 
 
 class SseTransport:
-    """The ``Transport`` for one HTTP request: SSE frames, keep-alive comments, ``data: <done>``."""
+    """The ``Transport`` for one HTTP request: SSE frames and keep-alive comments."""
 
     def __init__(self, send: ASGISend, receive: ASGIReceive, headers: list[tuple[bytes, bytes]], *,
                  keepalive: float, max_buffered: int) -> None:
@@ -135,17 +139,16 @@ class SseTransport:
         self.keepalive = keepalive
         self.max_buffered = max_buffered
 
-    async def stream(self, producer: Callable[..., Awaitable[None]], done_marker: str | None) -> None:
-        async def produce(put: Put, nursery: trio.Nursery) -> None:
-            await producer(lambda wire: put(sse_frames(wire)), nursery=nursery)
+    async def stream(self, producer: Callable[[Callable[[list[WireEvent]], None]], Awaitable[None]],
+                     run: Interruptible) -> None:
+        async def produce(put: Put) -> None:
+            await producer(lambda wire: put(sse_frames(wire)))
 
-        trailer = b"data: " + done_marker.encode() + b"\n\n" if done_marker else b""
         await stream(self.send, self.receive, self.headers, produce, keepalive=self.keepalive,
-                     max_buffered=self.max_buffered, trailer=trailer)
+                     max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW))
 
-    async def reject(self, wire: list[Any], done_marker: str | None) -> None:
-        trailer = b"data: " + done_marker.encode() + b"\n\n" if done_marker else b""
-        await send_once(self.send, self.headers, sse_frames(wire) + trailer)
+    async def reject(self, wire: list[WireEvent]) -> None:
+        await send_once(self.send, self.headers, sse_frames(wire))
 
 
 async def stream(
@@ -156,25 +159,29 @@ async def stream(
     *,
     keepalive: float,
     max_buffered: int,
-    trailer: bytes = b"",
+    on_overflow: Callable[[], None] = lambda: None,
 ) -> None:
-    """Send the response head, run ``producer`` in a nursery owned by this connection, and write
-    what it puts until it returns. ``trailer`` (e.g. ``data: [DONE]``) follows a normal end.
+    """Send the response head, run ``producer(put)`` in a nursery owned by this connection, and write
+    what it puts until it returns.
 
-    A client disconnect or a buffer overflow cancels the connection's nursery, so the producer;
-    the producer's own cleanup (committing ``interrupted``) runs under its shield. The producer is
-    given the nursery (``producer(put, nursery)``) for work that must run beside it.
+    A client disconnect cancels the connection's nursery, so the producer; a buffer overflow calls
+    ``on_overflow`` (which says why the run stops) and then does the same. The producer's own
+    cleanup (committing ``interrupted``) runs under its shield.
     """
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     finished = False
     async with trio.open_nursery() as nursery:
         connection = nursery.cancel_scope
-        buffer = FrameBuffer(max_buffered, connection.cancel)
+
+        def overflow() -> None:
+            on_overflow()
+            connection.cancel()
+
+        buffer = FrameBuffer(max_buffered, overflow)
 
         async def produce() -> None:
             try:
-                await producer(buffer.put, nursery)
-                buffer.put(trailer)
+                await producer(buffer.put)
             finally:
                 buffer.close()
 

@@ -23,7 +23,8 @@ the socket stays open and usable.
 
 Ownership (structured concurrency). ``serve_websocket`` opens one nursery per connection holding the
 reader (the ASGI ``receive`` loop), the writer, the pinger, the shutdown watcher and the current
-request (``exchange``: parse, admit, run). Nothing outlives the connection; everything stops by
+request (``handle``, given by the caller: parse, admit, run; this module knows no protocol and no
+engine, and refusals come from the caller's ``refuse``). Nothing outlives the connection; everything stops by
 cancel scopes. The run never awaits the socket: its sink ``put``s frames into the ``Outbox``
 (synchronous, bounded by ``server.max_buffered_bytes``) and the writer, the only task that writes,
 drains it. A client that stops reading therefore never stalls the run or the server.
@@ -36,12 +37,13 @@ Close codes (the server's; a client's own close is simply a disconnect)::
           Sent after that request's stream and the ``MAX_DEFERRED`` refusals; the run is untouched.
     1011  internal error: a server bug broke the current request's stream.
     4008  too slow: the client left more than ``server.max_buffered_bytes`` unread. The frames still
-          queued are dropped, the in-flight run is cancelled and committed ``interrupted`` (as for a
-          disconnect), and the close frame follows the bytes already handed to the socket.
+          queued are dropped, the in-flight run is cancelled with ``Cause.CLIENT_TOO_SLOW`` (committed
+          ``interrupted``), and the close frame follows the bytes already handed to the socket.
     1009  (hypercorn's own) a message larger than hypercorn's ``websocket_max_message_size``.
 
 Ending. Whatever the reason, an in-flight run is cancelled and the engine commits it
-``interrupted``. After sending its close frame the server waits ``CLOSE_TIMEOUT`` for the client's
+``interrupted`` with its cause (a shutdown whose grace runs out: ``shutdown``; a disconnect:
+``client_gone``). After sending its close frame the server waits ``CLOSE_TIMEOUT`` for the client's
 reply; when the close frame cannot even be written (the client reads nothing at all, so an earlier
 write is still blocked) the TCP connection is dropped after ``ABORT_AFTER`` seconds.
 
@@ -62,18 +64,19 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import attrs
-import orjson
 import trio
 
-from ..context import ServerContext
-from ..encoding import WireEvent
-from ..exchange import MAX_BODY, Protocol, exchange
+from ..encoding import WireEvent, text_payload
+from ..runstate import Cause, Interruptible
 
 log = logging.getLogger("awaken.ws")
 
 ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
-Route = Callable[[ServerContext, dict, ASGIReceive, ASGISend, "str | None"], Awaitable[None]]
+#: what a request body becomes: ``handle(request, body)`` streams it on ``request`` (a ``RequestStream``)
+Handle = Callable[["RequestStream", bytes], Awaitable[None]]
+#: the whole refusal stream for (code, message)
+Refuse = Callable[[str, str], list[WireEvent]]
 
 #: the server is shutting down
 CLOSE_GOING_AWAY = 1001
@@ -294,57 +297,63 @@ class HypercornWire(AsgiWire):
 
 
 class RequestStream:
-    """The ``exchange.Transport`` of one request on a socket: its frames go to the connection's outbox."""
+    """The transport of one request on a socket: its frames go to the connection's outbox."""
 
     def __init__(self, conn: WsConnection) -> None:
         self.conn = conn
         self.scope = trio.CancelScope()
         self.started = False
         self.finished = False
+        self.run: Interruptible | None = None
 
     def emit(self, wire: list[WireEvent]) -> None:
         self.started = True
         self.conn.emit(wire)
 
-    async def stream(self, producer: Callable[..., Awaitable[None]], done_marker: str | None) -> None:
-        # the connection's nursery hosts work the run starts beside itself (its first ledger write)
-        await producer(self.emit, nursery=self.conn._nursery)
-        self.finish(done_marker)
+    async def stream(self, producer: Callable[[Callable[[list[WireEvent]], None]], Awaitable[None]],
+                     run: Interruptible) -> None:
+        self.run = run
+        if self.conn.shutting_down:
+            run.blame(Cause.SHUTDOWN)
+        await producer(self.emit)
+        self.finish()
 
-    async def reject(self, wire: list[WireEvent], done_marker: str | None) -> None:
+    async def reject(self, wire: list[WireEvent]) -> None:
         self.emit(wire)
-        self.finish(done_marker)
+        self.finish()
 
-    def finish(self, done_marker: str | None) -> None:
+    def cancel(self, cause: Cause | None) -> None:
+        """Stop this request; its run (if one streams) is interrupted for ``cause`` (None: client gone)."""
+        if self.run is not None and cause is not None:
+            self.run.cancel(cause)
+        self.scope.cancel()
+
+    def finish(self) -> None:
         """The terminal frames are queued: the socket takes the next request from now on."""
         if self.finished:
             return
         self.finished = True
-        if done_marker:
-            self.conn.emit_text(done_marker)
         self.conn.request_finished(self)
 
 
 class WsConnection:
     """One accepted socket: reader, writer, pinger, shutdown watcher and the current request."""
 
-    def __init__(self, ctx: ServerContext, protocol: Protocol, receive: ASGIReceive, wire: AsgiWire,
-                 agent_id: str | None) -> None:
-        server = ctx.config.server
-        self.ctx = ctx
-        self.protocol = protocol
+    def __init__(self, receive: ASGIReceive, wire: AsgiWire, handle: Handle, refuse: Refuse, *,
+                 ping_seconds: float, max_buffered: int) -> None:
         self.receive = receive
         self.wire = wire
-        self.agent_id = agent_id
-        self.ping_seconds = server.ws_ping_seconds
-        self.outbox = Outbox(server.max_buffered_bytes, self._on_overflow)
+        self.handle = handle
+        self.refusal = refuse
+        self.ping_seconds = ping_seconds
+        self.outbox = Outbox(max_buffered, self._on_overflow)
         self.current: RequestStream | None = None
         #: refusals (code, message) waiting for the current stream's end, in arrival order
         self.deferred: list[tuple[str, str]] = []
         #: more than ``MAX_DEFERRED`` refusals: read no more requests, close after the current stream
         self._overrun = False
         self._nursery: trio.Nursery | None = None
-        self._shutting_down = False
+        self.shutting_down = False
         self._disconnected = False
         self._sending = False
         self._close_sent = trio.Event()
@@ -405,24 +414,15 @@ class WsConnection:
     async def _serve_request(self, request: RequestStream, body: bytes) -> None:
         try:
             with request.scope:
-                if len(body) > MAX_BODY:
-                    encoder = self.protocol.encoder(None)
-                    await request.reject(self.protocol.rejection(
-                        encoder, "BODY_TOO_LARGE", f"the body is larger than {MAX_BODY} bytes"),
-                        self.protocol.done_marker)
-                    return
-                await exchange(self.ctx, self.protocol, request, body, CONTENT_TYPE, self.agent_id)
+                await self.handle(request, body)
         except Exception:
             log.exception("a WebSocket request failed")
             if not request.started:
-                encoder = self.protocol.encoder(None)
-                await request.reject(self.protocol.rejection(
-                    encoder, "INTERNAL_ERROR", "the server failed while handling the request"),
-                    self.protocol.done_marker)
+                await request.reject(self.refusal("INTERNAL_ERROR", "the server failed while handling the request"))
             else:
                 self.close(CLOSE_INTERNAL_ERROR, "internal error", drop=False)
         finally:
-            request.finish(None)  # cancelled or failed: free the socket (a no-op after a normal end)
+            request.finish()  # cancelled or failed: free the socket (a no-op after a normal end)
 
     async def _write_loop(self) -> None:
         """The only task that writes. Ends after the close frame (and its bounded wait for a reply)."""
@@ -453,7 +453,9 @@ class WsConnection:
 
     async def _watch_shutdown(self) -> None:
         await self.wire.wait_shutdown()
-        self._shutting_down = True
+        self.shutting_down = True
+        if self.current is not None and self.current.run is not None:
+            self.current.run.blame(Cause.SHUTDOWN)  # interrupted for it if the grace runs out
         if self.current is None:
             self.close(CLOSE_GOING_AWAY, "server shutting down", drop=False)
 
@@ -470,11 +472,8 @@ class WsConnection:
 
     def emit(self, wire: list[WireEvent]) -> None:
         for event in wire:
-            data = orjson.dumps(event)
+            data = text_payload(event)
             self.outbox.put(data.decode(), len(data))
-
-    def emit_text(self, text: str) -> None:
-        self.outbox.put(text, len(text))
 
     def refuse(self, code: str, message: str) -> None:
         """Refuse a message that starts no request: at once when idle, else after the current stream."""
@@ -489,10 +488,7 @@ class WsConnection:
 
     def reject_now(self, code: str, message: str) -> None:
         """A whole rejection stream for a message that starts no request (nothing else is streaming)."""
-        wire = self.protocol.rejection(self.protocol.encoder(None), code, message)
-        self.emit(wire)
-        if self.protocol.done_marker:
-            self.emit_text(self.protocol.done_marker)
+        self.emit(self.refusal(code, message))
 
     def request_finished(self, request: RequestStream) -> None:
         """``request``'s terminal frames are queued: the waiting refusals follow, then any pending close."""
@@ -504,15 +500,16 @@ class WsConnection:
             self.reject_now(code, message)  # a no-op once the outbox is closing
         if self._overrun:
             self.close(CLOSE_POLICY, "too many requests while a run was streaming", drop=False)
-        elif self._shutting_down:
+        elif self.shutting_down:
             self.close(CLOSE_GOING_AWAY, "server shutting down", drop=False)
 
-    def close(self, code: int, reason: str, *, drop: bool) -> None:
-        """Start closing: cancel the current request, queue the close frame, watch that it gets out."""
+    def close(self, code: int, reason: str, *, drop: bool, cause: Cause | None = None) -> None:
+        """Start closing: cancel the current request (its run interrupted for ``cause``; None: the
+        client is gone), queue the close frame, watch that it gets out."""
         if self.outbox.closing:
             return
         if self.current is not None:
-            self.current.scope.cancel()
+            self.current.cancel(cause)
         self.outbox.close(code, reason, drop=drop)
         if self._nursery is not None:
             self._nursery.start_soon(self._abort_if_stalled)
@@ -520,12 +517,14 @@ class WsConnection:
     def _on_overflow(self) -> None:
         log.info("a WebSocket client left more than %d bytes unread: closing with %d",
                  self.outbox.limit, CLOSE_TOO_SLOW)
-        self.close(CLOSE_TOO_SLOW, "too slow: the client left too many bytes unread", drop=True)
+        self.close(CLOSE_TOO_SLOW, "too slow: the client left too many bytes unread", drop=True,
+                   cause=Cause.CLIENT_TOO_SLOW)
 
 
-async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, receive: ASGIReceive,
-                          send: ASGISend, agent_id: str | None) -> None:
-    """Accept one websocket and serve ``protocol`` requests on it until either side closes it."""
+async def serve_websocket(scope: dict, receive: ASGIReceive, send: ASGISend, handle: Handle, refuse: Refuse, *,
+                          ping_seconds: float, max_buffered: int) -> None:
+    """Accept one websocket and serve requests on it (``handle`` each text message; ``refuse`` gives
+    the refusal stream of a message that starts none) until either side closes it."""
     message = await receive()
     if message["type"] != "websocket.connect":
         return
@@ -533,14 +532,5 @@ async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, r
     if SUBPROTOCOL in scope.get("subprotocols", []):
         accept["subprotocol"] = SUBPROTOCOL
     await send(accept)
-    await WsConnection(ctx, protocol, receive, HypercornWire.of(send), agent_id).serve()
-
-
-def route(protocol: Protocol) -> Route:
-    """The ``STREAM_ROUTES`` handler serving ``protocol`` over WebSocket."""
-
-    async def handle(ctx: ServerContext, scope: dict, receive: ASGIReceive, send: ASGISend,
-                     agent_id: str | None) -> None:
-        await serve_websocket(ctx, protocol, scope, receive, send, agent_id)
-
-    return handle
+    await WsConnection(receive, HypercornWire.of(send), handle, refuse, ping_seconds=ping_seconds,
+                       max_buffered=max_buffered).serve()

@@ -1,0 +1,29 @@
+"""The run engine: ``RunApplication`` is the only execution authority.
+
+It admits runs (one active run per thread), drives the step loop over a model, executes server
+tools, applies permission gates, suspends a run as committed ``waiting`` state, resumes it from
+tool results or decisions, and commits every outcome to the ledger. Adapters hand it a
+``RunRequest`` and a synchronous event sink; they never run models or decide run state.
+
+Usage, from a connection handler::
+
+    async with app.admit(thread_id, agent_id, build) as run:  # InputRejected (THREAD_BUSY…) before any byte
+        await run.execute(sink)  # a cancellation from outside, or run.cancel(cause), interrupts it
+
+General layout (one job per module):
+
+* ``admission`` — ``RunApplication``: the thread claim, the registry of active runs, ``admit``
+  (everything that can refuse a request), ``stop``; the fresh run's first write.
+* ``run`` — ``AdmittedRun``: one admitted run's state, its own cancel scope and nursery, ``cancel``.
+* ``steps`` — the step loop and ``StepBuilder`` (a model step's output, streamed and assembled).
+* ``policy`` — tool policy: permission gates, server tools, client tools, a resume's decisions.
+* ``commit`` — the one function that commits a step and announces what it committed.
+* ``outcome`` — the run's end: waiting, failure, the final and interrupted commits.
+"""
+
+from .admission import RunApplication
+from .outcome import FINAL_COMMIT_TIMEOUT
+from .run import AdmittedRun
+from .steps import StepBuilder
+
+__all__ = ["FINAL_COMMIT_TIMEOUT", "AdmittedRun", "RunApplication", "StepBuilder"]

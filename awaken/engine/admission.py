@@ -1,0 +1,177 @@
+"""Admission: the thread claim, the registry of active runs, and everything that can refuse a
+request before a byte is sent.
+
+``RunApplication.admit`` claims the thread (one active run per thread: ``THREAD_BUSY``), reads its
+committed view once, lets the adapter build the ``RunRequest`` from it, and prepares the run
+against that same view: a fresh run (its record is written beside its first step, see
+``commit.write_start``), a resume (its decisions are validated here, applied when it streams), or
+new input superseding a waiting run (the only write before the stream starts, ``superseded``).
+On exit a run that never reached a committed outcome is committed ``interrupted``.
+
+The registry (``active``) is what ``stop`` and a shutdown act on: ``stop(thread_id)`` cancels the
+thread's run with ``Cause.STOPPED`` and returns its committed status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import attrs
+import trio
+
+from ..agents import AgentRegistry
+from ..errors import InputRejected
+from ..ledger import Commit, Ledger, PendingCall, ThreadView
+from ..protocol import RunRequest, ToolDecision, new_id
+from ..runstate import Cause, RunStatus
+from ..tools import ToolRegistry
+from . import outcome
+from .commit import write
+from .policy import superseded
+from .run import AdmittedRun
+
+
+class RunApplication:
+    """The only execution authority: admits runs, keeps the active ones, stops them."""
+
+    def __init__(self, ledger: Ledger, agents: AgentRegistry, tools: ToolRegistry) -> None:
+        self.ledger = ledger
+        self.agents = agents
+        self.tools = tools
+        self._active: dict[str, AdmittedRun] = {}
+
+    def is_active(self, thread_id: str) -> bool:
+        return thread_id in self._active
+
+    def active(self, thread_id: str) -> AdmittedRun | None:
+        """The run that holds ``thread_id`` now, if any."""
+        return self._active.get(thread_id)
+
+    @contextlib.asynccontextmanager
+    async def admit(
+        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest]
+    ) -> AsyncIterator[AdmittedRun]:
+        """Admit a request or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
+
+        The thread is reserved first; then its committed view is read once and handed to ``build``
+        (the adapter's pure dedup: replayed history out, new input and decisions in); then the run is
+        prepared against that same view. A fresh run costs one ledger read and one write before its
+        first byte. On exit, a run that never reached a committed outcome is committed ``interrupted``.
+        """
+        agent = self.agents.get(agent_id)
+        if thread_id in self._active:
+            raise InputRejected(
+                f"thread {thread_id!r} already has an active run; send the next input when it ends",
+                code="THREAD_BUSY",
+            )
+        run = AdmittedRun(self, agent, thread_id)
+        self._active[thread_id] = run
+        try:
+            view = await self.ledger.thread_view(thread_id)
+            await prepare(run, build(view), view)
+            yield run
+        finally:
+            try:
+                await outcome.interrupt(run)
+            finally:
+                run.settle()
+
+    async def stop(self, thread_id: str) -> RunStatus | None:
+        """Stop the thread's active run (``Cause.STOPPED``) and wait for its committed outcome.
+
+        Returns the status the run ended with (``interrupted``, or the outcome it reached first), or
+        None when nothing runs on the thread. A waiting run is not active: nothing runs for it.
+        """
+        run = self._active.get(thread_id)
+        if run is None:
+            return None
+        run.cancel(Cause.STOPPED)
+        return await run.settled()
+
+    def shutting_down(self) -> None:
+        """The server is shutting down: a run cancelled from now on is interrupted for ``shutdown``."""
+        for run in list(self._active.values()):
+            run.blame(Cause.SHUTDOWN)
+
+    def _release(self, run: AdmittedRun) -> None:
+        if self._active.get(run.thread_id) is run:
+            del self._active[run.thread_id]
+
+
+async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> None:
+    """Everything that can refuse the request happens here, before any byte is sent.
+
+    A fresh run's record and input are written by ``execute`` beside its first step; a resume only
+    validates its decisions here (``execute`` applies them, so a slow tool never delays the response
+    head). Only superseding a waiting run writes before the stream starts.
+    """
+    run.request = request
+    run.state = dict(view.thread.state) if view.thread else {}
+    run.history = list(view.messages)
+    pending = list(view.pending)
+    if request.decisions:
+        await _prepare_resume(run, pending)
+    elif request.inputs:
+        if pending:
+            await _supersede(run, pending)
+        _prepare_fresh(run)
+    else:
+        raise InputRejected("the request carries no new input: every message is already committed",
+                            code="NO_NEW_INPUT")
+
+
+def _prepare_fresh(run: AdmittedRun) -> None:
+    """A new run: its record and input are written while the first step streams."""
+    run.run_id = run.request.run_id or new_id("run")
+    run.history.extend(attrs.evolve(m, run_id=run.run_id) for m in run.request.inputs)
+    run.answer_message_id = new_id("msg")
+    run.start = trio.Event()
+
+
+async def _supersede(run: AdmittedRun, pending: list[PendingCall]) -> None:
+    """New input while a run waits: its open calls are closed as cancelled, the run interrupted."""
+    run_id = pending[0].run_id
+    committed = await write(
+        run.ledger, run.thread_id, run_id, RunStatus.WAITING,
+        Commit(status=RunStatus.INTERRUPTED, messages=superseded(pending, run_id),
+               resolved=tuple(p.tool_call_id for p in pending)),
+        Cause.SUPERSEDED,
+    )
+    run.history.extend(committed)
+
+
+async def _prepare_resume(run: AdmittedRun, pending: list[PendingCall]) -> None:
+    if not pending:
+        raise InputRejected("a tool result or decision arrived but nothing on this thread is waiting",
+                            code="NO_PENDING_RUN")
+    by_id = {p.tool_call_id: p for p in pending}
+    decided: dict[str, ToolDecision] = {}
+    for decision in run.request.decisions:
+        call = by_id.get(decision.tool_call_id)
+        if call is None:
+            raise InputRejected(
+                f"tool call {decision.tool_call_id!r} is not pending; pending: {', '.join(by_id)}",
+                code="TOOL_CALL_NOT_PENDING",
+            )
+        if call.kind == "client" and decision.kind in ("approve", "deny"):
+            raise InputRejected(
+                f"tool call {decision.tool_call_id!r} waits for the client's result, not an approval",
+                code="TOOL_CALL_NOT_PENDING",
+            )
+        decided[call.tool_call_id] = decision
+    run.run_id = pending[0].run_id
+    record = await run.ledger.get_run(run.run_id)
+    if record is None or record.status is not RunStatus.WAITING:
+        raise InputRejected("the waiting run is gone", code="NO_PENDING_RUN")
+    # The run continues under the agent that started it, whichever route the decision came by.
+    run.agent = run.app.agents.get(record.agent_id)
+    run.resumed = True
+    run.status = RunStatus.WAITING
+    run.usage = record.usage
+    run.steps_done = record.steps
+    run.answer_message_id = next(
+        (m.id for m in run.history if m.run_id == run.run_id and m.role == "assistant"), new_id("msg")
+    )
+    run.decided = [(p, decided[p.tool_call_id]) for p in pending if p.tool_call_id in decided]
+    run.remaining = [p for p in pending if p.tool_call_id not in decided]

@@ -1,0 +1,65 @@
+"""The run's end: it waits (a committed ``waiting`` with pending calls), fails (``failed`` with a
+code), or is interrupted (``interrupted`` with a ``Cause``). The failed and interrupted commits are
+shielded and bounded, so a cancellation cannot tear them and a stuck store cannot hold the
+connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..errors import StoreUnavailable
+from ..events import RunFailed, RunFinished
+from ..ledger import Commit, PendingCall
+from ..protocol import Sink
+from ..runstate import Cause, RunStatus
+from .commit import write
+
+if TYPE_CHECKING:
+    from .run import AdmittedRun
+
+log = logging.getLogger("awaken.engine")
+#: how long a shielded final commit may take before we give up on it
+FINAL_COMMIT_TIMEOUT = 2.0
+
+
+def finish_waiting(run: AdmittedRun, sink: Sink, pending: Sequence[PendingCall]) -> None:
+    """The stream's end for a run that waits (its ``waiting`` status is already committed)."""
+    sink(RunFinished(run.thread_id, run.run_id, "waiting", run.usage, tuple(p.tool_call_id for p in pending)))
+
+
+async def fail(run: AdmittedRun, sink: Sink, code: str, message: str) -> None:
+    """Commit ``failed`` with ``code`` and end the stream with it."""
+    committed = await commit_final(run, RunStatus.FAILED, code, message)
+    if not committed and code != "STORE_UNAVAILABLE":
+        code, message = "STORE_UNAVAILABLE", f"{message} (and the failure could not be committed)"
+    sink(RunFailed(code, message))
+
+
+async def interrupt(run: AdmittedRun) -> None:
+    """Commit ``interrupted`` for the run's cause, if it is still running (the stream just stops)."""
+    if run.status is RunStatus.RUNNING and run.run_id:
+        await commit_final(run, RunStatus.INTERRUPTED, None, None, run.cause)
+
+
+async def commit_final(run: AdmittedRun, status: RunStatus, code: str | None, message: str | None,
+                       cause: Cause | None = None) -> bool:
+    """Commit a terminal status, shielded and bounded. Returns whether it was committed."""
+    if run.status is not RunStatus.RUNNING or not run.run_id:
+        return True
+    with trio.move_on_after(FINAL_COMMIT_TIMEOUT, shield=True):
+        if not await run.started():
+            return False  # the run record was never written: there is nothing to close
+        try:
+            await write(run.ledger, run.thread_id, run.run_id, run.status,
+                        Commit(status=status, error_code=code, error_message=message), cause)
+        except StoreUnavailable:
+            log.warning("run %s: could not commit %s", run.run_id, status.value)
+            return False
+        run.status = status
+        return True
+    return False

@@ -1,0 +1,125 @@
+"""Tool policy: what happens to each tool call a model step makes, and to each decision a resume
+brings.
+
+* A client tool is parked as a pending ``client`` call (the client runs it and answers).
+* A server tool under ``ask`` is parked at a permission gate (a pending ``approval`` call).
+* A server tool under ``deny`` gets a ``denied`` result; an unknown tool an ``error`` result.
+* An allowed server tool runs now; several run concurrently. Results keep call order.
+
+A resume's decisions are applied by ``apply_decisions``: approved calls run, denied ones get a
+``denied`` result, a client tool's answer becomes its result, and all of it is one commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ..ledger import Commit, PendingCall
+from ..messages import Message, ToolCallPart, ToolResultPart
+from ..protocol import DENIED, SUPERSEDED, Sink, result_id
+from ..runstate import RunStatus
+from ..tools import ToolContext
+from .commit import commit_step
+
+if TYPE_CHECKING:
+    from .run import AdmittedRun
+
+
+async def run_tools(
+    run: AdmittedRun, calls: list[ToolCallPart], message_id: str
+) -> tuple[list[Message], list[PendingCall], dict[str, Any]]:
+    """Execute allowed server tools concurrently; deny or park the rest. Results keep call order."""
+    agent = run.agent
+    state = dict(run.state)
+    outcomes: dict[str, ToolResultPart] = {}
+    pending: list[PendingCall] = []
+    runnable: list[ToolCallPart] = []
+    for call in calls:
+        if agent.is_client_tool(call.name):
+            pending.append(PendingCall(call.tool_call_id, run.run_id, run.thread_id, call.name,
+                                       call.arguments, "client", message_id))
+        elif call.name not in {t.name for t in agent.server_tools}:
+            outcomes[call.tool_call_id] = ToolResultPart(call.tool_call_id, call.name,
+                                                         f"unknown tool {call.name!r}", "error")
+        elif (permission := agent.permission(call.name)) == "deny":
+            outcomes[call.tool_call_id] = ToolResultPart(
+                call.tool_call_id, call.name, f"denied: the policy does not allow {call.name}", "denied"
+            )
+        elif permission == "ask":
+            pending.append(PendingCall(call.tool_call_id, run.run_id, run.thread_id, call.name,
+                                       call.arguments, "approval", message_id))
+        else:
+            runnable.append(call)
+
+    async def run_one(call: ToolCallPart) -> None:
+        outcome = await run.app.tools.execute(call.name, call.arguments,
+                                              ToolContext(run.thread_id, run.run_id, state))
+        outcomes[call.tool_call_id] = ToolResultPart(call.tool_call_id, call.name, outcome.content,
+                                                     "ok" if outcome.ok else "error")
+
+    if len(runnable) == 1:
+        await run_one(runnable[0])
+    elif runnable:
+        async with trio.open_nursery() as nursery:
+            for call in runnable:
+                nursery.start_soon(run_one, call)
+    results = [
+        Message(result_id(c.tool_call_id), "tool", (outcomes[c.tool_call_id],), run.run_id)
+        for c in calls
+        if c.tool_call_id in outcomes
+    ]
+    return results, pending, state
+
+
+async def apply_decisions(run: AdmittedRun, sink: Sink) -> None:
+    """Run approved calls, then commit every decided result in one step (a resume's first commit).
+
+    Until that commit the run stays ``waiting``: a crash or a disconnect while an approved tool
+    runs leaves the same calls pending, to be decided again. New input in the same request closes
+    any call it leaves undecided (as new input always does) and is committed after the results.
+    """
+    state = dict(run.state)
+    results: list[Message] = []
+    for call, decision in run.decided:
+        if call.kind == "client":
+            status = "ok" if decision.kind == "ok" else "error"
+            part = ToolResultPart(call.tool_call_id, call.name, decision.content, status)
+        elif decision.kind in ("ok", "approve"):
+            outcome = await run.app.tools.execute(
+                call.name, call.arguments, ToolContext(run.thread_id, run.run_id, state)
+            )
+            part = ToolResultPart(call.tool_call_id, call.name, outcome.content,
+                                  "ok" if outcome.ok else "error", "approved")
+        else:
+            reason = decision.content.strip()
+            part = ToolResultPart(call.tool_call_id, call.name, f"{DENIED}: {reason}" if reason else DENIED,
+                                  "denied", "denied")
+        # A client tool's result is the client's own tool message, committed under its id; a gate's
+        # result is the server's (the client's message only carried the decision), so it gets the
+        # server's stable id and the client can receive it as a new message.
+        message_id = decision.message_id if call.kind == "client" else None
+        results.append(Message(message_id or result_id(call.tool_call_id), "tool", (part,), run.run_id))
+    inputs = tuple(attrs.evolve(m, run_id=run.run_id) for m in run.request.inputs)
+    closed: tuple[Message, ...] = ()
+    if inputs and run.remaining:
+        closed, run.remaining = superseded(run.remaining, run.run_id), []
+    await commit_step(run, sink, Commit(
+        status=RunStatus.WAITING if run.remaining else RunStatus.RUNNING,
+        messages=tuple(results) + closed + (inputs if not run.remaining else ()),
+        resolved=tuple(c.tool_call_id for c, _ in run.decided) + tuple(m.tool_result.tool_call_id
+                                                                      for m in closed),
+        state=state if state != run.state else None,
+    ))
+
+
+def superseded(pending: Sequence[PendingCall], run_id: str) -> tuple[Message, ...]:
+    """The results that close ``pending`` calls when new input arrives before they were answered."""
+    return tuple(
+        Message(result_id(p.tool_call_id), "tool", (ToolResultPart(p.tool_call_id, p.name, SUPERSEDED, "error"),),
+                run_id)
+        for p in pending
+    )

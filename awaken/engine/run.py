@@ -1,0 +1,142 @@
+"""``AdmittedRun``: one admitted run (fresh or resumed), the state it needs while it executes, and
+the scope that stops it.
+
+``execute`` opens the run's own cancel scope and nursery: the nursery hosts the work the run starts
+beside itself (a fresh run's first write, shielded, concurrent with the first model step, so the
+write is off the path to the first delta). ``cancel(cause)`` cancels that scope and records why;
+a cancellation from outside (the connection's nursery) with no cause recorded is ``client_gone``.
+Either way the run is committed ``interrupted`` with its cause before ``execute`` ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..errors import AwakenError, InputRejected
+from ..events import RunStarted
+from ..messages import Message, Usage
+from ..protocol import RunRequest, Sink, ToolDecision
+from ..runstate import Cause, RunStatus
+from . import commit, outcome, policy, steps
+
+if TYPE_CHECKING:
+    from ..agents import Agent
+    from ..ledger import PendingCall
+    from .admission import RunApplication
+
+log = logging.getLogger("awaken.engine")
+
+
+class AdmittedRun:
+    """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
+
+    __slots__ = ("_cause", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "decided",
+                 "history", "ledger", "remaining", "request", "resumed", "run_id", "start", "start_error", "state",
+                 "status", "steps_done", "thread_id", "usage")
+
+    def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
+        self.app = app
+        self.ledger = app.ledger
+        self.agent = agent
+        self.request = RunRequest(thread_id, agent.id)
+        self.thread_id = thread_id
+        self.run_id = ""
+        #: the run's committed status, as far as this process wrote it
+        self.status = RunStatus.RUNNING
+        self.resumed = False
+        self.history: list[Message] = []
+        self.state: dict[str, Any] = {}
+        self.usage = Usage()
+        self.steps_done = 0
+        self.answer_message_id = ""
+        #: set once a fresh run's record and input are written (None: nothing to write, e.g. a resume)
+        self.start: trio.Event | None = None
+        self.start_error: AwakenError | None = None
+        #: the decided calls of a resume, in pending order, applied when the stream starts
+        self.decided: list[tuple[PendingCall, ToolDecision]] = []
+        self.remaining: list[PendingCall] = []
+        self._scope = trio.CancelScope()
+        self._cause: Cause | None = None
+        self._released = False
+        self._settled = trio.Event()
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def cancel(self, cause: Cause) -> None:
+        """Stop the run now; it is committed ``interrupted`` for ``cause`` (the first cause recorded
+        wins). Safe to call at any time, also before ``execute`` starts or after it ended."""
+        self.blame(cause)
+        self._scope.cancel()
+
+    def blame(self, cause: Cause) -> None:
+        """Record ``cause`` for a cancellation that will come from outside, without stopping the run."""
+        if self._cause is None:
+            self._cause = cause
+
+    @property
+    def cause(self) -> Cause:
+        """Why the run would be interrupted now: the recorded cause, else the client went away."""
+        return self._cause or Cause.CLIENT_GONE
+
+    async def settled(self) -> RunStatus:
+        """Wait until the run's outcome is committed (or could not be) and it left the registry."""
+        await self._settled.wait()
+        return self.status
+
+    # -- execution -----------------------------------------------------------------------------
+
+    async def execute(self, sink: Sink) -> RunStatus:
+        """Stream the run into ``sink`` and commit its outcome; return the committed status.
+
+        Never raises except a cancellation from outside (after committing ``interrupted``). A run
+        stopped by ``cancel`` returns ``INTERRUPTED``: it streamed no terminal event.
+        """
+        with self._scope:
+            async with trio.open_nursery() as nursery:
+                if self.start is not None:
+                    nursery.start_soon(commit.write_start, self)
+                await self._drive(sink)
+        return self.status
+
+    async def _drive(self, sink: Sink) -> None:
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()  # stopped before it started: nothing is streamed
+            sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
+            if self.resumed:
+                await policy.apply_decisions(self, sink)
+            if self.remaining:
+                outcome.finish_waiting(self, sink, self.remaining)
+            else:
+                await steps.step_loop(self, sink)
+        except trio.Cancelled:
+            await outcome.interrupt(self)
+            raise
+        except AwakenError as exc:
+            code = exc.code if not isinstance(exc, InputRejected) else "INTERNAL_ERROR"
+            await outcome.fail(self, sink, code, exc.message)
+        except Exception:
+            log.exception("run %s failed", self.run_id)
+            await outcome.fail(self, sink, "INTERNAL_ERROR", "the server failed while running the agent")
+        finally:
+            self.release()
+            if self.status is not RunStatus.RUNNING:
+                self._settled.set()
+
+    async def started(self) -> bool:
+        """Wait until the run record is written; False if it could not be."""
+        if self.start is not None:
+            await self.start.wait()
+        return self.start_error is None
+
+    def release(self) -> None:
+        """Free the thread (a no-op after the first call)."""
+        if not self._released:
+            self._released = True
+            self.app._release(self)
+
+    def settle(self) -> None:
+        self.release()
+        self._settled.set()

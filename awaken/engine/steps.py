@@ -1,0 +1,175 @@
+"""The step loop: one model step after another until the run finishes, waits or hits its limit;
+and ``StepBuilder``, the ``ModelOutput`` of one step (live deltas out, the message assembled).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import RunFailure
+from ..events import (
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    RunFinished,
+    StepFinished,
+    StepStarted,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from ..ledger import Commit
+from ..messages import Message, ReasoningPart, TextPart, ToolCallPart, Usage
+from ..models import ModelRequest
+from ..protocol import Sink, new_id
+from ..runstate import RunStatus
+from . import outcome, policy
+from .commit import commit_step
+
+if TYPE_CHECKING:
+    from .run import AdmittedRun
+
+
+async def step_loop(run: AdmittedRun, sink: Sink) -> None:
+    """Run model steps, committing each one, until the run completes or waits.
+
+    The limit counts every step of the run, across resumes (a run resumed after step 3 of 8 has 5
+    left), so a model that keeps asking for client tools or approvals still stops.
+    """
+    agent = run.agent
+    for _ in range(max(0, agent.config.max_steps - run.steps_done)):
+        step = run.steps_done + 1
+        sink(StepStarted(step))
+        builder = StepBuilder(sink, run.answer_message_id if run.steps_done == 0 else new_id("msg"),
+                              used_call_ids(run))
+        request = ModelRequest(agent.config.system_prompt, tuple(run.history), agent.tools)
+        await agent.model.stream(request, builder)
+        builder.close()
+        calls = builder.finish_calls()
+        # The run's first write (started beside this step) must be in before anything names the
+        # run: the ledger may have given it a fresh id if the client's was taken.
+        if not await run.started():
+            assert run.start_error is not None
+            raise run.start_error
+        assistant = builder.message(run.run_id)
+        results, pending, state = await policy.run_tools(run, calls, assistant.id)
+        status = RunStatus.WAITING if pending else RunStatus.RUNNING if calls else RunStatus.COMPLETED
+        await commit_step(run, sink, Commit(
+            status=status,
+            messages=((assistant,) if assistant.parts else ()) + tuple(results),
+            pending=tuple(pending),
+            state=state if state != run.state else None,
+            usage=builder.step_usage,
+            steps=1,
+        ))
+        sink(StepFinished(step, builder.step_usage))
+        if status is RunStatus.WAITING:
+            outcome.finish_waiting(run, sink, pending)
+            return
+        if status is RunStatus.COMPLETED:
+            sink(RunFinished(run.thread_id, run.run_id, "completed", run.usage))
+            return
+    raise RunFailure(f"the agent reached its step limit ({agent.config.max_steps}) without finishing",
+                     code="STEP_LIMIT")
+
+
+def used_call_ids(run: AdmittedRun) -> set[str]:
+    """Tool call ids already on the thread: a provider that reuses ids (``call_0`` every turn)
+    gets fresh ones, because results, pending calls and clients key on them thread-wide."""
+    return {c.tool_call_id for m in run.history for c in m.tool_calls}
+
+
+class StepBuilder:
+    """The ``ModelOutput`` of one step: forwards live deltas to the sink and assembles the message.
+
+    Open text/reasoning blocks are closed before a tool call starts, so every encoder sees blocks
+    in a legal order.
+    """
+
+    __slots__ = ("_calls", "_reasoning", "_reasoning_id", "_text", "_text_open", "message_id", "sink",
+                 "step_usage", "used_call_ids")
+
+    def __init__(self, sink: Sink, message_id: str, used_call_ids: set[str] | frozenset[str] = frozenset()) -> None:
+        self.sink = sink
+        self.message_id = message_id
+        self.used_call_ids = used_call_ids
+        self.step_usage = Usage()
+        self._text: list[str] = []
+        self._text_open = False
+        self._reasoning_id: str | None = None
+        self._reasoning: list[tuple[str, list[str]]] = []
+        self._calls: dict[int, list[Any]] = {}  # index -> [id, name, [fragments]]
+
+    def text(self, delta: str) -> None:
+        if not delta:
+            return
+        self._close_reasoning()
+        if not self._text_open:
+            self._text_open = True
+            self.sink(TextStart(self.message_id))
+        self._text.append(delta)
+        self.sink(TextDelta(self.message_id, delta))
+
+    def reasoning(self, delta: str) -> None:
+        if not delta:
+            return
+        self._close_text()
+        if self._reasoning_id is None:
+            self._reasoning_id = new_id("rsn")
+            self._reasoning.append((self._reasoning_id, []))
+            self.sink(ReasoningStart(self._reasoning_id))
+        self._reasoning[-1][1].append(delta)
+        self.sink(ReasoningDelta(self._reasoning_id, delta))
+
+    def tool_call(self, index: int, *, call_id: str | None, name: str | None, arguments: str) -> None:
+        call = self._calls.get(index)
+        if call is None:
+            self._close_text()
+            self._close_reasoning()
+            if not call_id or call_id in self.used_call_ids or any(c[0] == call_id for c in self._calls.values()):
+                call_id = new_id("call")
+            call = [call_id, name or "", []]
+            self._calls[index] = call
+            self.sink(ToolCallStart(call[0], call[1], self.message_id))
+        elif name and not call[1]:
+            call[1] = name
+        if arguments:
+            call[2].append(arguments)
+            self.sink(ToolCallArgs(call[0], arguments))
+
+    def usage(self, usage: Usage) -> None:
+        self.step_usage = usage
+
+    def _close_text(self) -> None:
+        if self._text_open:
+            self._text_open = False
+            self.sink(TextEnd(self.message_id))
+
+    def _close_reasoning(self) -> None:
+        if self._reasoning_id is not None:
+            self.sink(ReasoningEnd(self._reasoning_id))
+            self._reasoning_id = None
+
+    def close(self) -> None:
+        self._close_text()
+        self._close_reasoning()
+
+    def finish_calls(self) -> list[ToolCallPart]:
+        parts = []
+        for index in sorted(self._calls):
+            call_id, name, fragments = self._calls[index]
+            arguments = "".join(fragments) or "{}"
+            self.sink(ToolCallEnd(call_id, name, arguments))
+            parts.append(ToolCallPart(call_id, name, arguments))
+        return parts
+
+    def message(self, run_id: str) -> Message:
+        parts: list[Any] = [ReasoningPart(rid, "".join(chunks)) for rid, chunks in self._reasoning]
+        if self._text:
+            parts.append(TextPart("".join(self._text)))
+        parts.extend(ToolCallPart(cid, name, "".join(fr) or "{}") for cid, name, fr in
+                     (self._calls[i] for i in sorted(self._calls)))
+        return Message(self.message_id, "assistant", tuple(parts), run_id)

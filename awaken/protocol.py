@@ -1,0 +1,99 @@
+"""The protocol interface and the request value types: what an adapter needs, without the engine.
+
+A ``Protocol`` (AG-UI, AI SDK) parses a request body, turns it into a ``RunRequest`` (dedup against
+the ledger, tool decisions), builds its encoder, and owns how its streams end (``closing``) and how
+a refused request looks (``refusal``, the one place a refusal stream is assembled). Everything here
+is pure (sans-IO). The engine consumes ``RunRequest``/``ToolDecision`` and feeds a ``Sink``.
+"""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from collections.abc import Callable
+from typing import Any, Literal
+
+import attrs
+
+from .encoding import EncoderBase, WireEvent
+from .events import AgentEvent
+from .ledger import ThreadView
+from .messages import Message
+
+#: what the engine streams a run into (synchronous: it never awaits the client)
+Sink = Callable[[AgentEvent], None]
+#: the content of a tool result the server commits for a call the user denied
+DENIED = "denied: the user did not allow this call"
+#: the content of a tool result the server commits for a call closed by new input
+SUPERSEDED = "cancelled: new input arrived before this call was answered"
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def result_id(tool_call_id: str) -> str:
+    """The message id of a tool result the server commits (stable, so a replayed decision is found)."""
+    return f"tr_{tool_call_id}"
+
+
+@attrs.frozen
+class ToolDecision:
+    """An answer to a pending call, as an adapter parsed it.
+
+    ``kind``: ``ok`` (a result without error), ``error`` (a result flagged as an error), ``approve``
+    or ``deny`` (an explicit permission decision). At a permission gate ``ok``/``approve`` allow the
+    call and ``error``/``deny`` deny it; for a client tool ``ok``/``error`` are its result.
+    """
+
+    tool_call_id: str
+    kind: Literal["ok", "error", "approve", "deny"]
+    content: str = ""
+    #: the client's tool message id: a client tool's result is committed under it (a permission gate's
+    #: result is the server's own and always gets ``result_id``)
+    message_id: str | None = None
+
+
+@attrs.frozen
+class RunRequest:
+    thread_id: str
+    agent_id: str | None
+    #: new input messages (already deduplicated against the ledger)
+    inputs: tuple[Message, ...] = ()
+    decisions: tuple[ToolDecision, ...] = ()
+    #: the run id the client proposed; used for a new run when it is free
+    run_id: str | None = None
+
+
+class Protocol(abc.ABC):
+    """A wire protocol's request side, encoder factory and stream ends. Every method is pure."""
+
+    #: response headers for SSE, beyond the transport's own
+    sse_headers: list[tuple[bytes, bytes]] = []
+
+    @abc.abstractmethod
+    def parse(self, body: bytes, content_type: str | None) -> Any:
+        """Validate a request body; raise ``InputRejected`` with a catalogue code."""
+
+    @abc.abstractmethod
+    def target(self, parsed: Any, route_agent: str | None) -> tuple[str | None, str | None]:
+        """The thread (None: start a new one) and the agent (None: the default) a request addresses."""
+
+    @abc.abstractmethod
+    def to_run_request(self, parsed: Any, thread_id: str, agent_id: str | None, view: ThreadView) -> RunRequest:
+        """Drop what ``view`` (the thread as committed) already holds; split the rest into new input
+        and tool decisions. Raise ``InputRejected`` for what cannot be run."""
+
+    @abc.abstractmethod
+    def encoder(self, parsed: Any | None) -> EncoderBase:
+        """The encoder for this request (``parsed`` is None when the body could not be parsed)."""
+
+    def closing(self) -> list[WireEvent]:
+        """What follows the terminal event of every stream, run or refusal (the AI SDK's ``[DONE]``)."""
+        return []
+
+    def refusal(self, code: str, message: str, encoder: EncoderBase | None = None) -> list[WireEvent]:
+        """The whole stream for a refused request: no run started, nothing committed.
+
+        ``encoder`` is the request's own when its body was parsed (AG-UI names the thread and run)."""
+        return (encoder or self.encoder(None)).rejection(code, message) + self.closing()
