@@ -5,15 +5,19 @@ runs (status, agent, timestamps, error code, usage) and pending tool calls. Back
 ``storage_backends/`` or in any package registering a class under the ``awaken.ledgers`` entry-point
 group; ``open_ledger`` picks one by the name in ``config.toml``.
 
-Semantics every backend promises (the conformance suite in ``tests/test_ledger_conformance.py``
-checks them):
+Semantics every backend promises (the importable conformance suite ``awaken.testing.conformance``
+and crash test ``awaken.testing.crash`` check them; a backend's own tests run both with one import
+and one ``ledger_factory`` fixture):
 
 * **Atomic commits.** ``start_run`` and ``commit`` are each one transaction: after a crash or a
   ``trio.Cancelled`` during the call, either all of it is visible on reopen or none of it is.
 * **Acknowledged means durable.** Once ``commit`` returns, the data survives a process kill.
 * **Per-thread order.** Messages get ``seq`` 1, 2, 3… per thread in commit order; ids are unique per
   thread (a duplicate id in a commit raises ``ValueError`` and commits nothing).
-* **Recovery.** ``open`` marks runs left ``running`` by a dead process as ``interrupted``.
+* **Recovery.** ``open`` commits runs left ``running`` by a dead process as ``interrupted`` with
+  cause ``RESTART_CAUSE`` (``"server_restart"``).
+* **Causes.** A run's ``cause`` (why it was interrupted) is stored with its status by ``commit``
+  and returned by ``get_run``/``list_runs``.
 * **Errors.** Any failure to reach the store raises ``StoreUnavailable``; nothing partial is left.
   A caller's mistake raises ``ValueError`` and writes nothing: a duplicate message id, a commit to
   a run that does not exist (or belongs to another thread), a pending call id that is already
@@ -115,6 +119,10 @@ class ThreadView:
         return frozenset(m.tool_result.tool_call_id for m in self.messages if m.tool_result is not None)
 
 
+#: the cause of a run that ``open`` found ``running`` (its process died) and committed ``interrupted``
+RESTART_CAUSE = "server_restart"
+
+
 class DuplicateRun(ValueError):
     """``start_run`` was given a run id the ledger already holds."""
 
@@ -139,10 +147,6 @@ class Ledger(abc.ABC):
         """The thread, or None if nothing was ever committed to it."""
 
     @abc.abstractmethod
-    async def committed_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
-        """The subset of ``ids`` already committed as messages of ``thread_id`` (for dedup)."""
-
-    @abc.abstractmethod
     async def start_run(self, run: RunRecord, inputs: Sequence[Message]) -> list[Message]:
         """Create the thread if needed, record ``run`` and append ``inputs``, atomically.
 
@@ -160,10 +164,6 @@ class Ledger(abc.ABC):
     @abc.abstractmethod
     async def list_runs(self, thread_id: str) -> list[RunRecord]:
         """Every run of the thread, oldest first."""
-
-    @abc.abstractmethod
-    async def waiting_run(self, thread_id: str) -> RunRecord | None:
-        """The thread's run in status ``waiting``, if any (at most one exists)."""
 
     @abc.abstractmethod
     async def pending_calls(self, thread_id: str) -> list[PendingCall]:
@@ -206,17 +206,12 @@ class Ledger(abc.ABC):
 
 
 LEDGER_GROUP = "awaken.ledgers"
-_BUILTIN = {
-    "sqlite": "storage_backends.sqlite_ledger:SqliteLedger",
-    "files": "storage_backends.file_ledger:FileLedger",
-}
 
 
 def known_backends() -> dict[str, EntryPoint]:
-    """Backend name -> where its class lives: the built-ins, then every registered entry point."""
-    found = {name: EntryPoint(name=name, value=value, group=LEDGER_GROUP) for name, value in _BUILTIN.items()}
-    found.update((ep.name, ep) for ep in entry_points(group=LEDGER_GROUP))
-    return found
+    """Backend name -> where its class lives: every entry point of the ``awaken.ledgers`` group
+    (the built-in ``sqlite`` and ``files`` are registered there by Awaken's own package metadata)."""
+    return {ep.name: ep for ep in entry_points(group=LEDGER_GROUP)}
 
 
 def ledger_class(name: str) -> type[Ledger]:

@@ -25,6 +25,7 @@ import trio
 
 from awaken.errors import StoreUnavailable
 from awaken.ledger import (
+    RESTART_CAUSE,
     Commit,
     DuplicateRun,
     Ledger,
@@ -32,9 +33,8 @@ from awaken.ledger import (
     RunRecord,
     ThreadRecord,
     ThreadView,
-    Usage,
 )
-from awaken.messages import Message, parts_from_json, parts_to_json
+from awaken.messages import Message, Usage, parts_from_json, parts_to_json
 from awaken.runstate import RunStatus
 
 T = TypeVar("T")
@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, agent_id TEXT NOT NULL, status TEXT NOT NULL,
     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, error_code TEXT, error_message TEXT,
     input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
-    steps INTEGER NOT NULL DEFAULT 0
+    steps INTEGER NOT NULL DEFAULT 0, cause TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, status);
 CREATE TABLE IF NOT EXISTS messages (
@@ -61,6 +61,39 @@ CREATE TABLE IF NOT EXISTS pending (
     PRIMARY KEY (thread_id, tool_call_id)
 );
 """
+
+#: Schema changes since the first release, in order; ``PRAGMA user_version`` counts those applied.
+#: A new database gets ``_SCHEMA`` (which includes them all); an existing one runs the missing ones.
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    # 1: why an interrupted run stopped
+    lambda conn: conn.execute("ALTER TABLE runs ADD COLUMN cause TEXT"),
+)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Create the schema, or bring an existing database up to date, in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'threads'").fetchone()
+        if not exists:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        elif version > len(_MIGRATIONS):
+            raise StoreUnavailable(
+                f"the database schema (version {version}) is newer than this Awaken understands "
+                f"({len(_MIGRATIONS)}); upgrade Awaken"
+            )
+        else:
+            for migration in _MIGRATIONS[version:]:
+                migration(conn)
+        conn.execute(f"PRAGMA user_version = {len(_MIGRATIONS)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _now_ms() -> int:
@@ -138,11 +171,11 @@ class SqliteLedger(Ledger):
                 # this access pattern (appends, and reads of recent threads); 512 KiB keeps the
                 # server's memory flat as history grows.
                 conn.execute("PRAGMA cache_size = -512")
-                conn.executescript(_SCHEMA)
+                _migrate(conn)
                 now = _now_ms()
                 conn.execute(
-                    "UPDATE runs SET status = ?, error_code = NULL, updated_at = ? WHERE status = ?",
-                    (RunStatus.INTERRUPTED.value, now, RunStatus.RUNNING.value),
+                    "UPDATE runs SET status = ?, error_code = NULL, cause = ?, updated_at = ? WHERE status = ?",
+                    (RunStatus.INTERRUPTED.value, RESTART_CAUSE, now, RunStatus.RUNNING.value),
                 )
                 self._threads = {row[0] for row in conn.execute("SELECT id FROM threads")}
             except BaseException:
@@ -182,24 +215,6 @@ class SqliteLedger(Ledger):
 
         return await self._call(q)
 
-    async def committed_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
-        ids = list(ids)
-        if not ids:
-            return set()
-
-        def q(db: sqlite_utils.Database) -> set[str]:
-            found: set[str] = set()
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = db.conn.execute(
-                    f"SELECT id FROM messages WHERE thread_id = ? AND id IN ({marks})", (thread_id, *chunk)
-                )
-                found.update(r[0] for r in rows)
-            return found
-
-        return await self._call(q)
-
     async def get_run(self, run_id: str) -> RunRecord | None:
         def q(db: sqlite_utils.Database) -> RunRecord | None:
             row = db.conn.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -213,16 +228,6 @@ class SqliteLedger(Ledger):
                 f"SELECT {_RUN_COLS} FROM runs WHERE thread_id = ? ORDER BY created_at, rowid", (thread_id,)
             )
             return [_run(r) for r in rows]
-
-        return await self._call(q)
-
-    async def waiting_run(self, thread_id: str) -> RunRecord | None:
-        def q(db: sqlite_utils.Database) -> RunRecord | None:
-            row = db.conn.execute(
-                f"SELECT {_RUN_COLS} FROM runs WHERE thread_id = ? AND status = ?",
-                (thread_id, RunStatus.WAITING.value),
-            ).fetchone()
-            return None if row is None else _run(row)
 
         return await self._call(q)
 
@@ -331,7 +336,7 @@ class SqliteLedger(Ledger):
             if commit.state is not None:
                 conn.execute("UPDATE threads SET state = ? WHERE id = ?", (_dumps(commit.state), thread_id))
             conn.execute(
-                "UPDATE runs SET status = ?, updated_at = ?, error_code = ?, error_message = ?, "
+                "UPDATE runs SET status = ?, updated_at = ?, error_code = ?, error_message = ?, cause = ?, "
                 "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, steps = steps + ? "
                 "WHERE id = ?",
                 (
@@ -339,6 +344,7 @@ class SqliteLedger(Ledger):
                     _now_ms(),
                     commit.error_code,
                     commit.error_message,
+                    commit.cause,
                     commit.usage.input_tokens,
                     commit.usage.output_tokens,
                     commit.steps,
@@ -410,7 +416,7 @@ def _lock(path: Path) -> int:
 
 _RUN_COLS = (
     "id, thread_id, agent_id, status, created_at, updated_at, error_code, error_message, "
-    "input_tokens, output_tokens, steps"
+    "input_tokens, output_tokens, steps, cause"
 )
 
 
@@ -426,12 +432,13 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
         error_message=row[7],
         usage=Usage(row[8], row[9]),
         steps=row[10],
+        cause=row[11],
     )
 
 
 def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
     conn.execute(
-        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             run.run_id,
             run.thread_id,
@@ -444,6 +451,7 @@ def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
             run.usage.input_tokens,
             run.usage.output_tokens,
             run.steps,
+            run.cause,
         ),
     )
 

@@ -1,7 +1,7 @@
 """The crash-test child: writes the crash workload to a ledger until it is killed.
 
-Usage: ``python tests/crash_child.py BACKEND ROOT [torn]`` (repo root on ``PYTHONPATH``). It opens
-the ``BACKEND`` ledger under ``ROOT`` (recovering whatever the previous child left), prints
+Usage: ``python -m awaken.testing.crash_child FACTORY ROOT [torn]`` where ``FACTORY`` is a ledger
+factory as ``module:name`` (importable through ``PYTHONPATH``). It opens the factory's ledger under ``ROOT`` (recovering whatever the previous child left), prints
 ``READY``, then runs one Trio task per thread of ``CRASH_THREADS``, each starting runs and committing
 their steps (``CRASH_K`` messages each, ids ``<run>-<step>-<k>``) in a loop. After every
 acknowledged ``start_run``/``commit`` it prints ``ACK <thread> <run> <seq>`` (seq = the step's last
@@ -17,17 +17,18 @@ import os
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import trio
 
 from awaken.ledger import Ledger
-from tests.ledger_harness import (
+from awaken.testing.harness import (
     CRASH_K,
     CRASH_STEPS,
     CRASH_THREADS,
     crash_commit,
-    make_ledger,
+    resolve_factory,
     run_record,
     step_ids,
     user,
@@ -51,8 +52,8 @@ async def worker(ledger: Ledger, thread_id: str) -> None:
             ack(thread_id, run_id, out[-1].seq)
 
 
-async def main(backend: str, root: str) -> None:
-    ledger = make_ledger(backend, root)
+async def main(factory: str, root: str) -> None:
+    ledger = resolve_factory(factory)(Path(root))
     await ledger.open()
     sys.stdout.buffer.write(b"READY\n")
     sys.stdout.buffer.flush()
