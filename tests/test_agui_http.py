@@ -221,7 +221,7 @@ async def test_each_refusal_is_one_run_error_and_leaves_the_ledger_unchanged(cli
 
 async def test_a_refused_first_request_creates_no_thread(client, server):
     """CONTRACT §3: nothing committed, not even the thread."""
-    events = await post_agui(client, agui_body("t-none", "r", [user("n1", "x")], tools=[{"name": "f"}]))
+    events = await post_agui(client, agui_body("t-none", "r", [user("n1", "x")], tools=[{"name": "f", "parameters": {"type": "nope"}}]))
     assert types(events) == ["RUN_ERROR"]
     assert await server.ctx.ledger.get_thread("t-none") is None
     assert (await history(client, "t-none")).status_code == 404

@@ -18,6 +18,7 @@ import trio
 from ..errors import AwakenError, InputRejected
 from ..events import RunStarted
 from ..messages import Message, Usage
+from ..models import ToolSpec
 from ..protocol import RunRequest, Sink, ToolDecision
 from ..runstate import Cause, RunStatus
 from . import commit, outcome, policy, steps
@@ -33,9 +34,9 @@ log = logging.getLogger("awaken.engine")
 class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
-    __slots__ = ("_cause", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "decided",
-                 "history", "ledger", "remaining", "request", "resumed", "run_id", "start", "start_error", "state",
-                 "status", "steps_done", "thread_id", "usage")
+    __slots__ = ("_cause", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "client_state",
+                 "client_tools", "decided", "history", "ledger", "remaining", "request", "resumed", "run_id", "start",
+                 "start_error", "state", "status", "steps_done", "thread_id", "usage")
 
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
         self.app = app
@@ -49,6 +50,10 @@ class AdmittedRun:
         self.resumed = False
         self.history: list[Message] = []
         self.state: dict[str, Any] = {}
+        #: the state came from the client and differs from the committed one: it is committed first
+        self.client_state = False
+        #: tools the client declared for this run (stored with its record; a call to one waits)
+        self.client_tools: tuple[ToolSpec, ...] = ()
         self.usage = Usage()
         self.steps_done = 0
         self.answer_message_id = ""

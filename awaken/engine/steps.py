@@ -45,7 +45,8 @@ async def step_loop(run: AdmittedRun, sink: Sink) -> None:
         sink(StepStarted(step))
         builder = StepBuilder(sink, run.answer_message_id if run.steps_done == 0 else new_id("msg"),
                               used_call_ids(run))
-        request = ModelRequest(agent.config.system_prompt, tuple(run.history), agent.tools)
+        request = ModelRequest(agent.config.system_prompt, tuple(run.history), agent.tools + run.client_tools,
+                               context=run.request.context, state=run.state)
         await agent.model.stream(request, builder)
         builder.close()
         calls = builder.finish_calls()

@@ -51,6 +51,8 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     #: context entries the client sent with this run, to be shown to the model beside the system prompt
     context: tuple[ContextEntry, ...] = attrs.field(default=(), kw_only=True)
+    #: the thread's agent state as the run sees it (the client's shared state included)
+    state: dict[str, Any] = attrs.field(factory=dict, kw_only=True)
 
 
 class ModelOutput(Protocol):

@@ -8,6 +8,7 @@ It reads directives from the lines of the newest user text:
 * ``/words N`` — answer with exactly N words, one word per text delta.
 * ``/delay MS`` — wait MS milliseconds before each delta.
 * ``/fail`` — fail with ``MODEL_ERROR`` after the first delta.
+* ``/state`` — answer with the thread's state as the run sees it: ``State: <compact JSON>.``
 * ``/context`` — answer with the run's context entries: ``Context: <description> = <value>; ...``
   (``Context: none.`` when the run has none).
 
@@ -24,6 +25,7 @@ import uuid
 from typing import ClassVar
 
 import attrs
+import orjson
 import trio
 
 from ..errors import ModelFailure
@@ -49,6 +51,7 @@ class Script:
     delay_ms: float = 0.0
     fail: bool = False
     context: bool = False
+    state: bool = False
 
 
 def parse_script(text: str) -> Script:
@@ -58,6 +61,7 @@ def parse_script(text: str) -> Script:
     delay = 0.0
     fail = False
     context = False
+    state = False
     plain: list[str] = []
     for line in text.splitlines():
         stripped = line.strip()
@@ -79,9 +83,11 @@ def parse_script(text: str) -> Script:
             fail = True
         elif head == "/context":
             context = True
+        elif head == "/state":
+            state = True
         else:
             plain.append(line)
-    return Script("\n".join(plain).strip(), tuple(calls), think, words, delay, fail, context)
+    return Script("\n".join(plain).strip(), tuple(calls), think, words, delay, fail, context, state)
 
 
 def _count_words(messages: tuple[Message, ...]) -> int:
@@ -136,6 +142,8 @@ class ScriptedModel:
             answer = f"Here is what the tools said: {said}."
         elif script.context:
             answer = context_answer(request)
+        elif script.state:
+            answer = f"State: {orjson.dumps(request.state, option=orjson.OPT_SORT_KEYS).decode()}."
         elif script.words is not None:
             answer = " ".join(_WORDS[i % len(_WORDS)] for i in range(script.words))
         else:
