@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import attrs
 import cattrs
+from cattrs.cols import list_structure_factory
 from cattrs.errors import (
     AttributeValidationNote,
     ClassValidationError,
@@ -24,6 +25,7 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from . import cors
 from .auth import config as auth_config
 from .errors import ConfigError
 from .models.providers import provider_class, resolve_model
@@ -42,6 +44,10 @@ class ServerConfig:
     ws_ping_seconds: float = 20.0
     #: seconds a shutdown waits for streams to end
     graceful_timeout: float = 2.0
+    #: browser origins allowed to call ``/v1/`` (exact ``scheme://host[:port]``; ``"*"`` alone: any, see awaken/cors.py)
+    cors_origins: list[str] = attrs.field(factory=list)
+    #: request headers browsers may send beyond content-type, authorization and user-agent
+    cors_extra_headers: list[str] = attrs.field(factory=list)
 
 
 @attrs.frozen
@@ -121,6 +127,21 @@ _converter.register_structure_hook(str, _strict(str, str))
 _converter.register_structure_hook(int, _strict(int, int))
 _converter.register_structure_hook(float, _strict(float, int, float))
 _converter.register_structure_hook(bool, _strict(bool, bool))
+
+
+def _strict_list(kind: Any, converter: cattrs.Converter):  # noqa: ANN202 - a cattrs hook factory
+    items = list_structure_factory(kind, converter)
+
+    def hook(value: Any, _: type) -> Any:
+        if not isinstance(value, list):  # a string is iterable, and would become a list of its letters
+            raise TypeError(f"expected list, got {type(value).__name__} {value!r}")
+        return items(value, kind)
+
+    return hook
+
+
+_converter.register_structure_hook_factory(
+    lambda t: getattr(t, "__origin__", None) is list, lambda t: _strict_list(t, _converter))
 
 
 def _path_to_key(path: str) -> str:
@@ -222,10 +243,23 @@ def _check(config: AppConfig, source: str) -> None:
     ):
         if not ok:
             raise ConfigError(f"{source}: server.{key}: {value!r} is out of range (must be positive)")
+    _check_cors(config, source)
     host, _, port = config.server.bind.rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(f"{source}: server.bind: {config.server.bind!r} is not HOST:PORT")
     auth_config.check(config.auth, source)
+
+
+def _check_cors(config: AppConfig, source: str) -> None:
+    server = config.server
+    for i, origin in enumerate(server.cors_origins):
+        if problem := cors.origin_problem(origin):
+            raise ConfigError(f"{source}: server.cors_origins[{i}]: {problem}")
+    for i, name in enumerate(server.cors_extra_headers):
+        if problem := cors.header_problem(name):
+            raise ConfigError(f"{source}: server.cors_extra_headers[{i}]: {problem}")
+    if problem := cors.wildcard_problem(server.cors_origins, config.auth.mode):
+        raise ConfigError(f"{source}: server.cors_origins: {problem}")
 
 
 def load_config(path: str | Path) -> AppConfig:

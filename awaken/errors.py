@@ -33,6 +33,7 @@ CODES: dict[str, tuple[str, str]] = {
     "UNKNOWN_THREAD": ("input", "History: nothing was ever committed to this thread (404)."),
     "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
     "REQUEST_BUSY": ("input", "A run is already streaming on this socket; send the next request after it ends."),
+    "ORIGIN_NOT_ALLOWED": ("input", "A browser preflight came from an origin not in server.cors_origins (403)."),
     "UNAUTHENTICATED": (
         "input",
         "A /v1/ route was called without valid credentials (HTTP 401 with WWW-Authenticate: Bearer; a "

@@ -4,7 +4,8 @@ Streaming run routes (``POST /v1/ag-ui…``, and the other protocols' routes as 
 served as raw ASGI by their adapters, so nothing sits between the run and the socket but the SSE
 transport. Everything else (health, agents, history) is a quart-trio app. ``AuthMiddleware`` wraps
 the whole app: every ``/v1/`` request carries a ``Principal`` (``auth.principal_of(scope)``) or is
-refused 401.
+refused 401. Outside it sits the CORS middleware (awaken/cors.py), which answers browser
+preflights for every ``/v1/`` path and puts CORS headers on every answer, a 401 included.
 
 Routes:
     GET  /healthz                                    200 while the process serves
@@ -28,6 +29,7 @@ from typing import Any
 from quart import jsonify, request
 from quart_trio import QuartTrio
 
+from . import cors
 from .agui import adapter as agui_adapter
 from .aisdk import adapter as aisdk_adapter
 from .auth import AuthMiddleware, principal_of
@@ -128,6 +130,11 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
                     return
         await quart_app(scope, receive, send)
 
-    asgi.quart = quart_app  # type: ignore[attr-defined]
-    # every /v1/ request is authenticated before routing; principal_of(scope) reads who is asking
-    return AuthMiddleware(ctx.auth, asgi)
+    # every /v1/ request is authenticated before routing; principal_of(scope) reads who is asking.
+    # CORS is the outermost layer: preflights are answered before authentication, and every answer
+    # (streams and refusals, a 401 included) carries the headers an allowed origin needs.
+    server = ctx.config.server
+    app = cors.middleware(AuthMiddleware(ctx.auth, asgi),
+                          cors.CorsPolicy.of(server.cors_origins, server.cors_extra_headers))
+    app.quart = quart_app  # type: ignore[attr-defined]
+    return app
