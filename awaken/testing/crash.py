@@ -110,6 +110,8 @@ async def run_and_kill(
     return acks
 
 
+@pytest.mark.slow  # hundreds of child processes killed at random instants
+@pytest.mark.timeout(300)
 async def test_sigkill_at_random_instants_loses_nothing_acknowledged(
     ledger_factory: LedgerFactory,
     tmp_path: Path,
