@@ -79,11 +79,11 @@ async def test_connect_to_an_empty_thread_replays_nothing(client):
 
 
 async def test_stop_stops_the_threads_active_run_in_both_forms(client, server):
-    """The run is held open by a long paced answer; stop is sent once it has started streaming."""
+    """The run is held open by the scripted ``/hold`` (never released); stop is sent once it streams."""
     for form in ("rest", "single"):
         thread = f"t-stop-{form}"
         async with client.stream("POST", f"{CK}/agent/assistant/run",
-                                 json=agui_body(thread, f"r-{form}", [user("u1", "/delay 20\n/words 100000")])) as live:
+                                 json=agui_body(thread, f"r-{form}", [user("u1", f"/hold never-{form}")])) as live:
             chunks = live.aiter_text()  # kept referenced: a collected iterator would close the response
             async for chunk in chunks:
                 if "TEXT_MESSAGE_CONTENT" in chunk:
