@@ -32,6 +32,7 @@ from .mcp.config import McpServerConfig, check_servers, covered
 from .models.providers import provider_class, resolve_model
 
 Permission = Literal["allow", "ask", "deny"]
+OnDisconnect = Literal["cancel", "continue"]
 
 
 @attrs.frozen
@@ -41,6 +42,8 @@ class ServerConfig:
     keepalive_seconds: float = 15.0
     #: bytes a slow reader may leave unsent before the connection is dropped (and the run interrupted)
     max_buffered_bytes: int = 4 * 1024 * 1024
+    #: bytes of encoded events each active run keeps per protocol for watchers that join late (rejoin)
+    replay_bytes: int = 1024 * 1024
     #: seconds between WebSocket pings
     ws_ping_seconds: float = 20.0
     #: seconds a shutdown waits for streams to end
@@ -84,6 +87,9 @@ class AgentConfig:
     max_steps: int = 8
     #: overrides of its provider's ``[providers.<name>]`` table for this agent (validated by the provider)
     provider: dict[str, Any] | None = None
+    #: what a run does when the connection that started it goes: ``cancel`` (interrupted, ``client_gone``)
+    #: or ``continue`` (it runs on to its committed outcome in the server's nursery; rejoinable)
+    on_disconnect: OnDisconnect = "cancel"
 
 
 @attrs.frozen

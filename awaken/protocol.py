@@ -95,6 +95,15 @@ class Protocol(abc.ABC):
     def encoder(self, parsed: Any | None) -> EncoderBase:
         """The encoder for this request (``parsed`` is None when the body could not be parsed)."""
 
+    def watch_encoder(self, thread_id: str, run_id: str) -> EncoderBase:
+        """The encoder of a watcher that joins a run this protocol did not start (a rejoin)."""
+        return self.encoder(None)
+
+    def snapshot(self, messages: list[Message]) -> list[WireEvent] | None:
+        """The committed messages as one wire event, for a rejoin whose position is gone (None: the
+        protocol has no such event)."""
+        return None
+
     def closing(self) -> list[WireEvent]:
         """What follows the terminal event of every stream, run or refusal (the AI SDK's ``[DONE]``)."""
         return []

@@ -582,8 +582,8 @@ def _first_release_database(path: Path) -> None:
 
 
 async def test_sqlite_database_of_the_first_release_migrates_at_open(tmp_path: Path) -> None:
-    """A database file written before runs had a cause opens: its runs keep everything and read cause
-    None, the run it left running is recovered with cause ``server_restart``, new causes are stored,
+    """A database file written before runs had a cause and threads an owner opens: its runs keep
+    everything and read cause None, its thread has no owner and a summary built from its history, the run it left running is recovered with cause ``server_restart``, new causes are stored,
     and the migration runs once (a reopen changes nothing)."""
     _first_release_database(tmp_path / "ledger.db")
     async with opened("sqlite", tmp_path) as ledger:
@@ -593,6 +593,13 @@ async def test_sqlite_database_of_the_first_release_migrates_at_open(tmp_path: P
             ("r2", RunStatus.INTERRUPTED, "server_restart", Usage(0, 0), 0),
         ]
         assert [m.id for m in await read_all(ledger, "t")] == ["u1", "a1", "u2"]
+        thread = await ledger.get_thread("t")
+        assert thread == ThreadRecord("t", 100, {"k": 1}, 3, None)
+        summary = await ledger.thread_summary("t")
+        assert summary is not None
+        assert (summary.title, summary.agent_id, summary.created_at, summary.updated_at, summary.message_count,
+                summary.owner, summary.waiting) == ("Hello there", "assistant", 100, 200, 3, None, False)
+        assert [s.thread_id for s in (await ledger.list_thread_summaries(None)).items] == ["t"]
         await ledger.start_run(run_record("r3", "t"), [user("u3")])
         await ledger.commit("t", "r3", Commit(RunStatus.INTERRUPTED, cause="stopped"))
         before = await snapshot(ledger)

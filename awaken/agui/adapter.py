@@ -11,6 +11,7 @@ WebSocket routes serve; ``read_history`` answers the history route (``{items, cu
 from __future__ import annotations
 
 from ..denial import read_gate_answer
+from ..encoding import WireEvent
 from ..history import read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
@@ -31,6 +32,12 @@ class AguiProtocol(Protocol):
         # client's reducer append a second message with the same id (both client generations do).
         client_held = frozenset(m.id for m in parsed.messages if isinstance(m, ToolMessage))
         return AguiEncoder(parsed.thread_id, parsed.run_id, modern=parsed.modern, client_held=client_held)
+
+    def watch_encoder(self, thread_id: str, run_id: str) -> AguiEncoder:
+        return AguiEncoder(thread_id, run_id)
+
+    def snapshot(self, messages: list[Message]) -> list[WireEvent]:
+        return [{"type": "MESSAGES_SNAPSHOT", "messages": project_history(messages)}]
 
     def target(self, parsed: AguiInput, route_agent: str | None) -> tuple[str, str | None]:
         return parsed.thread_id, route_agent

@@ -10,12 +10,21 @@ On exit a run that never reached a committed outcome is committed ``interrupted`
 
 The registry (``active``) is what ``stop`` and a shutdown act on: ``stop(thread_id)`` cancels the
 thread's run with ``Cause.STOPPED`` and returns its committed status.
+
+Hosting. ``launch`` admits a run and executes it as a task of the server-owned nursery that
+``hosting()`` opens (``cli.serve`` and the test server hold it open around hypercorn): a run is
+owned by the server, not by the connection that asked for it, and streams into its
+``RunBroadcast`` for whoever watches. Whether a connection that goes away takes its run along is
+the connection's decision (``exchange``: the agent's ``on_disconnect``). Leaving ``hosting()``
+interrupts every run still in it for ``shutdown``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -32,6 +41,11 @@ from .commit import write
 from .policy import superseded
 from .run import AdmittedRun
 
+if TYPE_CHECKING:
+    from ..broadcast import RunBroadcast
+
+log = logging.getLogger("awaken.engine")
+
 
 class RunApplication:
     """The only execution authority: admits runs, keeps the active ones, stops them."""
@@ -41,6 +55,47 @@ class RunApplication:
         self.agents = agents
         self.tools = tools
         self._active: dict[str, AdmittedRun] = {}
+        self._host: trio.Nursery | None = None
+
+    @property
+    def hosting_runs(self) -> bool:
+        """Whether runs execute in the server's own nursery (``hosting`` is open)."""
+        return self._host is not None
+
+    @contextlib.asynccontextmanager
+    async def hosting(self) -> AsyncIterator[None]:
+        """Hold the server-owned nursery that ``launch`` runs in; on exit every run still active is
+        interrupted for ``shutdown`` (and its outcome committed) before this returns."""
+        async with trio.open_nursery() as nursery:
+            self._host = nursery
+            try:
+                yield
+            finally:
+                self._host = None
+                for run in list(self._active.values()):
+                    run.cancel(Cause.SHUTDOWN)
+
+    async def launch(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+                     broadcast: Callable[[AdmittedRun], RunBroadcast], nursery: trio.Nursery) -> AdmittedRun:
+        """Admit a request (raising ``InputRejected``/``StoreUnavailable`` having changed nothing, as
+        ``admit``) and execute the run into ``broadcast(run)`` as a task of the server's nursery (of
+        ``nursery`` when no ``hosting`` is open). Returns the admitted run once it is streaming;
+        its broadcast closes after its outcome is committed."""
+        host = self._host or nursery
+        return await host.start(self._hosted, thread_id, agent_id, build, broadcast)
+
+    async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+                      broadcast: Callable[[AdmittedRun], RunBroadcast],
+                      task_status: trio.TaskStatus[AdmittedRun] = trio.TASK_STATUS_IGNORED) -> None:
+        async with self.admit(thread_id, agent_id, build) as run:
+            run.broadcast = out = broadcast(run)
+            task_status.started(run)
+            try:
+                await run.execute(out.sink)
+            except Exception:  # never: execute commits every failure; a bug must not take the server down
+                log.exception("run %s: unexpected error", run.run_id)
+            finally:
+                out.close()
 
     def is_active(self, thread_id: str) -> bool:
         return thread_id in self._active

@@ -25,6 +25,7 @@ from . import commit, outcome, policy, steps
 
 if TYPE_CHECKING:
     from ..agents import Agent
+    from ..broadcast import RunBroadcast
     from ..ledger import PendingCall
     from .admission import RunApplication
 
@@ -34,9 +35,9 @@ log = logging.getLogger("awaken.engine")
 class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
-    __slots__ = ("_cause", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "client_state",
-                 "client_tools", "decided", "history", "ledger", "remaining", "request", "resumed", "run_id", "start",
-                 "start_error", "state", "status", "steps_done", "thread_id", "usage")
+    __slots__ = ("_cause", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "broadcast",
+                 "client_state", "client_tools", "decided", "history", "ledger", "remaining", "request", "resumed",
+                 "run_id", "start", "start_error", "state", "status", "steps_done", "thread_id", "usage")
 
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
         self.app = app
@@ -63,6 +64,8 @@ class AdmittedRun:
         #: the decided calls of a resume, in pending order, applied when the stream starts
         self.decided: list[tuple[PendingCall, ToolDecision]] = []
         self.remaining: list[PendingCall] = []
+        #: the run's output for every watcher (set by ``RunApplication.launch``; None when executed bare)
+        self.broadcast: RunBroadcast | None = None
         self._scope = trio.CancelScope()
         self._cause: Cause | None = None
         self._released = False

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from awaken.errors import StoreUnavailable
-from awaken.ledger import RESTART_CAUSE, Commit, DuplicateRun, Ledger, ThreadRecord
+from awaken.ledger import (
+    ALL_OWNERS,
+    RESTART_CAUSE,
+    TITLE_LIMIT,
+    Commit,
+    DuplicateRun,
+    Ledger,
+    RunSummary,
+    ThreadRecord,
+)
 from awaken.messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
 from awaken.models import ToolSpec
 from awaken.runstate import RunStatus
@@ -519,15 +528,16 @@ async def test_import_thread_round_trip_across_backends(ledger_factory: LedgerFa
                     await source.list_runs(thread.thread_id),
                     await read_all(source, thread.thread_id),
                     await source.pending_calls(thread.thread_id),
+                    (await source.thread_summary(thread.thread_id)).updated_at,  # type: ignore[union-attr]
                 )
             )
     for name, target in {"self": ledger_factory, "reference": SqliteReference}.items():
         async with opened(target, tmp_path / f"copy-{name}") as copy:
-            for thread, runs, messages, calls in exported:
-                await copy.import_thread(thread, runs, messages, calls)
+            for thread, runs, messages, calls, updated_at in exported:
+                await copy.import_thread(thread, runs, messages, calls, updated_at)
             assert await snapshot(copy) == original
             before = await snapshot(copy)
-            thread, runs, messages, calls = exported[0]
+            thread, runs, messages, calls, _ = exported[0]
             with pytest.raises(ValueError):
                 await copy.import_thread(thread, [], [], [])
             fresh = ThreadRecord("fresh", 1, {}, 1)
@@ -786,3 +796,201 @@ async def test_agrees_with_the_reference_backend_on_random_operations(
                 await ledger.aclose()
 
 
+
+
+# -- owners, listing and deletion ---------------------------------------------------------------
+
+
+async def test_a_new_thread_belongs_to_the_subject_that_started_it(
+    ledger_factory: LedgerFactory, tmp_path: Path
+) -> None:
+    """start_run's ``owner`` becomes the new thread's owner (None without one); later runs on the thread
+    never change it; get_thread, thread_view, list_threads and thread_summary say it, after reopen too."""
+    async with opened(ledger_factory, tmp_path) as ledger:
+        await ledger.start_run(run_record("r1", "mine"), [user("u1")], owner="alice")
+        await ledger.start_run(run_record("r2", "mine"), [user("u2")], owner="bob")
+        await ledger.start_run(run_record("r3", "mine"), [user("u3")])
+        await ledger.start_run(run_record("r4", "nobody's"), [user("u1")])
+        for n, thread_id in ((1, "mine"), (2, "mine"), (3, "mine"), (4, "nobody's")):
+            await ledger.commit(thread_id, f"r{n}", Commit(RunStatus.COMPLETED))  # none left to recover
+        before = await snapshot(ledger)
+    async with opened(ledger_factory, tmp_path) as ledger:
+        assert await snapshot(ledger) == before
+        assert (await ledger.get_thread("mine")).owner == "alice"  # type: ignore[union-attr]
+        assert (await ledger.thread_view("mine")).thread.owner == "alice"  # type: ignore[union-attr]
+        assert (await ledger.get_thread("nobody's")).owner is None  # type: ignore[union-attr]
+        assert {t.thread_id: t.owner for t in await ledger.list_threads()} == {"mine": "alice", "nobody's": None}
+        assert (await ledger.thread_summary("mine")).owner == "alice"  # type: ignore[union-attr]
+
+
+async def test_thread_summary_describes_the_thread(ledger: Ledger) -> None:
+    """A summary holds the title (the first non-blank user text, whitespace collapsed, at most
+    TITLE_LIMIT characters), the latest run's agent and outcome, the times, the message count and
+    whether pending calls exist; updated_at moves forward with every start_run and commit."""
+    assert await ledger.thread_summary("t") is None
+    blank = Message("u0", "user", (TextPart("  \n "),))
+    first = await ledger.start_run(
+        attrs.evolve(run_record("r1", "t"), agent_id="planner"),
+        [blank, user("u1", "  Plan   my\ttrip\n to Lisbon  "), user("u2", "second")],
+    )
+    assert len(first) == 3
+    s1 = await ledger.thread_summary("t")
+    assert s1 is not None
+    assert (s1.thread_id, s1.title, s1.agent_id, s1.message_count, s1.waiting, s1.owner) == (
+        "t", "Plan my trip to Lisbon", "planner", 3, False, None)
+    assert s1.last_run == RunSummary("r1", RunStatus.RUNNING, None, None)
+    assert s1.created_at == (await ledger.get_thread("t")).created_at  # type: ignore[union-attr]
+    await ledger.commit("t", "r1", Commit(RunStatus.WAITING, messages=(assistant("a1", calls=["c1"]),),
+                                          pending=(pending("c1", "r1", "t", "a1"),)))
+    s2 = await ledger.thread_summary("t")
+    assert s2 is not None and s2.updated_at > s1.updated_at
+    assert (s2.title, s2.message_count, s2.waiting) == ("Plan my trip to Lisbon", 4, True)
+    assert s2.last_run == RunSummary("r1", RunStatus.WAITING, None, None)
+    await ledger.commit("t", "r1", Commit(RunStatus.INTERRUPTED, resolved=("c1",), cause="superseded"))
+    await ledger.start_run(attrs.evolve(run_record("r2", "t"), agent_id="writer"), [user("u3", "other")])
+    await ledger.commit("t", "r2", Commit(RunStatus.FAILED, error_code="MODEL_ERROR", error_message="x"))
+    s3 = await ledger.thread_summary("t")
+    assert s3 is not None and s3.updated_at > s2.updated_at
+    assert (s3.title, s3.agent_id, s3.message_count, s3.waiting) == ("Plan my trip to Lisbon", "writer", 5, False)
+    assert s3.last_run == RunSummary("r2", RunStatus.FAILED, None, "MODEL_ERROR")
+    await ledger.start_run(run_record("r3", "long"), [user("u1", "word " * 100)])
+    long = await ledger.thread_summary("long")
+    assert long is not None and long.title == ("word " * 100).strip()[:TITLE_LIMIT]
+    assert len(long.title) == TITLE_LIMIT
+    await ledger.start_run(run_record("r4", "untitled"), [assistant("a1")])
+    assert (await ledger.thread_summary("untitled")).title is None  # type: ignore[union-attr]
+
+
+async def _page_through(ledger: Ledger, owner: Any, agent: str | None = None, limit: int = 3) -> list[str]:
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await ledger.list_thread_summaries(owner, agent, cursor, limit)
+        assert len(page.items) <= limit
+        seen += [s.thread_id for s in page.items]
+        if page.cursor is None:
+            return seen
+        assert len(page.items) == limit
+        cursor = page.cursor
+
+
+async def test_listing_is_newest_first_per_owner_and_agent_and_keyset_paged(ledger: Ledger) -> None:
+    """list_thread_summaries returns the owner's threads (one subject's, the unowned ones for None,
+    all for ALL_OWNERS), of one agent if asked, most recently updated first, in pages joined by opaque
+    cursors; the last page has no cursor; a bad cursor or limit raises ValueError."""
+    owners = ["alice", "bob", None]
+    for n in range(12):
+        owner = owners[n % 3] if n < 9 else "alice"
+        agent = "planner" if n % 2 else "writer"
+        await ledger.start_run(attrs.evolve(run_record(f"r{n}", f"t{n:02d}"), agent_id=agent), [user("u")],
+                               owner=owner)
+    await ledger.commit("t03", "r3", Commit(RunStatus.COMPLETED))  # t03 is now the newest
+    alice = ["t03", "t11", "t10", "t09", "t06", "t00"]
+    assert await _page_through(ledger, "alice") == alice
+    assert await _page_through(ledger, "alice", limit=6) == alice  # an exactly full page ends the listing
+    assert await _page_through(ledger, "alice", limit=100) == alice
+    assert await _page_through(ledger, "bob") == ["t07", "t04", "t01"]
+    assert await _page_through(ledger, None, limit=1) == ["t08", "t05", "t02"]
+    everyone = ["t03", "t11", "t10", "t09", "t08", "t07", "t06", "t05", "t04", "t02", "t01", "t00"]
+    assert await _page_through(ledger, ALL_OWNERS, limit=5) == everyone
+    assert await _page_through(ledger, "alice", "planner") == ["t03", "t11", "t09"]
+    assert await _page_through(ledger, ALL_OWNERS, "writer", limit=2) == [t for t in everyone if int(t[1:]) % 2 == 0]
+    assert await _page_through(ledger, "carol") == []
+    page = await ledger.list_thread_summaries("alice", limit=2)
+    assert [s.thread_id for s in page.items] == ["t03", "t11"] and isinstance(page.cursor, str)
+    assert page.items[0] == await ledger.thread_summary("t03")
+    for bad in ("", "not a cursor", "e30", page.cursor + "x"):
+        with pytest.raises(ValueError):
+            await ledger.list_thread_summaries("alice", cursor=bad, limit=2)
+    for limit in (0, -1):
+        with pytest.raises(ValueError):
+            await ledger.list_thread_summaries("alice", limit=limit)
+
+
+async def test_paging_is_stable_under_concurrent_writes(ledger: Ledger) -> None:
+    """Writes between pages (to threads already listed, to threads not yet listed, new threads) never
+    make a thread appear twice, and every thread not written meanwhile appears exactly once."""
+    for n in range(20):
+        await ledger.start_run(run_record(f"r{n}", f"t{n:02d}"), [user("u")], owner="alice")
+    seen: list[str] = []
+    touched: set[str] = set()
+    cursor = None
+    step = 0
+    while True:
+        page = await ledger.list_thread_summaries("alice", cursor=cursor, limit=3)
+        seen += [s.thread_id for s in page.items]
+        if page.cursor is None:
+            break
+        cursor = page.cursor
+        step += 1
+        for thread_id in (seen[0], f"t{step:02d}"):  # one already listed, one (maybe) not yet
+            touched.add(thread_id)
+            await ledger.commit(thread_id, f"r{int(thread_id[1:])}", Commit(RunStatus.RUNNING))
+        await ledger.start_run(run_record(f"new{step}", f"new{step}"), [user("u")], owner="alice")
+    assert len(seen) == len(set(seen))
+    assert {f"t{n:02d}" for n in range(20)} - touched <= set(seen)
+    assert [s for s in seen if not s.startswith("new")] == sorted(
+        [s for s in seen if not s.startswith("new")], key=lambda s: seen.index(s))
+
+
+async def test_listing_order_and_summaries_survive_reopen(ledger_factory: LedgerFactory, tmp_path: Path) -> None:
+    """After reopen the same pages come back, and a write after reopen still sorts first (the write clock
+    continues from the newest ``updated_at`` stored)."""
+    async with opened(ledger_factory, tmp_path) as ledger:
+        for n in range(5):
+            await ledger.start_run(run_record(f"r{n}", f"t{n}"), [user("u", f"title {n}")], owner="alice")
+        for n in (0, 2, 3, 4, 1):  # (a run left running would be recovered at reopen)
+            await ledger.commit(f"t{n}", f"r{n}", Commit(RunStatus.COMPLETED))
+        before = await ledger.list_thread_summaries("alice", limit=10)
+    async with opened(ledger_factory, tmp_path) as ledger:
+        assert await ledger.list_thread_summaries("alice", limit=10) == before
+        await ledger.start_run(run_record("r9", "t0"), [user("u2")])
+        assert [s.thread_id for s in (await ledger.list_thread_summaries("alice", limit=2)).items] == ["t0", "t1"]
+        assert (await ledger.thread_summary("t0")).updated_at > before.items[0].updated_at  # type: ignore[union-attr]
+
+
+async def test_delete_thread_removes_everything_and_frees_the_id(
+    ledger_factory: LedgerFactory, tmp_path: Path
+) -> None:
+    """delete_thread removes the thread's messages, runs, pending calls, state and listing row (now and
+    after reopen), leaves other threads as they were, answers False for a thread that does not exist,
+    and the id (and its run ids) can start a new thread afterwards."""
+    async with opened(ledger_factory, tmp_path) as ledger:
+        await ledger.start_run(run_record("r1", "gone"), [user("u1")], owner="alice")
+        await ledger.commit("gone", "r1", Commit(RunStatus.WAITING, messages=(assistant("a1", calls=["c1"]),),
+                                                 pending=(pending("c1", "r1", "gone", "a1"),), state={"s": 1}))
+        await ledger.start_run(run_record("r2", "gone"), [user("u2")], owner="alice")
+        await ledger.start_run(run_record("k1", "kept"), [user("u1")], owner="alice")
+        await ledger.commit("kept", "k1", Commit(RunStatus.COMPLETED, messages=(assistant("a1"),)))
+        kept = await snapshot(ledger)
+        kept.pop("gone")
+        kept["threads"] = [t for t in kept["threads"] if t.thread_id == "kept"]
+        assert await ledger.delete_thread("gone") is True
+        assert await ledger.delete_thread("gone") is False
+        assert await ledger.delete_thread("never") is False
+        await _check_gone(ledger, "gone", ("r1", "r2"))
+        assert await snapshot(ledger) == kept
+    async with opened(ledger_factory, tmp_path) as ledger:
+        await _check_gone(ledger, "gone", ("r1", "r2"))
+        assert await snapshot(ledger) == kept
+        out = await ledger.start_run(run_record("r1", "gone"), [user("u1", "fresh")], owner="bob")
+        assert [(m.id, m.seq) for m in out] == [("u1", 1)]
+        thread = await ledger.get_thread("gone")
+        assert thread is not None and (thread.owner, thread.state, thread.last_seq) == ("bob", {}, 1)
+        summary = await ledger.thread_summary("gone")
+        assert summary is not None and (summary.title, summary.message_count, summary.waiting) == ("fresh", 1, False)
+        assert [r.run_id for r in await ledger.list_runs("gone")] == ["r1"]
+
+
+async def _check_gone(ledger: Ledger, thread_id: str, run_ids: Sequence[str]) -> None:
+    assert await ledger.get_thread(thread_id) is None
+    assert await ledger.thread_summary(thread_id) is None
+    assert await ledger.read_messages(thread_id, 0, 100) == []
+    assert await ledger.list_runs(thread_id) == []
+    assert await ledger.pending_calls(thread_id) == []
+    view = await ledger.thread_view(thread_id)
+    assert (view.thread, view.messages, view.pending) == (None, (), ())
+    for run_id in run_ids:
+        assert await ledger.get_run(run_id) is None
+    assert thread_id not in {t.thread_id for t in await ledger.list_threads()}
+    assert thread_id not in await _page_through(ledger, ALL_OWNERS, limit=50)

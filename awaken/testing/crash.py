@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from awaken.ledger import ALL_OWNERS
 from awaken.testing.harness import LedgerFactory, check_crash_ledger, factory_reference, opened
 
 KILLS = int(os.environ.get("AWAKEN_CRASH_KILLS", "60"))
@@ -51,14 +52,21 @@ def after_crashes() -> Callable[[Path, int], None] | None:
 
 
 async def run_and_kill(
-    factory: LedgerFactory, root: Path, mode: str, rng: random.Random, torn: bool
+    factory: LedgerFactory,
+    root: Path,
+    mode: str,
+    rng: random.Random,
+    torn: bool,
+    deletes: dict[str, set[str]] | None = None,
 ) -> list[tuple[str, str, int]]:
-    """Spawn the child, SIGKILL it as ``mode`` says, return the commits it acknowledged."""
+    """Spawn the child, SIGKILL it as ``mode`` says, return the commits it acknowledged. With
+    ``deletes`` (``{"DELETING": set(), "DELETED": set()}``) the child also deletes threads, and the
+    threads it announced are added to those sets."""
     path = os.pathsep.join(p for p in sys.path if p)
     env = {**os.environ, "PYTHONPATH": path, "PYTHONIOENCODING": "utf-8"}
     proc = await trio.lowlevel.open_process(
         [sys.executable, "-m", "awaken.testing.crash_child", factory_reference(factory), str(root),
-         *(["torn"] if torn else [])],
+         *(["torn"] if torn else []), *(["delete"] if deletes is not None else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -83,6 +91,9 @@ async def run_and_kill(
                     acks.append((thread_id, run_id, int(seq)))
                     if len(acks) >= wanted:
                         enough.set()
+                elif deletes is not None and line.startswith((b"DELETING ", b"DELETED ")):
+                    word, thread_id = line.decode().split(" ", 1)
+                    deletes[word].add(thread_id)
         assert buffer == b"" or not buffer.startswith(b"ACK"), "a partial ACK line is not an acknowledgement"
 
     async def read_stderr() -> None:
@@ -110,7 +121,7 @@ async def run_and_kill(
     return acks
 
 
-@pytest.mark.slow  # hundreds of child processes killed at random instants
+@pytest.mark.slow  # child processes killed at random instants
 @pytest.mark.timeout(300)
 async def test_sigkill_at_random_instants_loses_nothing_acknowledged(
     ledger_factory: LedgerFactory,
@@ -146,3 +157,45 @@ async def test_sigkill_at_random_instants_loses_nothing_acknowledged(
         assert kills_with_work >= crash_kills // 3, "too few kills landed while the child was committing"
     if after_crashes is not None:
         after_crashes(root, crash_kills)
+
+
+@pytest.fixture
+def crash_delete_kills(crash_kills: int) -> int:
+    """How many kills the delete crash test makes (a third of ``crash_kills``, at least 10)."""
+    return max(10, crash_kills // 3)
+
+
+@pytest.mark.slow  # child processes killed at random instants
+@pytest.mark.timeout(300)
+async def test_sigkill_mid_delete_leaves_the_thread_wholly_present_or_wholly_gone(
+    ledger_factory: LedgerFactory, tmp_path: Path, crash_delete_kills: int
+) -> None:
+    """While a child writes threads and deletes them, SIGKILL at random instants: on reopen every thread
+    whose delete returned is gone (its messages, runs and listing row), a thread killed mid-delete is
+    either gone or whole (every acknowledged commit, no partial step), and the rest is as the crash test
+    requires."""
+    rng = random.Random(f"{SEED}-delete-{factory_reference(ledger_factory)}")
+    root = tmp_path / "store"
+    root.mkdir()
+    all_acks: list[tuple[str, str, int]] = []
+    deletes: dict[str, set[str]] = {"DELETING": set(), "DELETED": set()}
+    modes = ("running", "after-acks")
+    for n in range(crash_delete_kills):
+        all_acks.extend(await run_and_kill(ledger_factory, root, modes[n % 2], rng, False, deletes))
+        async with opened(ledger_factory, root) as ledger:
+            try:
+                present = {t.thread_id for t in await ledger.list_threads()}
+                listed = {s.thread_id for s in (await ledger.list_thread_summaries(ALL_OWNERS, limit=100_000)).items}
+                assert listed == present, "the listing and the threads disagree"
+                assert not deletes["DELETED"] & present, "a deleted thread is back"
+                gone_runs = {run_id for thread_id, run_id, _ in all_acks if thread_id in deletes["DELETED"]}
+                for run_id in gone_runs:
+                    assert await ledger.get_run(run_id) is None, f"run {run_id} of a deleted thread remains"
+                for thread_id in deletes["DELETED"] | (deletes["DELETING"] - present):
+                    assert await ledger.read_messages(thread_id, 0, 10) == [], thread_id
+                    assert await ledger.list_runs(thread_id) == [], thread_id
+                required = [a for a in all_acks if a[0] not in deletes["DELETING"] or a[0] in present]
+                await check_crash_ledger(ledger, required)
+            except AssertionError as exc:
+                raise AssertionError(f"after kill {n + 1} (AWAKEN_CRASH_SEED={SEED}): {exc}") from exc
+    assert deletes["DELETED"], "no delete was acknowledged: the test did not exercise deletion"

@@ -127,6 +127,7 @@ async def snapshot(ledger: Ledger) -> dict[str, Any]:
             "messages": await read_all(ledger, t.thread_id),
             "runs": await ledger.list_runs(t.thread_id),
             "pending": await ledger.pending_calls(t.thread_id),
+            "summary": await ledger.thread_summary(t.thread_id),
         }
     return out
 

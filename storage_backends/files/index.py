@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import errno
 from array import array
+from bisect import bisect_left, insort
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,10 @@ from awaken.ledger import (
     PendingCall,
     RunRecord,
     ThreadRecord,
+    ThreadSummary,
+    last_run_of,
+    run_summary,
+    thread_title,
 )
 from awaken.messages import Message, Usage, message_from_json
 from awaken.runstate import RunStatus
@@ -48,13 +53,37 @@ class ThreadEntry:
     segments: array = attrs.field(factory=lambda: array("q"))
     run_ids: tuple[str, ...] = ()  # insertion order
     pending: tuple[PendingCall, ...] = ()  # commit order
+    owner: str | None = None
+    title: str | None = None
+    agent_id: str | None = None  # of the latest run
+    updated_at: int = 0
 
     @property
     def file_name(self) -> str:
         return thread_file_name(self.thread_id)
 
     def record(self) -> ThreadRecord:
-        return ThreadRecord(self.thread_id, self.created_at, copy.deepcopy(self.state or {}), self.last_seq)
+        return ThreadRecord(
+            self.thread_id, self.created_at, copy.deepcopy(self.state or {}), self.last_seq, self.owner
+        )
+
+    def summary(self, runs: dict[str, RunRecord]) -> ThreadSummary:
+        return ThreadSummary(
+            thread_id=self.thread_id,
+            title=self.title,
+            agent_id=self.agent_id,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            message_count=len(self.ids),
+            last_run=run_summary(last_run_of(runs[r] for r in self.run_ids)),
+            waiting=bool(self.pending),
+            owner=self.owner,
+        )
+
+    def take_title(self, raw: list[dict[str, Any]]) -> None:
+        """Set the title from the first user text of ``raw`` messages, if the thread has none yet."""
+        if self.title is None and any(d.get("role") == "user" for d in raw):
+            self.title = thread_title(message_from_json(d) for d in raw if d.get("role") == "user")
 
     def add_ids(self, ids: Sequence[str]) -> None:
         if isinstance(self.ids, set):
@@ -144,6 +173,42 @@ def extract(data: bytes, span: Span) -> list[Message]:
 class Index:
     threads: dict[str, ThreadEntry] = attrs.field(factory=dict)
     runs: dict[str, RunRecord] = attrs.field(factory=dict)
+    #: ``(updated_at, thread_id)`` of every thread, ascending (a listing walks it from the end), and
+    #: the same per owner: a page costs a bisection and ``limit`` steps, whatever the thread count
+    order: list[tuple[int, str]] = attrs.field(factory=list)
+    by_owner: dict[str | None, list[tuple[int, str]]] = attrs.field(factory=dict)
+    #: the newest ``updated_at`` seen (the write clock continues from it)
+    latest: int = 0
+
+    def _unlist(self, thread: ThreadEntry) -> None:
+        key = (thread.updated_at, thread.thread_id)
+        for keys in (self.order, self.by_owner.get(thread.owner)):
+            if keys is not None:
+                i = bisect_left(keys, key)
+                if i < len(keys) and keys[i] == key:
+                    del keys[i]
+        if thread.owner in self.by_owner and not self.by_owner[thread.owner]:
+            del self.by_owner[thread.owner]
+
+    def _list(self, thread: ThreadEntry) -> None:
+        key = (thread.updated_at, thread.thread_id)
+        insort(self.order, key)
+        insort(self.by_owner.setdefault(thread.owner, []), key)
+        self.latest = max(self.latest, thread.updated_at)
+
+    def touch(self, thread: ThreadEntry, updated_at: int, listed: bool = True) -> None:
+        """Move the thread to ``updated_at`` in the listing order."""
+        if listed:
+            self._unlist(thread)
+        thread.updated_at = updated_at
+        self._list(thread)
+
+    def remove(self, thread_id: str) -> None:
+        """Forget a deleted thread and its runs."""
+        thread = self.threads.pop(thread_id)
+        self._unlist(thread)
+        for run_id in thread.run_ids:
+            self.runs.pop(run_id, None)
 
     def apply(self, record: dict[str, Any], file_name: str, start: int, end: int, parse: bool = True) -> None:
         """Apply one decoded record (live or replayed) found in ``file_name`` at ``[start, end)``.
@@ -161,12 +226,16 @@ class Index:
             if run.run_id in self.runs:
                 raise CorruptRecord(f"start_run of run {run.run_id!r} cannot be applied")
             messages = record["messages"]
+            new = thread is None
             if thread is None:
-                thread = ThreadEntry(thread_id, run.created_at)
+                thread = ThreadEntry(thread_id, run.created_at, owner=record.get("owner"))
             self._append(thread, messages, start, parse)  # checks everything before changing the index
             self.threads[thread_id] = thread
             self.runs[run.run_id] = run
             thread.run_ids += (run.run_id,)
+            thread.agent_id = run.agent_id
+            thread.take_title(messages)
+            self.touch(thread, record.get("at", run.updated_at), listed=not new)
         elif kind == "commit":
             run_id = record["run"]
             run = self.runs.get(run_id)
@@ -186,6 +255,8 @@ class Index:
                 open_calls.add(call.tool_call_id)
                 pending.append(call)
             self._append(thread, record["messages"], start, parse)
+            thread.take_title(record["messages"])
+            self.touch(thread, record["updated_at"])
             thread.pending = tuple(pending)
             if record.get("state") is not None:
                 thread.state = record["state"] or None
@@ -228,6 +299,11 @@ class Index:
             for r in runs:
                 self.runs[r.run_id] = r
             thread.run_ids = tuple(r.run_id for r in runs)
+            thread.owner = t.get("owner")
+            thread.take_title(raw)
+            latest = last_run_of(runs)
+            thread.agent_id = latest.agent_id if latest else None
+            self.touch(thread, t.get("updated_at", 0), listed=False)
         elif kind == "recover":
             if thread is None:
                 raise CorruptRecord(f"recovery for unknown thread {thread_id!r}")

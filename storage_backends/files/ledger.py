@@ -8,7 +8,7 @@ import fcntl
 import logging
 import os
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,14 +19,23 @@ import trio
 
 from awaken.errors import StoreUnavailable
 from awaken.ledger import (
+    ALL_OWNERS,
     RESTART_CAUSE,
     Commit,
     DuplicateRun,
     Ledger,
+    OwnerFilter,
     PendingCall,
     RunRecord,
+    ThreadPage,
     ThreadRecord,
+    ThreadSummary,
     ThreadView,
+    WriteClock,
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    imported_updated_at,
 )
 from awaken.messages import Message, message_from_json, message_to_json
 from awaken.runstate import RunStatus
@@ -75,6 +84,7 @@ class FileLedger(Ledger):
         self._limiter = trio.CapacityLimiter(1)
         self._write_lock = trio.Lock()
         self._index: Index | None = None
+        self._clock = WriteClock()
         self._lock_fd: int | None = None
         # Touched only inside the writer thread (serialized by the limiter).
         self._fds: OrderedDict[str, int] = OrderedDict()
@@ -209,6 +219,7 @@ class FileLedger(Ledger):
         self._cache.clear()
         try:
             self._index = await trio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
+            self._clock = WriteClock(self._index.latest)
         except OSError as exc:
             raise StoreUnavailable(f"cannot open the file ledger at {self.path}: {_describe(exc)}") from None
 
@@ -396,7 +407,9 @@ class FileLedger(Ledger):
 
     # -- writes ---------------------------------------------------------------------------------
 
-    async def start_run(self, run: RunRecord, inputs: Sequence[Message]) -> list[Message]:
+    async def start_run(
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+    ) -> list[Message]:
         async with self._write_lock:
             index = self._require()
             if run.run_id in index.runs:
@@ -409,7 +422,10 @@ class FileLedger(Ledger):
                 "thread": run.thread_id,
                 "run": run_to_json(run),
                 "messages": _stamp(thread, run.thread_id, inputs),
+                "at": self._clock.now(),
             }
+            if thread is None:
+                record["owner"] = owner
             return await self._write(index, name, offset, record)
 
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
@@ -443,7 +459,7 @@ class FileLedger(Ledger):
                 "error_code": commit.error_code,
                 "error_message": commit.error_message,
                 "cause": commit.cause,
-                "updated_at": _now_ms(),
+                "updated_at": self._clock.now(),
             }
             return await self._write(index, thread.file_name, thread.size, record)
 
@@ -453,7 +469,10 @@ class FileLedger(Ledger):
         runs: Sequence[RunRecord],
         messages: Sequence[Message],
         pending: Sequence[PendingCall],
+        updated_at: int | None = None,
     ) -> None:
+        if updated_at is None:
+            updated_at = imported_updated_at(thread, runs, messages)
         async with self._write_lock:
             index = self._require()
             thread_id = thread.thread_id
@@ -488,12 +507,76 @@ class FileLedger(Ledger):
                     "created_at": thread.created_at,
                     "state": thread.state,
                     "last_seq": thread.last_seq,
+                    "owner": thread.owner,
+                    "updated_at": updated_at,
                 },
                 "runs": [run_to_json(r) for r in runs],
                 "messages": [message_to_json(m) for m in messages],
                 "pending": [pending_to_json(p) for p in pending],
             }
             await self._write(index, thread_file_name(thread_id), 0, record)
+            self._clock.advance_to(updated_at)
+
+    # -- listing and deletion ---------------------------------------------------------------------
+
+    async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
+        await trio.lowlevel.checkpoint()
+        index = self._require()
+        thread = index.threads.get(thread_id)
+        return None if thread is None else thread.summary(index.runs)
+
+    async def list_thread_summaries(
+        self, owner: OwnerFilter, agent: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> ThreadPage:
+        check_limit(limit)
+        after = decode_cursor(cursor) if cursor is not None else None
+        await trio.lowlevel.checkpoint()
+        index = self._require()
+        keys = index.order if owner is ALL_OWNERS else index.by_owner.get(owner, [])
+        i = len(keys) if after is None else bisect_left(keys, after)
+        items: list[ThreadSummary] = []
+        more = False
+        while i > 0:
+            i -= 1
+            thread = index.threads[keys[i][1]]
+            if agent is not None and thread.agent_id != agent:
+                continue
+            if len(items) == limit:
+                more = True
+                break
+            items.append(thread.summary(index.runs))
+        last = items[-1] if more else None
+        return ThreadPage(tuple(items), encode_cursor(last.updated_at, last.thread_id) if last else None)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Unlink the thread's log (one atomic rename-free step: the log holds all of the thread) and
+        fsync the directory; then forget it."""
+        async with self._write_lock:
+            index = self._require()
+            thread = index.threads.get(thread_id)
+            if thread is None:
+                return False
+            name = thread.file_name
+
+            def work() -> OSError | None:
+                fd = self._fds.pop(name, None)
+                if fd is not None:
+                    os.close(fd)
+                self._dirty.pop(name, None)
+                os.unlink(os.path.join(self._threads_dir, name))
+                try:  # the log is gone from here on, durable or not: the index must forget it
+                    self._fsync_dir(self._threads_dir)
+                except OSError as exc:
+                    return exc
+                return None
+
+            unsynced = await self._io(work, "delete a thread")
+            index.remove(thread_id)
+            self._cache.drop(thread_id)
+            if unsynced is not None:
+                raise StoreUnavailable(f"the file ledger at {self.path} deleted a thread but could not "
+                                       f"make it durable: {_describe(unsynced)}")
+            return True
 
 
 def _stamp(thread: ThreadEntry | None, thread_id: str, messages: Sequence[Message]) -> list[dict[str, Any]]:

@@ -23,13 +23,25 @@ import trio
 
 from awaken.errors import StoreUnavailable
 from awaken.ledger import (
+    ALL_OWNERS,
     RESTART_CAUSE,
     Commit,
     DuplicateRun,
     Ledger,
+    OwnerFilter,
     PendingCall,
     RunRecord,
+    ThreadPage,
     ThreadRecord,
+    ThreadSummary,
+    WriteClock,
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    imported_updated_at,
+    last_run_of,
+    run_summary,
+    thread_title,
     tools_from_json,
     tools_to_json,
 )
@@ -67,6 +79,7 @@ class JsonFileLedger(Ledger):
         self.path = Path(path)
         self._state: State | None = None
         self._lock = trio.Lock()
+        self._clock = WriteClock()
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -115,6 +128,7 @@ class JsonFileLedger(Ledger):
 
         try:
             self._state = await trio.to_thread.run_sync(load)
+            self._clock.advance_to(max((t["updated_at"] for t in self._state["threads"].values()), default=0))
         except OSError as exc:
             raise StoreUnavailable(f"cannot open the JSON ledger: {exc}") from None
 
@@ -138,7 +152,7 @@ class JsonFileLedger(Ledger):
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         await trio.lowlevel.checkpoint()
         t = self._require()["threads"].get(thread_id)
-        return None if t is None else ThreadRecord(thread_id, t["created_at"], copy.deepcopy(t["state"]), t["last_seq"])
+        return None if t is None else ThreadRecord(thread_id, t["created_at"], copy.deepcopy(t["state"]), t["last_seq"], t["owner"])
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         await trio.lowlevel.checkpoint()
@@ -165,17 +179,21 @@ class JsonFileLedger(Ledger):
         threads = self._require()["threads"]
         ordered = sorted(threads, key=lambda tid: (threads[tid]["created_at"], tid))
         return [ThreadRecord(tid, threads[tid]["created_at"], copy.deepcopy(threads[tid]["state"]),
-                             threads[tid]["last_seq"]) for tid in ordered]
+                             threads[tid]["last_seq"], threads[tid]["owner"]) for tid in ordered]
 
     # -- writes -----------------------------------------------------------------------------------
 
-    async def start_run(self, run: RunRecord, inputs: Sequence[Message]) -> list[Message]:
+    async def start_run(
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+    ) -> list[Message]:
         def change(state: State) -> list[Message]:
             if run.run_id in state["runs"]:
                 raise DuplicateRun(run.run_id)
             thread = state["threads"].setdefault(
-                run.thread_id, {"created_at": run.created_at, "state": {}, "last_seq": 0, "runs": []}
+                run.thread_id, {"created_at": run.created_at, "state": {}, "last_seq": 0, "runs": [],
+                                "owner": owner, "title": None}
             )
+            thread.update(agent_id=run.agent_id, updated_at=self._clock.now())
             state["messages"].setdefault(run.thread_id, [])
             appended = _append(state, run.thread_id, inputs)
             state["runs"][run.run_id] = _run_to_json(run)
@@ -198,9 +216,11 @@ class JsonFileLedger(Ledger):
             state["pending"][thread_id] = calls
             if commit.state is not None:
                 state["threads"][thread_id]["state"] = copy.deepcopy(commit.state)
+            now = self._clock.now()
+            state["threads"][thread_id]["updated_at"] = now
             run.update(
                 status=commit.status.value,
-                updated_at=_now_ms(),
+                updated_at=now,
                 error_code=commit.error_code,
                 error_message=commit.error_message,
                 cause=commit.cause,
@@ -217,8 +237,11 @@ class JsonFileLedger(Ledger):
         runs: Sequence[RunRecord],
         messages: Sequence[Message],
         pending: Sequence[PendingCall],
+        updated_at: int | None = None,
     ) -> None:
         tid = thread.thread_id
+        latest = last_run_of(runs)
+        at = imported_updated_at(thread, runs, messages) if updated_at is None else updated_at
 
         def change(state: State) -> None:
             if tid in state["threads"]:
@@ -236,13 +259,61 @@ class JsonFileLedger(Ledger):
             if any(p.thread_id != tid for p in pending) or len({p.tool_call_id for p in pending}) != len(pending):
                 raise ValueError("a pending call repeats or is of another thread")
             state["threads"][tid] = {"created_at": thread.created_at, "state": copy.deepcopy(thread.state),
-                                     "last_seq": thread.last_seq, "runs": [r.run_id for r in runs]}
+                                     "last_seq": thread.last_seq, "runs": [r.run_id for r in runs],
+                                     "owner": thread.owner, "agent_id": latest.agent_id if latest else None,
+                                     "updated_at": at, "title": thread_title(sorted(messages, key=lambda m: m.seq))}
             state["messages"][tid] = [message_to_json(m) for m in sorted(messages, key=lambda m: m.seq)]
             state["pending"][tid] = [attrs.asdict(p) for p in pending]
             for run in runs:
                 state["runs"][run.run_id] = _run_to_json(run)
 
         await self._write(change)
+        self._clock.advance_to(at)
+
+    # -- listing and deletion ---------------------------------------------------------------------
+
+    def _summary(self, state: State, tid: str) -> ThreadSummary:
+        t = state["threads"][tid]
+        return ThreadSummary(
+            thread_id=tid, title=t["title"], agent_id=t["agent_id"], created_at=t["created_at"],
+            updated_at=t["updated_at"], message_count=len(state["messages"][tid]),
+            last_run=run_summary(last_run_of(_run_from_json(state["runs"][r]) for r in t["runs"])),
+            waiting=bool(state["pending"].get(tid)), owner=t["owner"],
+        )
+
+    async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
+        await trio.lowlevel.checkpoint()
+        state = self._require()
+        return self._summary(state, thread_id) if thread_id in state["threads"] else None
+
+    async def list_thread_summaries(
+        self, owner: OwnerFilter, agent: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> ThreadPage:
+        check_limit(limit)
+        after = decode_cursor(cursor) if cursor is not None else None
+        await trio.lowlevel.checkpoint()
+        state = self._require()
+        keys = sorted(
+            ((t["updated_at"], tid) for tid, t in state["threads"].items()
+             if (owner is ALL_OWNERS or t["owner"] == owner) and (agent is None or t["agent_id"] == agent)
+             and (after is None or (t["updated_at"], tid) < after)),
+            reverse=True,
+        )
+        items = tuple(self._summary(state, tid) for _, tid in keys[:limit])
+        return ThreadPage(items, encode_cursor(*keys[limit - 1]) if len(keys) > limit else None)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        def change(state: State) -> bool:
+            thread = state["threads"].pop(thread_id, None)
+            if thread is None:
+                return False
+            for run_id in thread["runs"]:
+                del state["runs"][run_id]
+            state["messages"].pop(thread_id, None)
+            state["pending"].pop(thread_id, None)
+            return True
+
+        return await self._write(change)
 
 
 def _append(state: State, thread_id: str, messages: Sequence[Message]) -> list[Message]:
@@ -259,4 +330,6 @@ def _append(state: State, thread_id: str, messages: Sequence[Message]) -> list[M
         thread["last_seq"] += 1
         out.append(attrs.evolve(m, seq=thread["last_seq"], created_at=m.created_at or now))
     state["messages"][thread_id].extend(message_to_json(m) for m in out)
+    if thread["title"] is None:
+        thread["title"] = thread_title(out)
     return out
