@@ -9,7 +9,7 @@ import orjson
 
 from awaken.runstate import RunStatus
 
-from .helpers import agui_body, parse_sse, types
+from .helpers import agui_body, live_server, make_config, parse_sse, types
 from .helpers import agui_text as text_of
 
 CK = "/v1/copilotkit"
@@ -113,3 +113,28 @@ async def test_bad_calls_get_the_runtimes_error_shape(client):
                                                    "message": "Missing request body for JSON handler"})
     bad = await client.post(f"{CK}/agent/assistant/connect", json={"threadId": 3})
     assert (bad.status_code, bad.json()["message"]) == (400, "threadId must be a non-empty string")
+
+
+async def test_with_auth_on_connect_replays_a_thread_only_to_its_owner_or_an_admin(tmp_path, monkeypatch):
+    """No credentials get 401; a user who does not own the thread gets the empty replay of an unknown
+    thread; an admin gets the replay."""
+    keys = {"AWAKEN_TEST_BOB_KEY": "bob-key-0123456789abcdef", "AWAKEN_TEST_OPS_KEY": "ops-key-0123456789abcdef"}
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    tokens = [{"name": n, "env": f"AWAKEN_TEST_{n.upper()}_KEY", "role": "admin" if n == "ops" else "user",
+               "subject": n} for n in ("bob", "ops")]
+    config = make_config(tmp_path, auth={"mode": "tokens", "tokens": tokens})
+
+    def bearer(name: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {keys[f'AWAKEN_TEST_{name.upper()}_KEY']}"}
+
+    async with live_server(config) as srv, srv.client() as client:
+        assert (await client.get(f"{CK}/info")).status_code == 401
+        await sse(await client.post(f"{CK}/agent/assistant/run", headers=bearer("ops"),
+                                    json=agui_body("t-ops", "r1", [user("u1", "mine")])))
+        owner = (await srv.ctx.ledger.get_thread("t-ops")).owner
+        connect = agui_body("t-ops", "r-c", [])
+        admin = await sse(await client.post(f"{CK}/agent/assistant/connect", headers=bearer("ops"), json=connect))
+        assert types(admin) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+        assert owner != "bob"
+        assert await sse(await client.post(f"{CK}/agent/assistant/connect", headers=bearer("bob"), json=connect)) == []

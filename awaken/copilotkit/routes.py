@@ -1,7 +1,8 @@
 """The ASGI handler of ``/v1/copilotkit``: reads the request, names its call (``runtime.py``), answers.
 
 ``run`` is an AG-UI exchange over SSE (the same adapter, engine and ledger as ``/v1/ag-ui``);
-``connect`` streams the thread's committed history (``replay.py``) and ends; ``stop`` stops the
+``connect`` streams the thread's committed history (``replay.py``) and ends (only to the subject
+that started the thread, or an admin; anyone else gets the empty replay of an unknown thread); ``stop`` stops the
 thread's active run through ``RunApplication.stop``; ``info`` lists the config's agents.
 """
 
@@ -13,10 +14,11 @@ import attrs
 import orjson
 
 from ..agui.adapter import PROTOCOL as AGUI
+from ..auth import principal_of
 from ..context import ServerContext
 from ..encoding import sse_frames
 from ..errors import InputRejected, StoreUnavailable
-from ..exchange import MAX_BODY, content_type_of, exchange
+from ..exchange import MAX_BODY, content_type_of, exchange, owner_of
 from ..jsonbody import load_json_object
 from ..transports import sse
 from . import runtime
@@ -69,14 +71,14 @@ async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, rec
         server = ctx.config.server
         transport = sse.SseTransport(send, receive, sse.sse_headers(AGUI.sse_headers),
                                      keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
-        await exchange(ctx, AGUI, transport, call.body, "application/json", call.agent_id)
+        await exchange(ctx, AGUI, transport, call.body, "application/json", call.agent_id, owner_of(scope))
     elif call.kind == "connect":
-        await _connect(ctx, call, send)
+        await _connect(ctx, call, scope, send)
     else:
         await _stop(ctx, call, send)
 
 
-async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, send: sse.ASGISend) -> None:
+async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send: sse.ASGISend) -> None:
     try:
         data = load_json_object(call.body)
     except InputRejected as exc:
@@ -89,6 +91,9 @@ async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, send: sse.ASGI
     except StoreUnavailable as exc:
         await _json(send, 503, {"error": exc.code, "message": exc.message})
         return
+    principal = principal_of(scope)
+    if view.thread is not None and not principal.is_admin and view.thread.owner != principal.subject:
+        view = attrs.evolve(view, thread=None)  # another subject's thread replays as an unknown one
     await sse.send_once(send, sse.sse_headers(AGUI.sse_headers), sse_frames(replay_events(view)))
 
 
