@@ -104,7 +104,7 @@ async def exchange(
 
     async with trio.open_nursery() as local:  # holds the run only when the server hosts none
         try:
-            run = await ctx.app.launch(thread_id, agent, build, broadcast, local)
+            run = await ctx.app.launch(thread_id, agent, build, broadcast, local, protocol.asks(parsed))
         except (InputRejected, StoreUnavailable) as exc:
             await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
             return

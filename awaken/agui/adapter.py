@@ -15,7 +15,7 @@ from ..encoding import WireEvent
 from ..history import read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
-from ..protocol import Protocol, RunRequest, ToolDecision
+from ..protocol import Asks, Protocol, RunRequest, ToolDecision
 from .encoder import AguiEncoder
 from .history import project_history
 from .request import AguiInput, InputMessage, ToolMessage, parse_run_input
@@ -41,6 +41,14 @@ class AguiProtocol(Protocol):
 
     def target(self, parsed: AguiInput, route_agent: str | None) -> tuple[str, str | None]:
         return parsed.thread_id, route_agent
+
+    def asks(self, parsed: AguiInput) -> Asks:
+        calls: dict[str, str | None] = {}
+        for m in parsed.messages:
+            if isinstance(m, ToolMessage):
+                # a call carried by two messages is asked about whatever becomes of either
+                calls[m.tool_call_id] = m.id if m.tool_call_id not in calls else None
+        return Asks(frozenset(m.id for m in parsed.messages), calls)
 
     def to_run_request(self, parsed: AguiInput, thread_id: str, agent_id: str | None,
                        view: ThreadView) -> RunRequest:

@@ -33,7 +33,7 @@ from ..agents import Agent, AgentRegistry
 from ..errors import InputRejected
 from ..ledger import Commit, Ledger, PendingCall, ThreadView
 from ..models import ToolSpec
-from ..protocol import RunRequest, ToolDecision, new_id
+from ..protocol import Asks, RunRequest, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
 from . import outcome
@@ -76,18 +76,19 @@ class RunApplication:
                     run.cancel(Cause.SHUTDOWN)
 
     async def launch(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
-                     broadcast: Callable[[AdmittedRun], RunBroadcast], nursery: trio.Nursery) -> AdmittedRun:
+                     broadcast: Callable[[AdmittedRun], RunBroadcast], nursery: trio.Nursery,
+                     asks: Asks | None = None) -> AdmittedRun:
         """Admit a request (raising ``InputRejected``/``StoreUnavailable`` having changed nothing, as
         ``admit``) and execute the run into ``broadcast(run)`` as a task of the server's nursery (of
         ``nursery`` when no ``hosting`` is open). Returns the admitted run once it is streaming;
         its broadcast closes after its outcome is committed."""
         host = self._host or nursery
-        return await host.start(self._hosted, thread_id, agent_id, build, broadcast)
+        return await host.start(self._hosted, thread_id, agent_id, build, broadcast, asks)
 
     async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
-                      broadcast: Callable[[AdmittedRun], RunBroadcast],
+                      broadcast: Callable[[AdmittedRun], RunBroadcast], asks: Asks | None = None,
                       task_status: trio.TaskStatus[AdmittedRun] = trio.TASK_STATUS_IGNORED) -> None:
-        async with self.admit(thread_id, agent_id, build) as run:
+        async with self.admit(thread_id, agent_id, build, asks) as run:
             run.broadcast = out = broadcast(run)
             task_status.started(run)
             try:
@@ -106,14 +107,17 @@ class RunApplication:
 
     @contextlib.asynccontextmanager
     async def admit(
-        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest]
+        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+        asks: Asks | None = None,
     ) -> AsyncIterator[AdmittedRun]:
         """Admit a request or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
 
         The thread is reserved first; then its committed view is read once and handed to ``build``
         (the adapter's pure dedup: replayed history out, new input and decisions in); then the run is
         prepared against that same view. A fresh run costs one ledger read and one write before its
-        first byte. On exit, a run that never reached a committed outcome is committed ``interrupted``.
+        first byte. With ``asks`` (the ids ``build`` will ask about) the read is bounded: the
+        thread's latest ``history_messages`` (the agent's history budget), its pending calls and the
+        answers for those ids (``Ledger.admission_view``), so its cost does not grow with the thread. On exit, a run that never reached a committed outcome is committed ``interrupted``.
         """
         agent = self.agents.get(agent_id)
         if thread_id in self._active:
@@ -124,7 +128,11 @@ class RunApplication:
         run = AdmittedRun(self, agent, thread_id)
         self._active[thread_id] = run
         try:
-            view = await self.ledger.thread_view(thread_id)
+            if asks is None:
+                view = await self.ledger.thread_view(thread_id)
+            else:
+                view = await self.ledger.admission_view(thread_id, asks.message_ids, asks.calls,
+                                                        agent.config.history_messages)
             await prepare(run, build(view), view)
             yield run
         finally:
