@@ -50,7 +50,7 @@ class ServerConfig:
     graceful_timeout: float = 2.0
     #: browser origins allowed to call ``/v1/`` (exact ``scheme://host[:port]``; ``"*"`` alone: any, see awaken/cors.py)
     cors_origins: list[str] = attrs.field(factory=list)
-    #: request headers browsers may send beyond content-type, authorization and user-agent
+    #: request headers browsers may send beyond content-type, authorization, user-agent and last-event-id
     cors_extra_headers: list[str] = attrs.field(factory=list)
     #: server processes on ``bind`` (one Trio loop each); more than 1 needs a ledger shared by processes
     workers: int = 1
@@ -87,6 +87,10 @@ class AgentConfig:
     permissions: dict[str, Permission] = attrs.field(factory=dict)
     default_permission: Permission = "allow"
     max_steps: int = 8
+    #: how many of the thread's latest messages the model receives (the history budget); older ones
+    #: stay in the ledger and in history pages. A window never starts with a tool result cut off from
+    #: its call. It is also how much history admission reads.
+    history_messages: int = 200
     #: overrides of its provider's ``[providers.<name>]`` table for this agent (validated by the provider)
     provider: dict[str, Any] | None = None
     #: what a run does when the connection that started it goes: ``cancel`` (interrupted, ``client_gone``)
@@ -241,6 +245,8 @@ def _check(config: AppConfig, source: str) -> None:
             raise ConfigError(f"{source}: {exc}") from None
         if agent.max_steps < 1:
             raise ConfigError(f"{source}: agents.{agent_id}.max_steps: must be at least 1")
+        if agent.history_messages < 1:
+            raise ConfigError(f"{source}: agents.{agent_id}.history_messages: must be at least 1")
         names = set(agent.tools) | {t.name for t in agent.client_tools}
         for tool in agent.permissions:
             if tool not in names and not covered(tool, agent.tools):

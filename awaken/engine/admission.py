@@ -17,6 +17,12 @@ holds (an embedded ledger's ``LocalClaims`` always agree). A run's claim is rele
 outcome is committed, before its response ends. ``stop`` of a thread another process holds asks
 that process (``request_stop``) and waits until the thread is free.
 
+Ownership: a thread belongs to the subject that started it (written with its first run). ``admit``
+is where runs check it, for every protocol and transport: a caller the thread is not visible to
+(``Principal.may_see``) gets ``UnknownThread``, exactly what a thread that does not exist gives the
+read routes, before anything else is said about it (not even ``THREAD_BUSY``). ``owner_of`` answers
+the same question for the routes that are not runs (``awaken/access.py``).
+
 Hosting. ``launch`` admits a run and executes it as a task of the server-owned nursery that
 ``hosting()`` opens (``cli.serve`` and the test server hold it open around hypercorn): a run is
 owned by the server, not by the connection that asked for it, and streams into its
@@ -35,10 +41,12 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ..agents import AgentRegistry
-from ..errors import InputRejected
+from ..agents import Agent, AgentRegistry
+from ..auth.principal import ANONYMOUS, Principal
+from ..errors import InputRejected, UnknownThread
 from ..ledger import Commit, Ledger, PendingCall, ThreadView
-from ..protocol import RunRequest, ToolDecision, new_id
+from ..models import ToolSpec
+from ..protocol import Asks, RunRequest, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
 from . import outcome
@@ -62,7 +70,11 @@ class RunApplication:
         self.tools = tools
         self._active: dict[str, AdmittedRun] = {}
         self.claims = ledger.claims()
-        self.claims.live_tokens(lambda: frozenset(r.claim_token for r in self._active.values()))
+        #: threads being deleted: no run is admitted on them meanwhile (and the tokens of their claims)
+        self._deleting: set[str] = set()
+        self._deleting_tokens: set[str] = set()
+        self.claims.live_tokens(
+            lambda: frozenset(r.claim_token for r in self._active.values()) | frozenset(self._deleting_tokens))
         self._host: trio.Nursery | None = None
 
     @property
@@ -84,18 +96,20 @@ class RunApplication:
                     run.cancel(Cause.SHUTDOWN)
 
     async def launch(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
-                     broadcast: Callable[[AdmittedRun], RunBroadcast], nursery: trio.Nursery) -> AdmittedRun:
+                     broadcast: Callable[[AdmittedRun], RunBroadcast], nursery: trio.Nursery,
+                     asks: Asks | None = None, principal: Principal = ANONYMOUS) -> AdmittedRun:
         """Admit a request (raising ``InputRejected``/``StoreUnavailable`` having changed nothing, as
         ``admit``) and execute the run into ``broadcast(run)`` as a task of the server's nursery (of
         ``nursery`` when no ``hosting`` is open). Returns the admitted run once it is streaming;
         its broadcast closes after its outcome is committed."""
         host = self._host or nursery
-        return await host.start(self._hosted, thread_id, agent_id, build, broadcast)
+        return await host.start(self._hosted, thread_id, agent_id, build, broadcast, asks, principal)
 
     async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
-                      broadcast: Callable[[AdmittedRun], RunBroadcast],
+                      broadcast: Callable[[AdmittedRun], RunBroadcast], asks: Asks | None = None,
+                      principal: Principal = ANONYMOUS,
                       task_status: trio.TaskStatus[AdmittedRun] = trio.TASK_STATUS_IGNORED) -> None:
-        async with self.admit(thread_id, agent_id, build) as run:
+        async with self.admit(thread_id, agent_id, build, asks, principal) as run:
             run.broadcast = out = broadcast(run)
             task_status.started(run)
             try:
@@ -112,34 +126,68 @@ class RunApplication:
         """The run that holds ``thread_id`` now, if any."""
         return self._active.get(thread_id)
 
+    async def owner_of(self, thread_id: str) -> tuple[bool, str | None]:
+        """``(exists, owner)`` of a thread: committed, or being started by an active run right now."""
+        run = self._active.get(thread_id)
+        if run is not None and run.owner_known:
+            return True, run.owner
+        thread = await self.ledger.get_thread(thread_id)
+        if thread is not None:
+            return True, thread.owner
+        if run is not None:  # admission is still reading the thread: whoever asks next sees it soon
+            return True, run.owner
+        return False, None
+
     @contextlib.asynccontextmanager
     async def admit(
-        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest]
+        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+        asks: Asks | None = None, principal: Principal = ANONYMOUS,
     ) -> AsyncIterator[AdmittedRun]:
         """Admit a request or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
 
         The thread is reserved first; then its committed view is read once and handed to ``build``
         (the adapter's pure dedup: replayed history out, new input and decisions in); then the run is
         prepared against that same view. A fresh run costs one ledger read and one write before its
-        first byte. On exit, a run that never reached a committed outcome is committed ``interrupted``.
+        first byte. With ``asks`` (the ids ``build`` will ask about) the read is bounded: the
+        thread's latest ``history_messages`` (the agent's history budget), its pending calls and the
+        answers for those ids (``Ledger.admission_view``), so its cost does not grow with the thread. On exit, a run that never reached a committed outcome is committed ``interrupted``.
+
+        A thread ``principal`` may not see raises ``UnknownThread``; a new thread will belong to
+        ``principal.subject``.
         """
         agent = self.agents.get(agent_id)
-        if thread_id in self._active:
+        if thread_id in self._active or thread_id in self._deleting:
+            exists, owner = await self.owner_of(thread_id)
+            if exists and not principal.may_see(owner):
+                raise UnknownThread(f"no thread {thread_id!r}")
             raise InputRejected(
                 f"thread {thread_id!r} already has an active run; send the next input when it ends",
                 code="THREAD_BUSY",
             )
         run = AdmittedRun(self, agent, thread_id)
+        run.owner = principal.subject
         self._active[thread_id] = run
         try:
             if not await self.claims.claim(thread_id, run.claim_token):
+                held = await self.ledger.get_thread(thread_id)
+                if held is not None and not principal.may_see(held.owner):
+                    raise UnknownThread(f"no thread {thread_id!r}")  # nothing is said about others' threads
                 raise InputRejected(
                     f"thread {thread_id!r} already has an active run on another server process; "
                     "send the next input when it ends",
                     code="THREAD_BUSY",
                 )
             run.claimed = True
-            view = await self.ledger.thread_view(thread_id)
+            if asks is None:
+                view = await self.ledger.thread_view(thread_id)
+            else:
+                view = await self.ledger.admission_view(thread_id, asks.message_ids, asks.calls,
+                                                        agent.config.history_messages)
+            if view.thread is not None:
+                run.owner = view.thread.owner
+            run.owner_known = True
+            if not principal.may_see(run.owner):
+                raise UnknownThread(f"no thread {thread_id!r}")
             await prepare(run, build(view), view)
             yield run
         finally:
@@ -179,6 +227,29 @@ class RunApplication:
             run.cancel(Cause.STOPPED)
             await run.settled()
 
+    async def delete(self, thread_id: str) -> bool:
+        """Delete the thread from the ledger (False: there was none), holding it so that no run is
+        admitted meanwhile. Raises ``InputRejected`` ``THREAD_BUSY`` while a run is active on it."""
+        if thread_id in self._active or thread_id in self._deleting:
+            raise InputRejected(f"thread {thread_id!r} has an active run; stop it first (POST /v1/threads/{{id}}/stop)",
+                                code="THREAD_BUSY")
+        self._deleting.add(thread_id)
+        token = new_id("claim")
+        self._deleting_tokens.add(token)
+        try:
+            # the thread is claimed for the delete, so no process admits a run on it meanwhile
+            if not await self.claims.claim(thread_id, token):
+                raise InputRejected(f"thread {thread_id!r} has an active run on another server process; stop it "
+                                    "first (POST /v1/threads/{id}/stop)", code="THREAD_BUSY")
+            try:
+                return await self.ledger.delete_thread(thread_id)
+            finally:
+                with trio.move_on_after(FINAL_COMMIT_TIMEOUT, shield=True):
+                    await self.claims.release(thread_id, token)
+        finally:
+            self._deleting.discard(thread_id)
+            self._deleting_tokens.discard(token)
+
     def shutting_down(self) -> None:
         """The server is shutting down: a run cancelled from now on is interrupted for ``shutdown``."""
         for run in list(self._active.values()):
@@ -208,6 +279,8 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> No
     """
     run.request = request
     run.state = dict(view.thread.state) if view.thread else {}
+    if request.state is not None and request.state != run.state:
+        run.state, run.client_state = dict(request.state), True
     run.history = list(view.messages)
     pending = list(view.pending)
     if request.decisions:
@@ -221,9 +294,17 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> No
                             code="NO_NEW_INPUT")
 
 
+def offered_client_tools(agent: Agent, declared: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+    """The declared tools that become the run's client tools: a declaration naming one of the
+    agent's own tools never replaces it (for a server tool it is how the page renders its gate)."""
+    own = {t.name for t in agent.tools}
+    return tuple(t for t in declared if t.name not in own)
+
+
 def _prepare_fresh(run: AdmittedRun) -> None:
     """A new run: its record and input are written while the first step streams."""
     run.run_id = run.request.run_id or new_id("run")
+    run.client_tools = offered_client_tools(run.agent, run.request.tools)
     run.history.extend(attrs.evolve(m, run_id=run.run_id) for m in run.request.inputs)
     run.answer_message_id = new_id("msg")
     run.start = trio.Event()
@@ -270,6 +351,7 @@ async def _prepare_resume(run: AdmittedRun, pending: list[PendingCall]) -> None:
     run.status = RunStatus.WAITING
     run.usage = record.usage
     run.steps_done = record.steps
+    run.client_tools = record.tools
     run.answer_message_id = next(
         (m.id for m in run.history if m.run_id == run.run_id and m.role == "assistant"), new_id("msg")
     )
