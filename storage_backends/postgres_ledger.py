@@ -64,6 +64,8 @@ from awaken.ledger import (
     imported_updated_at,
     last_run_of,
     thread_title,
+    tools_from_json,
+    tools_to_json,
 )
 from awaken.messages import Message, parts_from_json, parts_to_json
 from awaken.runstate import RunStatus
@@ -479,7 +481,7 @@ class PostgresLedger(Ledger):
 
 _RUN_COLS = (
     "id, thread_id, agent_id, status, created_at, updated_at, error_code, error_message, "
-    "input_tokens, output_tokens, steps, cause"
+    "input_tokens, output_tokens, steps, cause, tools"
 )
 
 
@@ -575,13 +577,14 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
         usage=Usage(row[8], row[9]),
         steps=row[10],
         cause=row[11],
+        tools=tools_from_json(json.loads(row[12])),
     )
 
 
 def _insert_run(conn: psycopg.Connection, run: RunRecord) -> bool:
     """Insert the run; False if its id is taken (nothing written)."""
     return conn.execute(
-        f"INSERT INTO runs ({_RUN_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        f"INSERT INTO runs ({_RUN_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
         "ON CONFLICT (id) DO NOTHING RETURNING 1",
         (
             _b(run.run_id),
@@ -596,6 +599,7 @@ def _insert_run(conn: psycopg.Connection, run: RunRecord) -> bool:
             run.usage.output_tokens,
             run.steps,
             run.cause,
+            _dumps(tools_to_json(run.tools)),
         ),
     ).fetchone() is not None
 

@@ -134,6 +134,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
         CREATE INDEX thread_claims_by_process ON thread_claims (process_id);
         """,
     ),
+    (4, "the tools a client declared for a run", "ALTER TABLE runs ADD COLUMN tools text NOT NULL DEFAULT '[]'"),
 )
 
 LATEST = MIGRATIONS[-1][0]
