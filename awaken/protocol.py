@@ -28,6 +28,12 @@ DENIED = "denied: the user did not allow this call"
 SUPERSEDED = "cancelled: new input arrived before this call was answered"
 
 
+def denial(reason: str) -> str:
+    """The committed content of a call a person denied, with their reason (if any)."""
+    reason = reason.strip()
+    return f"{DENIED}: {reason}" if reason else DENIED
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
@@ -52,6 +58,9 @@ class ToolDecision:
     #: the client's tool message id: a client tool's result is committed under it (a permission gate's
     #: result is the server's own and always gets ``result_id``)
     message_id: str | None = None
+    #: ``approve`` only: the JSON arguments a person edited, replacing the model's (validated against
+    #: the tool's parameters before anything runs)
+    arguments: str | None = None
 
 
 @attrs.frozen
@@ -63,6 +72,9 @@ class RunRequest:
     decisions: tuple[ToolDecision, ...] = ()
     #: the run id the client proposed; used for a new run when it is free
     run_id: str | None = None
+    #: the request only repeats decisions already committed (an idempotent resume): nothing runs,
+    #: the stream just starts and finishes
+    replay: bool = False
 
 
 class Protocol(abc.ABC):

@@ -207,7 +207,6 @@ def test_ill_typed_fields_are_invalid_request(data):
         {"tools": [{"name": "f", "description": "d", "parameters": {"type": "object"}}]},
         {"context": [{"description": "d", "value": "v"}]},
         {"forwardedProps": {"x": 1}},
-        {"resume": [{"interruptId": "i1", "status": "resolved"}]},
         {"parentRunId": "r-0"},
         {"parentRunId": ""},
         {"state": [1]},
@@ -216,7 +215,8 @@ def test_ill_typed_fields_are_invalid_request(data):
     ids=lambda d: next(iter(d)) + "=" + orjson.dumps(next(iter(d.values()))).decode()[:30],
 )
 def test_unsupported_fields_are_unsupported_field(overrides):
-    """CONTRACT §3: non-empty tools/context/forwardedProps/resume, any parentRunId → UNSUPPORTED_FIELD."""
+    """CONTRACT §3: non-empty tools/context/forwardedProps, any parentRunId → UNSUPPORTED_FIELD (resume is
+    supported: tests/test_agui_interrupts.py)."""
     assert rejected(body(**overrides)).code == "UNSUPPORTED_FIELD"
 
 

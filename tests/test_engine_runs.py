@@ -128,8 +128,11 @@ async def test_a_gate_parks_the_call_and_an_approval_runs_it(tmp_path):
                                         agent="guarded")
         assert status is RunStatus.WAITING
         (gate,) = [e for e in events if isinstance(e, ev.ToolApprovalRequested)]
-        assert events[-1] == ev.RunFinished("t1", events[-1].run_id, "waiting", events[-1].usage,
-                                            (gate.tool_call_id,))
+        view = await ctx.ledger.thread_view("t1")
+        parameters = ctx.app.tools.get("calculator").parameters
+        assert events[-1] == ev.RunFinished(
+            "t1", events[-1].run_id, "waiting", events[-1].usage, (gate.tool_call_id,),
+            (ev.Gate(gate.tool_call_id, "calculator", '{"expression": "6 * 7"}', parameters),), view.messages, {})
         assert [p.kind for p in await ctx.ledger.pending_calls("t1")] == ["approval"]
         assert not ctx.app.is_active("t1")  # a waiting run is committed state, not a task
 

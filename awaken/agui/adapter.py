@@ -1,7 +1,8 @@
 """The AG-UI protocol adapter: validate, deduplicate, split input from decisions, pick the encoder.
 
 It decides no run state: it parses the body (``request.py``), drops messages the ledger already
-holds (replayed history), and turns new ``role: "tool"`` messages into ``ToolDecision``s. Every
+holds (replayed history), and turns new ``role: "tool"`` messages and ``resume[]`` entries
+(``interrupts.py``) into ``ToolDecision``s. Every
 refusal is one ``RUN_ERROR`` stream (HTTP 200) and starts no run. ``PROTOCOL`` is what the SSE and
 WebSocket routes serve; ``read_history`` answers the history route (``{items, cursor}``).
 """
@@ -15,6 +16,7 @@ from ..messages import Message
 from ..protocol import Protocol, RunRequest, ToolDecision
 from .encoder import AguiEncoder
 from .history import project_history
+from .interrupts import open_interrupts, resume_decisions
 from .request import AguiInput, InputMessage, ToolMessage, parse_run_input
 
 
@@ -60,7 +62,18 @@ class AguiProtocol(Protocol):
                 decisions.append(ToolDecision(m.tool_call_id, "error", m.error or m.content, m.id))
             else:
                 decisions.append(ToolDecision(m.tool_call_id, "ok", m.content, m.id))
-        return RunRequest(thread_id, agent_id, tuple(inputs), tuple(decisions), data.run_id)
+        replay = False
+        if data.resume:
+            resumed, replay = resume_decisions(data.resume, view)
+            by_call = {d.tool_call_id: d for d in decisions} | {d.tool_call_id: d for d in resumed}
+            decisions = list(by_call.values())
+        if data.modern and inputs and (still := open_interrupts(view, {d.tool_call_id for d in decisions})):
+            raise InputRejected(
+                f"interrupts are open on this thread ({', '.join(still)}); answer them with resume first",
+                code="INTERRUPTS_OPEN",
+            )
+        replay = replay and not inputs and not decisions
+        return RunRequest(thread_id, agent_id, tuple(inputs), tuple(decisions), data.run_id, replay)
 
 
 PROTOCOL = AguiProtocol()

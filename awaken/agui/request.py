@@ -1,8 +1,10 @@
 """Parse an AG-UI ``RunAgentInput`` POST body (sans-IO): bytes in, ``AguiInput`` or ``InputRejected``.
 
 What is accepted follows CONTRACT §3 and ``reference/agui.md`` §3/§9: ``tools``, ``context``,
-``forwardedProps``, ``resume`` and ``state`` may be absent, null or empty (what ``HttpAgent`` sends by
-default); a non-empty one, or any ``parentRunId``, is ``UNSUPPORTED_FIELD``. Unknown keys are ignored.
+``forwardedProps`` and ``state`` may be absent, null or empty (what ``HttpAgent`` sends by default);
+a non-empty one, or any ``parentRunId``, is ``UNSUPPORTED_FIELD``. ``resume`` is a list of
+``{interruptId, status: "resolved"|"cancelled", payload?, metadata?}`` entries (``interrupts.py``
+maps them to decisions). Unknown keys are ignored.
 User content may be a string or parts: ``text`` and ``image`` (URL or inline base64) are input;
 ``audio``, ``video``, ``document`` and legacy ``binary`` parts are ``UNSUPPORTED_CONTENT``.
 Assistant, reasoning and activity messages are never input: they are the client's copy of history.
@@ -16,6 +18,7 @@ import attrs
 
 from ..jsonbody import check_content_type, load_json_object, reject
 from ..messages import ImagePart, Part, TextPart
+from .interrupts import ResumeEntry
 
 _MEDIA_PARTS = frozenset({"audio", "video", "document", "binary"})
 _HISTORY_ROLES = frozenset({"assistant", "reasoning", "activity"})
@@ -51,6 +54,8 @@ class AguiInput:
     message_ids: tuple[str, ...]
     #: a non-empty ``state`` the client sent (allowed only as an echo of the committed state)
     state: dict[str, Any] | None = None
+    #: ``resume[]`` entries answering interrupts, in request order
+    resume: tuple[ResumeEntry, ...] = ()
 
     @property
     def modern(self) -> bool:
@@ -158,8 +163,9 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
         raise reject("protocolVersion must be a string")
     if data.get("parentRunId") is not None:
         raise reject("parentRunId is not supported by this server", "UNSUPPORTED_FIELD")
-    for key, empty in (("tools", list), ("context", list), ("resume", list), ("forwardedProps", dict)):
+    for key, empty in (("tools", list), ("context", list), ("forwardedProps", dict)):
         _unsupported_if_set(data, key, empty)
+    resume = parse_resume(data.get("resume"))
     state = data.get("state")
     if state is not None and not isinstance(state, dict):
         raise reject("state must be an object", "UNSUPPORTED_FIELD")
@@ -192,4 +198,29 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
             raise reject(f"{where}.role {role!r} is not a known role")
     if len(set(ids)) != len(ids):
         raise reject("message ids must be unique within a request")
-    return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state or None)
+    return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state or None, resume)
+
+
+def parse_resume(raw: Any) -> tuple[ResumeEntry, ...]:
+    """``resume``: absent, null or a list of entries with unique ``interruptId``s."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise reject("resume must be an array")
+    entries: list[ResumeEntry] = []
+    for i, item in enumerate(raw):
+        where = f"resume[{i}]"
+        if not isinstance(item, dict):
+            raise reject(f"{where} must be an object")
+        interrupt = _string(item, "interruptId", f"{where}.")
+        status = item.get("status")
+        if status not in ("resolved", "cancelled"):
+            raise reject(f"{where}.status must be 'resolved' or 'cancelled'")
+        metadata = item.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise reject(f"{where}.metadata must be an object")
+        payload = item["payload"] if item.get("payload") is not None else ResumeEntry.payload_absent()
+        entries.append(ResumeEntry(interrupt, status, payload))
+    if len({e.interrupt_id for e in entries}) != len(entries):
+        raise reject("resume answers an interrupt twice")
+    return tuple(entries)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..errors import AwakenError, InputRejected
-from ..events import RunStarted
+from ..events import RunFinished, RunStarted
 from ..messages import Message, Usage
 from ..protocol import RunRequest, Sink, ToolDecision
 from ..runstate import Cause, RunStatus
@@ -34,8 +34,8 @@ class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
     __slots__ = ("_cause", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "decided",
-                 "history", "ledger", "remaining", "request", "resumed", "run_id", "start", "start_error", "state",
-                 "status", "steps_done", "thread_id", "usage")
+                 "history", "ledger", "remaining", "replay", "request", "resumed", "run_id", "start", "start_error",
+                 "state", "status", "steps_done", "thread_id", "usage")
 
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
         self.app = app
@@ -47,6 +47,8 @@ class AdmittedRun:
         #: the run's committed status, as far as this process wrote it
         self.status = RunStatus.RUNNING
         self.resumed = False
+        #: the request only repeated committed decisions: the stream starts and finishes, nothing runs
+        self.replay = False
         self.history: list[Message] = []
         self.state: dict[str, Any] = {}
         self.usage = Usage()
@@ -105,6 +107,9 @@ class AdmittedRun:
         try:
             await trio.lowlevel.checkpoint_if_cancelled()  # stopped before it started: nothing is streamed
             sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
+            if self.replay:
+                sink(RunFinished(self.thread_id, self.run_id, "completed"))
+                return
             if self.resumed:
                 await policy.apply_decisions(self, sink)
             if self.remaining:
