@@ -24,6 +24,7 @@ CODES: dict[str, tuple[str, str]] = {
         "forwardedProps or state, or any parentRunId).",
     ),
     "UNSUPPORTED_CONTENT": ("input", "A message carries audio, video, document or binary content."),
+    "CONTENT_TOO_LARGE": ("input", "An image is over a bound: inline size, URL length or images per message."),
     "NO_NEW_INPUT": ("input", "Every message in the request is already committed: nothing to run."),
     "UNKNOWN_AGENT": ("input", "The request names an agent that is not published."),
     "THREAD_BUSY": ("input", "Another run is active on this thread; retry when it ends."),

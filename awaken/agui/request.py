@@ -17,6 +17,7 @@ from typing import Any, Literal
 import attrs
 
 from ..jsonbody import check_content_type, load_json_object, reject
+from ..media import check_count, check_image
 from ..messages import ImagePart, Part, TextPart
 from .interrupts import ResumeEntry
 
@@ -131,11 +132,12 @@ def _parts(content: Any, where: str) -> tuple[Part, ...]:
             if text:
                 parts.append(TextPart(text))
         elif kind == "image":
-            parts.append(parse_image(part, pw))
+            parts.append(check_image(parse_image(part, pw), pw))
         elif kind in _MEDIA_PARTS:
             raise reject(f"{pw}: {kind} content is not supported; send text or images", "UNSUPPORTED_CONTENT")
         else:
             raise reject(f"{pw}.type {kind!r} is not a known content part")
+    check_count(parts, f"{where}.content")
     return tuple(parts)
 
 

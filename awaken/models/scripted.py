@@ -8,6 +8,8 @@ It reads directives from the lines of the newest user text:
 * ``/words N`` — answer with exactly N words, one word per text delta.
 * ``/delay MS`` — wait MS milliseconds before each delta.
 * ``/fail`` — fail with ``MODEL_ERROR`` after the first delta.
+* ``/parts`` — answer with what the newest user message carried, part by part: ``text "…"`` (the
+  text without directives), ``image <mime> inline <n> bytes`` or ``image <mime> <url>``.
 * ``/hold NAME`` — after the first delta, wait until a run on this server says ``/release NAME`` (at once
   if one already has); ``/release NAME`` opens that gate, then answers as usual. Tests use it to keep a
   run streaming, whatever the machine's load, until they have seen what they wait for.
@@ -28,7 +30,8 @@ import attrs
 import trio
 
 from ..errors import ModelFailure
-from ..messages import Message, Usage
+from ..media import describe_image
+from ..messages import ImagePart, Message, TextPart, Usage
 from . import ModelOutput, ModelRequest
 
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
@@ -51,6 +54,7 @@ class Script:
     fail: bool = False
     hold: str | None = None
     release: str | None = None
+    parts: bool = False
 
 
 def parse_script(text: str) -> Script:
@@ -59,6 +63,7 @@ def parse_script(text: str) -> Script:
     words = None
     delay = 0.0
     fail = False
+    parts = False
     gates: dict[str, str] = {}
     plain: list[str] = []
     for line in text.splitlines():
@@ -79,12 +84,27 @@ def parse_script(text: str) -> Script:
                 plain.append(stripped)
         elif head == "/fail":
             fail = True
+        elif stripped == "/parts":
+            parts = True
         elif head in ("/hold", "/release") and rest:
             gates[head] = rest
         else:
             plain.append(line)
     return Script("\n".join(plain).strip(), tuple(calls), think, words, delay, fail, gates.get("/hold"),
-                  gates.get("/release"))
+                  gates.get("/release"), parts)
+
+
+def describe_parts(message: Message) -> str:
+    """``/parts``: what ``message`` carried, part by part."""
+    said = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            text = parse_script(part.text).text
+            if text:
+                said.append(f'text "{text}"')
+        elif isinstance(part, ImagePart):
+            said.append(describe_image(part))
+    return "You sent: " + "; ".join(said) + "."
 
 
 def _count_words(messages: tuple[Message, ...]) -> int:
@@ -148,6 +168,8 @@ class ScriptedModel:
             said = "; ".join(f"{r.name} returned {r.content}" if r.status == "ok" else f"{r.name} failed: {r.content}"
                              for r in results)
             answer = f"Here is what the tools said: {said}."
+        elif script.parts and last_user is not None:
+            answer = describe_parts(history[last_user])
         elif script.words is not None:
             answer = " ".join(_WORDS[i % len(_WORDS)] for i in range(script.words))
         else:
