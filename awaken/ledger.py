@@ -5,26 +5,38 @@ runs (status, agent, timestamps, error code, usage) and pending tool calls. Back
 ``storage_backends/`` or in any package registering a class under the ``awaken.ledgers`` entry-point
 group; ``open_ledger`` picks one by the name in ``config.toml``.
 
-Semantics every backend promises (the conformance suite in ``tests/test_ledger_conformance.py``
-checks them):
+Semantics every backend promises (the importable conformance suite ``awaken.testing.conformance``
+and crash test ``awaken.testing.crash`` check them; a backend's own tests run both with one import
+and one ``ledger_factory`` fixture):
 
 * **Atomic commits.** ``start_run`` and ``commit`` are each one transaction: after a crash or a
   ``trio.Cancelled`` during the call, either all of it is visible on reopen or none of it is.
 * **Acknowledged means durable.** Once ``commit`` returns, the data survives a process kill.
 * **Per-thread order.** Messages get ``seq`` 1, 2, 3… per thread in commit order; ids are unique per
   thread (a duplicate id in a commit raises ``ValueError`` and commits nothing).
-* **Recovery.** ``open`` marks runs left ``running`` by a dead process as ``interrupted``.
+* **Recovery.** ``open`` commits runs left ``running`` by a dead process as ``interrupted`` with
+  cause ``RESTART_CAUSE`` (``"server_restart"``).
+* **Causes.** A run's ``cause`` (why it was interrupted) is stored with its status by ``commit``
+  and returned by ``get_run``/``list_runs``.
 * **Errors.** Any failure to reach the store raises ``StoreUnavailable``; nothing partial is left.
   A caller's mistake raises ``ValueError`` and writes nothing: a duplicate message id, a commit to
   a run that does not exist (or belongs to another thread), a pending call id that is already
   pending, an ``import_thread`` onto an existing thread (``DuplicateRun`` for a taken run id).
+* **Listing.** Every thread has an owner (or None), a title, the agent of its latest run, an
+  ``updated_at`` moved by every ``start_run``/``commit`` and a message count, kept cheap to list:
+  ``list_thread_summaries`` pages them newest first by keyset, ``thread_summary`` answers for one.
+* **Deletion.** ``delete_thread`` removes a thread wholly, atomically, and frees its id.
 * ``aclose`` is idempotent.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+import base64
+import enum
+import json
+import time
+from collections.abc import Iterable, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Literal
 
@@ -41,6 +53,9 @@ class ThreadRecord:
     created_at: int
     state: dict[str, Any] = attrs.field(factory=dict)
     last_seq: int = 0
+    #: the subject that started the thread; None for threads created without authentication
+    #: (visible to admins only)
+    owner: str | None = None
 
 
 @attrs.frozen
@@ -115,6 +130,90 @@ class ThreadView:
         return frozenset(m.tool_result.tool_call_id for m in self.messages if m.tool_result is not None)
 
 
+#: the cause of a run that ``open`` found ``running`` (its process died) and committed ``interrupted``
+RESTART_CAUSE = "server_restart"
+
+
+class AllOwners(enum.Enum):
+    """The owner filter of a listing that shows every thread (an admin's)."""
+
+    ALL = "all"
+
+
+ALL_OWNERS = AllOwners.ALL
+#: whose threads a listing shows: one subject's, the unowned ones (None), or everyone's (``ALL_OWNERS``)
+OwnerFilter = str | None | AllOwners
+
+#: a thread title is its first user text, whitespace collapsed, at most this many characters
+TITLE_LIMIT = 100
+
+
+def thread_title(messages: Iterable[Message]) -> str | None:
+    """The title a thread gets from ``messages``: the first non-blank user text, trimmed, or None."""
+    for m in messages:
+        if m.role == "user":
+            text = " ".join(m.text.split())
+            if text:
+                return text[:TITLE_LIMIT]
+    return None
+
+
+@attrs.frozen
+class RunSummary:
+    """The outcome of a thread's latest run (the last of ``list_runs``)."""
+
+    run_id: str
+    status: RunStatus
+    cause: str | None = None
+    error_code: str | None = None
+
+
+@attrs.frozen
+class ThreadSummary:
+    """One row of a thread listing; times in ms since the epoch."""
+
+    thread_id: str
+    title: str | None  # the first user text, trimmed (``thread_title``); None before there is one
+    agent_id: str | None  # the agent of the thread's latest run
+    created_at: int
+    updated_at: int  # the last write to the thread (a run started or a step committed)
+    message_count: int
+    last_run: RunSummary | None
+    waiting: bool  # pending tool calls exist: the thread waits on a person or a client
+    owner: str | None
+
+
+@attrs.frozen
+class ThreadPage:
+    """A page of a listing, most recently updated first; ``cursor`` asks for the next (None: no more)."""
+
+    items: tuple[ThreadSummary, ...]
+    cursor: str | None
+
+
+def encode_cursor(updated_at: int, thread_id: str) -> str:
+    """The opaque cursor after the thread ``(updated_at, thread_id)`` of a listing."""
+    raw = json.dumps([updated_at, thread_id], separators=(",", ":")).encode("utf-8", "surrogatepass")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    """``(updated_at, thread_id)`` of a cursor; anything not made by ``encode_cursor`` raises ValueError."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated_at, thread_id = json.loads(raw.decode("utf-8", "surrogatepass"))
+    except (ValueError, TypeError, UnicodeDecodeError):
+        raise ValueError("the cursor is not one this listing returned") from None
+    if type(updated_at) is not int or not isinstance(thread_id, str):
+        raise ValueError("the cursor is not one this listing returned")
+    return updated_at, thread_id
+
+
+def check_limit(limit: int) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"a listing limit must be a positive integer, not {limit!r}")
+
+
 class DuplicateRun(ValueError):
     """``start_run`` was given a run id the ledger already holds."""
 
@@ -139,14 +238,14 @@ class Ledger(abc.ABC):
         """The thread, or None if nothing was ever committed to it."""
 
     @abc.abstractmethod
-    async def committed_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
-        """The subset of ``ids`` already committed as messages of ``thread_id`` (for dedup)."""
-
-    @abc.abstractmethod
-    async def start_run(self, run: RunRecord, inputs: Sequence[Message]) -> list[Message]:
+    async def start_run(
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+    ) -> list[Message]:
         """Create the thread if needed, record ``run`` and append ``inputs``, atomically.
 
-        Returns the inputs with their ``seq``. Raises ``DuplicateRun`` if the run id is taken.
+        A new thread belongs to ``owner`` (the authenticated subject, None without authentication);
+        an existing thread keeps its owner (the caller checks it). Returns the inputs with their
+        ``seq``. Raises ``DuplicateRun`` if the run id is taken.
         """
 
     @abc.abstractmethod
@@ -160,10 +259,6 @@ class Ledger(abc.ABC):
     @abc.abstractmethod
     async def list_runs(self, thread_id: str) -> list[RunRecord]:
         """Every run of the thread, oldest first."""
-
-    @abc.abstractmethod
-    async def waiting_run(self, thread_id: str) -> RunRecord | None:
-        """The thread's run in status ``waiting``, if any (at most one exists)."""
 
     @abc.abstractmethod
     async def pending_calls(self, thread_id: str) -> list[PendingCall]:
@@ -195,28 +290,49 @@ class Ledger(abc.ABC):
         """Every thread (used by ``awaken ledger copy``)."""
 
     @abc.abstractmethod
+    async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
+        """The listing row of one thread, or None if it does not exist."""
+
+    @abc.abstractmethod
+    async def list_thread_summaries(
+        self, owner: OwnerFilter, agent: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> ThreadPage:
+        """Up to ``limit`` threads of ``owner`` (and of ``agent`` if given), most recently updated first
+        (ties by thread id, descending), after ``cursor`` (a previous page's).
+
+        Keyset-paged on ``(updated_at, thread_id)``: paging never repeats a thread, and never skips one
+        that was not updated meanwhile (an updated thread moves to the first page). The cost of a page
+        does not grow with the number of threads. A bad cursor or limit raises ``ValueError``.
+        """
+
+    @abc.abstractmethod
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Remove the thread and everything of it (messages, runs, pending calls, state) atomically:
+        after a crash it is wholly present or wholly gone. Returns False if there was no such thread.
+        Afterwards the id can start a new thread. (The caller refuses while a run is active.)"""
+
+    @abc.abstractmethod
     async def import_thread(
         self,
         thread: ThreadRecord,
         runs: Sequence[RunRecord],
         messages: Sequence[Message],
         pending: Sequence[PendingCall],
+        updated_at: int | None = None,
     ) -> None:
-        """Write a whole thread as copied from another ledger (keeping ids and seqs), atomically."""
+        """Write a whole thread as copied from another ledger (keeping ids, seqs and owner), atomically.
+
+        ``updated_at`` is the source's (its ``thread_summary``); None takes the latest of the thread's
+        creation, its runs' ``updated_at`` and its messages' ``created_at``."""
 
 
 LEDGER_GROUP = "awaken.ledgers"
-_BUILTIN = {
-    "sqlite": "storage_backends.sqlite_ledger:SqliteLedger",
-    "files": "storage_backends.file_ledger:FileLedger",
-}
 
 
 def known_backends() -> dict[str, EntryPoint]:
-    """Backend name -> where its class lives: the built-ins, then every registered entry point."""
-    found = {name: EntryPoint(name=name, value=value, group=LEDGER_GROUP) for name, value in _BUILTIN.items()}
-    found.update((ep.name, ep) for ep in entry_points(group=LEDGER_GROUP))
-    return found
+    """Backend name -> where its class lives: every entry point of the ``awaken.ledgers`` group
+    (the built-in ``sqlite`` and ``files`` are registered there by Awaken's own package metadata)."""
+    return {ep.name: ep for ep in entry_points(group=LEDGER_GROUP)}
 
 
 def ledger_class(name: str) -> type[Ledger]:
@@ -227,3 +343,36 @@ def ledger_class(name: str) -> type[Ledger]:
             f"ledger.backend: unknown backend {name!r}; known backends: {', '.join(sorted(backends))}"
         )
     return backends[name].load()
+
+
+def imported_updated_at(thread: ThreadRecord, runs: Sequence[RunRecord], messages: Sequence[Message]) -> int:
+    """The ``updated_at`` of an imported thread whose source did not say."""
+    return max([thread.created_at, *(r.updated_at for r in runs), *(m.created_at for m in messages)])
+
+
+def last_run_of(runs: Iterable[RunRecord]) -> RunRecord | None:
+    """The last of ``runs`` in ``list_runs`` order (by ``created_at``, then insertion order)."""
+    latest: RunRecord | None = None
+    for run in runs:
+        if latest is None or run.created_at >= latest.created_at:
+            latest = run
+    return latest
+
+
+def run_summary(run: RunRecord | None) -> RunSummary | None:
+    return None if run is None else RunSummary(run.run_id, run.status, run.cause, run.error_code)
+
+
+class WriteClock:
+    """A ledger's clock for ``updated_at``: wall-clock ms, but strictly increasing per ledger, so the
+    newest write is always listed first (ties cannot hide the order of two writes)."""
+
+    def __init__(self, last: int = 0) -> None:
+        self.last = last
+
+    def advance_to(self, seen: int) -> None:
+        self.last = max(self.last, seen)
+
+    def now(self) -> int:
+        self.last = max(int(time.time() * 1000), self.last + 1)
+        return self.last
