@@ -203,9 +203,10 @@ async def test_the_step_limit_fails_the_run_with_step_limit(tmp_path):
     async with engine(tmp_path, assistant={"max_steps": 1}) as ctx:
         events, status = await run_once(ctx.app, "t1", ask("t1", '/call calculator {"expression": "1"}'))
         assert status is RunStatus.FAILED
-        assert events[-1] == ev.RunFailed(
-            "STEP_LIMIT", "the agent reached its step limit (1) without finishing")
         run = await only_run(ctx, "t1")
+        assert events[-1] == ev.RunFailed(
+            "STEP_LIMIT", "the agent reached its step limit (1) without finishing", run.usage)
+        assert run.usage.total_tokens > 0  # the failure reports what the run used
         assert (run.status, run.error_code, run.steps, run.cause) == (RunStatus.FAILED, "STEP_LIMIT", 1, None)
 
 
