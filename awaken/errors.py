@@ -20,8 +20,8 @@ CODES: dict[str, tuple[str, str]] = {
     "INVALID_REQUEST": ("input", "A field has the wrong type or a required field is missing."),
     "UNSUPPORTED_FIELD": (
         "input",
-        "The request uses a field this server does not implement (non-empty tools, context, "
-        "forwardedProps or state, or any parentRunId).",
+        "The request uses a field this server does not implement (non-empty forwardedProps, a state "
+        "that is not an object, or any parentRunId).",
     ),
     "UNSUPPORTED_CONTENT": ("input", "A message carries audio, video, document or binary content."),
     "CONTENT_TOO_LARGE": ("input", "An image is over a bound: inline size, URL length or images per message."),
@@ -40,7 +40,10 @@ CODES: dict[str, tuple[str, str]] = {
         "match the tool's parameters.",
     ),
     "INVALID_CURSOR": ("input", "History: the cursor is not in this thread's committed page sequence (400)."),
-    "UNKNOWN_THREAD": ("input", "History: nothing was ever committed to this thread (404)."),
+    "UNKNOWN_THREAD": (
+        "input",
+        "No such thread for this caller: nothing was committed to it, or it belongs to another user (404).",
+    ),
     "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
     "REQUEST_BUSY": ("input", "A run is already streaming on this socket; send the next request after it ends."),
     "ORIGIN_NOT_ALLOWED": ("input", "A browser preflight came from an origin not in server.cors_origins (403)."),
@@ -49,6 +52,8 @@ CODES: dict[str, tuple[str, str]] = {
         "A /v1/ route was called without valid credentials (HTTP 401 with WWW-Authenticate: Bearer; a "
         "WebSocket upgrade is refused the same way).",
     ),
+    "INVALID_POSITION": ("input", "Rejoin: Last-Event-ID is not a stream position this server writes (400)."),
+    "REPLAY_GONE": ("run", "Rejoin: the run's stream start is no longer held; read the history instead."),
     "MODEL_ERROR": ("run", "The model failed or answered with something unusable."),
     "MODEL_UNAVAILABLE": ("run", "The model endpoint could not be reached or refused the credentials."),
     "MODEL_RATE_LIMITED": ("run", "The model endpoint rate-limited the request."),
@@ -56,6 +61,11 @@ CODES: dict[str, tuple[str, str]] = {
     "STEP_LIMIT": ("run", "The agent reached its step limit without finishing."),
     "STORE_UNAVAILABLE": ("run", "The ledger could not be read or written; nothing partial was committed."),
     "INTERNAL_ERROR": ("run", "An unexpected server error; the run was stopped."),
+    "STOPPED": (
+        "run",
+        "The run was stopped by POST /v1/threads/{id}/stop and committed interrupted with cause stopped "
+        "(AG-UI ends the stream with RUN_ERROR carrying this code; the AI SDK stream ends with abort).",
+    ),
 }
 
 

@@ -133,8 +133,10 @@ class Gate:
 class RunFinished:
     """The committed outcome ``completed`` or ``waiting`` (with the pending call ids).
 
-    A waiting run also names its permission ``gates`` and carries the thread as committed
+    A waiting run also names its permission ``gates`` and carries the thread as the run read it
     (``history``, ``state``), for a protocol that ends such a run with snapshots (AG-UI 1.0 interrupts).
+    ``history_whole`` says whether ``history`` is the whole thread (a run reads only its history
+    budget's tail of a long one).
     """
 
     thread_id: str
@@ -145,6 +147,16 @@ class RunFinished:
     gates: tuple[Gate, ...] = ()
     history: tuple[Message, ...] = ()
     state: dict[str, Any] | None = None
+    history_whole: bool = True
+
+
+@attrs.frozen
+class RunStopped:
+    """The run was stopped on request (``POST /v1/threads/{id}/stop``) and is committed ``interrupted``
+    with ``cause``; the stream ends with the protocol's terminal event for a stop."""
+
+    cause: str
+    message: str
 
 
 @attrs.frozen
@@ -174,5 +186,6 @@ AgentEvent = (
     | ToolResult
     | StateChanged
     | RunFinished
+    | RunStopped
     | RunFailed
 )

@@ -4,7 +4,9 @@
 ``Transport`` (SSE, WebSocket: frames bytes) and the engine (``RunApplication``). It is the only
 place that admits runs for a wire: refusals become the protocol's refusal stream (no run started,
 nothing committed); admitted runs stream until their committed outcome, and the protocol's
-``closing`` follows a stream that ended with its terminal event.
+``closing`` follows a stream that ended with its terminal event. A thread the caller may not see
+(another user's) is refused as not found: HTTP 404 with the JSON error the read routes give, or on
+a socket, which has no status per request, the refusal stream with code ``UNKNOWN_THREAD``.
 
 The transports know nothing of this module: ``sse_route``/``ws_route`` hand them what to run.
 """
@@ -16,47 +18,52 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from typing import Protocol as TypingProtocol
 
+import trio
+
+from .auth.principal import ANONYMOUS, Principal, principal_of
+from .broadcast import RunBroadcast
 from .context import ServerContext
-from .encoding import EncoderBase, EncoderMisuse, WireEvent
-from .errors import InputRejected, StoreUnavailable
-from .events import AgentEvent, RunFailed
+from .encoding import WireEvent
+from .engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
+from .errors import AwakenError, InputRejected, StoreUnavailable, UnknownThread
 from .ledger import ThreadView
-from .protocol import Protocol, RunRequest, Sink, new_id
-from .runstate import Interruptible
+from .protocol import Protocol, RunRequest, new_id
+from .runstate import Cause, Interruptible
 from .transports import sse, ws
 
 log = logging.getLogger("awaken.exchange")
 #: the largest request body accepted (base64 images make bodies large)
 MAX_BODY = 32 * 1024 * 1024
 
-Emit = Callable[[list[WireEvent]], None]
+#: a transport's writer of one encoded wire event: ``deliver(position or None, payload)``
+Deliver = Callable[[bytes | None, bytes], None]
 
 
 class Transport(TypingProtocol):
-    async def stream(self, producer: Callable[[Emit], Awaitable[None]], run: Interruptible) -> None:
-        """Write what ``producer(emit)`` emits until it returns. A disconnect cancels the producer;
-        a transport that must stop the run for its own reason calls ``run.cancel(cause)``."""
+    async def stream(self, producer: Callable[[Deliver], Awaitable[None]], run: Interruptible) -> None:
+        """Write what ``producer(deliver)`` delivers until it returns. A disconnect cancels the
+        producer; a transport that must stop the run for its own reason calls ``run.cancel(cause)``."""
 
     async def reject(self, wire: list[WireEvent]) -> None:
         """Write a whole refusal stream."""
 
+    async def not_found(self, error: AwakenError, wire: list[WireEvent]) -> None:
+        """Refuse a request naming a thread the caller may not see: ``error`` where the transport has a
+        status (HTTP 404 and its JSON), else the refusal stream ``wire``."""
 
-def make_sink(encoder: EncoderBase, emit: Emit) -> Sink:
-    """The engine's sink: encode each AgentEvent and hand the wire events to the transport."""
 
-    def sink(event: AgentEvent) -> None:
-        try:
-            wire = encoder.feed(event)
-        except EncoderMisuse:
-            log.exception("encoder refused %r", event)
-            if encoder.closed:
-                return
-            encoder.closed = True
-            wire = encoder.on_run_failed(RunFailed("INTERNAL_ERROR", "the server produced an invalid stream"))
-        if wire:
-            emit(wire)
+class Detached:
+    """The ``Interruptible`` a transport gets for a run it does not own: stopping it only ends this
+    connection's watching (the transport cancels its own producer), never the run."""
 
-    return sink
+    def cancel(self, cause: Cause) -> None:
+        return None
+
+    def blame(self, cause: Cause) -> None:
+        return None
+
+
+DETACHED = Detached()
 
 
 async def exchange(
@@ -66,8 +73,15 @@ async def exchange(
     body: bytes | None,
     content_type: str | None,
     agent_id: str | None,
+    principal: Principal = ANONYMOUS,
 ) -> None:
-    """Serve one request body (None: larger than ``MAX_BODY``) as one stream on ``transport``."""
+    """Serve one request body (None: larger than ``MAX_BODY``) as one stream on ``transport``.
+
+    The run executes in the server's nursery (``RunApplication.launch``) into its broadcast; this
+    connection is its first watcher. When the connection goes while the run streams, an agent with
+    ``on_disconnect = "cancel"`` takes the run along (``client_gone``, or the transport's own cause);
+    a ``continue`` agent's run goes on to its committed outcome, rejoinable.
+    """
     encoder = protocol.encoder(None)
     try:
         if body is None:
@@ -76,20 +90,50 @@ async def exchange(
         encoder = protocol.encoder(parsed)
         thread, agent = protocol.target(parsed, agent_id)
         thread_id = thread or new_id("thread")
-
-        def build(view: ThreadView) -> RunRequest:
-            return protocol.to_run_request(parsed, thread_id, agent, view)
-
-        async with ctx.app.admit(thread_id, agent, build) as run:
-
-            async def produce(emit: Emit) -> None:
-                await run.execute(make_sink(encoder, emit))
-                if encoder.closed and (closing := protocol.closing()):  # after the terminal event only
-                    emit(closing)
-
-            await transport.stream(produce, run)
-    except (InputRejected, StoreUnavailable) as exc:
+    except InputRejected as exc:
         await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
+        return
+
+    def build(view: ThreadView) -> RunRequest:
+        return protocol.to_run_request(parsed, thread_id, agent, view)
+
+    def broadcast(run: AdmittedRun) -> RunBroadcast:
+        out = RunBroadcast(run.run_id, thread_id, ctx.config.server.replay_bytes, run.owner)
+        out.open_channel(protocol, encoder)
+        return out
+
+    async with trio.open_nursery() as local:  # holds the run only when the server hosts none
+        try:
+            run = await ctx.app.launch(thread_id, agent, build, broadcast, local, protocol.asks(parsed), principal)
+        except UnknownThread as exc:
+            await transport.not_found(exc, protocol.refusal(exc.code, exc.message, encoder))
+            return
+        except (InputRejected, StoreUnavailable) as exc:
+            await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
+            return
+        attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
+        await origin(run, protocol, transport, attached=attached)
+
+
+async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, *, attached: bool) -> None:
+    """Watch ``run`` from its first event on ``transport``; an ``attached`` watcher that goes before
+    the run ended stops it (``client_gone`` unless a cause was recorded first) and waits for its outcome."""
+    assert run.broadcast is not None
+    channel = run.broadcast.open_channel(protocol)
+
+    async def produce(deliver: Deliver) -> None:
+        watcher = channel.watch(deliver, 0)
+        assert watcher is not None  # the origin joins before the run's first checkpoint
+        try:
+            await watcher.done.wait()
+        finally:
+            watcher.leave()
+            if attached and not channel.closed:
+                run.cancel(Cause.CLIENT_GONE)
+                with trio.move_on_after(FINAL_COMMIT_TIMEOUT + 1, shield=True):
+                    await run.settled()
+
+    await transport.stream(produce, run if attached else DETACHED)
 
 
 def content_type_of(scope: dict[str, Any]) -> str | None:
@@ -109,15 +153,15 @@ async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, rece
         body = await sse.read_body(receive, MAX_BODY)
     except sse.ClientGone:
         return
-    await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id)
+    await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, principal_of(scope))
 
 
 def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
     """The ASGI handler of a protocol's POST route over SSE: ``route(ctx, scope, receive, send, agent_id)``."""
 
     async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
-                    agent_id: str | None) -> None:
-        await sse_exchange(ctx, protocol, scope, receive, send, agent_id)
+                    params: dict[str, str]) -> None:
+        await sse_exchange(ctx, protocol, scope, receive, send, params.get("agent"))
 
     return route
 
@@ -129,7 +173,7 @@ async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, r
 
     async def handle(request: ws.RequestStream, body: bytes) -> None:
         await exchange(ctx, protocol, request, body if len(body) <= MAX_BODY else None, ws.CONTENT_TYPE,
-                       agent_id)
+                       agent_id, principal_of(scope))
 
     await ws.serve_websocket(scope, receive, send, handle, protocol.refusal, ping_seconds=server.ws_ping_seconds,
                              max_buffered=server.max_buffered_bytes)
@@ -139,7 +183,7 @@ def ws_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
     """The ASGI handler serving ``protocol`` over WebSocket: ``route(ctx, scope, receive, send, agent_id)``."""
 
     async def route(ctx: ServerContext, scope: dict, receive: ws.ASGIReceive, send: ws.ASGISend,
-                    agent_id: str | None) -> None:
-        await serve_websocket(ctx, protocol, scope, receive, send, agent_id)
+                    params: dict[str, str]) -> None:
+        await serve_websocket(ctx, protocol, scope, receive, send, params.get("agent"))
 
     return route

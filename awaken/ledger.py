@@ -36,14 +36,15 @@ import base64
 import enum
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Literal
 
 import attrs
 
 from .errors import ConfigError
-from .messages import Message, Usage
+from .messages import Message, Usage, result_id
+from .models import ToolSpec
 from .runstate import RunStatus
 
 
@@ -72,6 +73,18 @@ class RunRecord:
     steps: int = 0
     #: why an ``interrupted`` run stopped (``runstate.Cause`` value), None for every other status
     cause: str | None = None
+    #: tools the client declared for this run (AG-UI ``tools``): stored with the run so a resume,
+    #: also after a restart, still offers them and knows a call to one is the client's
+    tools: tuple[ToolSpec, ...] = ()
+
+
+def tools_to_json(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    """A run's tools as JSON (what a backend stores)."""
+    return [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
+
+
+def tools_from_json(data: Any) -> tuple[ToolSpec, ...]:
+    return tuple(ToolSpec(t["name"], t["description"], t["parameters"]) for t in data or ())
 
 
 PendingKind = Literal["approval", "client"]
@@ -114,20 +127,64 @@ class Commit:
 
 @attrs.frozen
 class ThreadView:
-    """What a run needs to start on a thread: the thread (None if new), its whole committed
-    history, and the pending calls of its waiting run (empty if none)."""
+    """What a run needs to start on a thread: the thread (None if new), its committed history, and
+    the pending calls of its waiting run (empty if none).
+
+    ``thread_view`` gives the whole history. ``admission_view`` gives a bounded **tail** (the latest
+    messages) and answers the dedup questions only for the ids the request carries: ``known_ids``
+    (which of them are committed) and ``known_answered`` (which of its tool call ids have a committed
+    result). Either way ``message_ids``/``answered_calls`` answer every question an adapter asks
+    about the request's own ids the same.
+    """
 
     thread: ThreadRecord | None
     messages: tuple[Message, ...]
     pending: tuple[PendingCall, ...]
+    #: a tail view: of the asked message ids, those committed (None: ``messages`` is the whole history)
+    known_ids: frozenset[str] | None = None
+    #: a tail view: of the asked tool call ids, those with a committed result
+    known_answered: frozenset[str] | None = None
 
     def message_ids(self) -> frozenset[str]:
-        """Every committed message id (what an adapter drops as replayed history)."""
+        """The committed message ids an adapter may ask about (what it drops as replayed history)."""
+        if self.known_ids is not None:
+            return self.known_ids
         return frozenset(m.id for m in self.messages)
 
     def answered_calls(self) -> frozenset[str]:
-        """Every tool call id with a committed result, under whatever message id it was committed."""
-        return frozenset(m.tool_result.tool_call_id for m in self.messages if m.tool_result is not None)
+        """The tool call ids with a committed result (under whatever message id it was committed)
+        that an adapter may ask about."""
+        if self.known_answered is not None:
+            return self.known_answered
+        return answered_in(self.messages)
+
+
+def answered_in(messages: Iterable[Message]) -> frozenset[str]:
+    """The tool call ids ``messages`` hold a result for."""
+    return frozenset(m.tool_result.tool_call_id for m in messages if m.tool_result is not None)
+
+
+def model_window(messages: Sequence[Message], budget: int) -> tuple[Message, ...]:
+    """The latest at most ``budget`` of ``messages`` for a model, never starting with a tool result
+    cut off from its call (leading tool results of the window are dropped with their call)."""
+    start = max(0, len(messages) - budget)
+    if start:
+        while start < len(messages) and messages[start].role == "tool":
+            start += 1
+    return tuple(messages[start:])
+
+
+def resolve_answered(
+    candidates: Mapping[str, str], calls: Mapping[str, str | None], committed: Collection[str],
+    tail: Sequence[Message],
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Which candidate call ids (call id -> its engine result id; none of them pending) are answered:
+    those whose engine result id is committed or whose result is in ``tail``. Returned unresolved:
+    the others, unless the request message carrying them (``calls``) is committed (never asked)."""
+    in_tail = answered_in(tail)
+    answered = frozenset(c for c, rid in candidates.items() if rid in committed or c in in_tail)
+    unresolved = frozenset(c for c in candidates if c not in answered and calls.get(c) not in committed)
+    return answered, unresolved
 
 
 #: the cause of a run that ``open`` found ``running`` (its process died) and committed ``interrupted``
@@ -284,6 +341,67 @@ class Ledger(abc.ABC):
         messages = await self.read_messages(thread_id, 0, thread.last_seq + 1)
         pending = await self.pending_calls(thread_id)
         return ThreadView(thread, tuple(messages), tuple(pending))
+
+    async def committed_ids(self, thread_id: str, ids: Collection[str]) -> frozenset[str]:
+        """Which of ``ids`` are committed message ids of the thread.
+
+        A backend answers from an index, reading no message body (this is on the path to a run's
+        first delta, once per message a client replays). The default reads the whole history.
+        """
+        wanted = frozenset(ids)
+        if not wanted:
+            return frozenset()
+        found: set[str] = set()
+        async for page in self._pages(thread_id):
+            found.update(m.id for m in page if m.id in wanted)
+        return frozenset(found)
+
+    async def admission_view(
+        self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
+    ) -> ThreadView:
+        """What admission reads: the thread, its latest ``tail`` messages, its pending calls, and the
+        dedup answers for the request's own ``message_ids`` (``known_ids``: which are committed) and
+        tool ``calls`` (call id -> the id of the request message carrying it, or None;
+        ``known_answered``: which have a committed result). A call whose carrying message is committed
+        is not asked about (an adapter drops that message as replayed).
+
+        Its cost does not grow with the thread's length, except for a call that is neither pending
+        nor answered under the engine's result id (``result_id``) nor in the tail: that case (a
+        decision for a call not waiting, or a client tool answered under the client's own message
+        id, replayed over another protocol) reads the history.
+
+        The default composes ``get_thread``, ``read_messages``, ``pending_calls`` and
+        ``committed_ids``; a backend overrides it to answer in one round trip.
+        """
+        thread = await self.get_thread(thread_id)
+        if thread is None:
+            return ThreadView(None, (), (), frozenset(), frozenset())
+        messages = tuple(await self.read_messages(thread_id, max(0, thread.last_seq - tail), tail)) if tail > 0 else ()
+        pending = tuple(await self.pending_calls(thread_id))
+        waiting = {p.tool_call_id for p in pending}
+        candidates = {c: result_id(c) for c in calls if c not in waiting}
+        found = await self.committed_ids(thread_id, {*message_ids, *calls.values(), *candidates.values()} - {None})
+        answered, unresolved = resolve_answered(candidates, calls, found, messages)
+        if unresolved:
+            answered |= await self._answered_by_scan(thread_id, unresolved)
+        asked = frozenset(message_ids) | {m for m in calls.values() if m is not None}
+        return ThreadView(thread, messages, pending, found & asked, answered)
+
+    async def _pages(self, thread_id: str, size: int = 500) -> AsyncIterator[list[Message]]:
+        after = 0
+        while True:
+            page = await self.read_messages(thread_id, after, size)
+            if not page:
+                return
+            yield page
+            after = page[-1].seq
+
+    async def _answered_by_scan(self, thread_id: str, call_ids: Collection[str]) -> frozenset[str]:
+        wanted = frozenset(call_ids)
+        found: set[str] = set()
+        async for page in self._pages(thread_id):
+            found |= answered_in(page) & wanted
+        return frozenset(found)
 
     @abc.abstractmethod
     async def list_threads(self) -> list[ThreadRecord]:

@@ -18,7 +18,8 @@ import attrs
 from .encoding import EncoderBase, WireEvent
 from .events import AgentEvent
 from .ledger import ThreadView
-from .messages import Message
+from .messages import Message, result_id  # noqa: F401 - re-exported: adapters and the engine import it here
+from .models import ContextEntry, ToolSpec
 
 #: what the engine streams a run into (synchronous: it never awaits the client)
 Sink = Callable[[AgentEvent], None]
@@ -36,11 +37,6 @@ def denial(reason: str) -> str:
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
-
-
-def result_id(tool_call_id: str) -> str:
-    """The message id of a tool result the server commits (stable, so a replayed decision is found)."""
-    return f"tr_{tool_call_id}"
 
 
 @attrs.frozen
@@ -72,9 +68,23 @@ class RunRequest:
     decisions: tuple[ToolDecision, ...] = ()
     #: the run id the client proposed; used for a new run when it is free
     run_id: str | None = None
+    #: tools the client executes, declared for this run (offered beside the agent's own; stored with it)
+    tools: tuple[ToolSpec, ...] = attrs.field(default=(), kw_only=True)
+    #: context entries the model is shown for this run
+    context: tuple[ContextEntry, ...] = attrs.field(default=(), kw_only=True)
+    #: the client's state: the thread's state from the start of this run (None: keep the committed one)
+    state: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
     #: the request only repeats decisions already committed (an idempotent resume): nothing runs,
     #: the stream just starts and finishes
-    replay: bool = False
+    replay: bool = attrs.field(default=False, kw_only=True)
+
+
+@attrs.frozen
+class Asks:
+    """What a request asks the ledger at admission (see ``Protocol.asks``)."""
+
+    message_ids: frozenset[str]
+    calls: dict[str, str | None]
 
 
 class Protocol(abc.ABC):
@@ -96,9 +106,25 @@ class Protocol(abc.ABC):
         """Drop what ``view`` (the thread as committed) already holds; split the rest into new input
         and tool decisions. Raise ``InputRejected`` for what cannot be run."""
 
+    def asks(self, parsed: Any) -> Asks | None:
+        """The ids ``to_run_request`` will ask the view about: the message ids it dedups and the tool
+        call ids it may take as decisions (call id -> the request message carrying it, or None).
+        Admission then reads a bounded view (``Ledger.admission_view``) instead of the whole history.
+        None (the default): the whole history is read."""
+        return None
+
     @abc.abstractmethod
     def encoder(self, parsed: Any | None) -> EncoderBase:
         """The encoder for this request (``parsed`` is None when the body could not be parsed)."""
+
+    def watch_encoder(self, thread_id: str, run_id: str) -> EncoderBase:
+        """The encoder of a watcher that joins a run this protocol did not start (a rejoin)."""
+        return self.encoder(None)
+
+    def snapshot(self, messages: list[Message]) -> list[WireEvent] | None:
+        """The committed messages as one wire event, for a rejoin whose position is gone (None: the
+        protocol has no such event)."""
+        return None
 
     def closing(self) -> list[WireEvent]:
         """What follows the terminal event of every stream, run or refusal (the AI SDK's ``[DONE]``)."""

@@ -13,14 +13,26 @@ Routes:
     GET  /v1/me                                      the caller's principal {subject, role}
     GET  /v1/agents                                  the published agents
     GET  /v1/ag-ui/agents/{agentId}/capabilities     the agent's AG-UI AgentCapabilities
-    GET  /v1/threads, /v1/threads/{threadId}         thread listing and one thread (threads_api.py)
+    GET  /v1/threads, /v1/threads/{threadId}         the caller's threads, one thread (threads_api.py)
+    DELETE /v1/threads/{threadId}                    delete a thread (204; 409 THREAD_BUSY)
+    POST /v1/threads/{threadId}/stop                 stop its active run (200 {runId, status}; 204)
     GET  /console                                    the console (awaken/console/, built assets)
     POST /v1/ag-ui, /v1/ag-ui/agents/{agentId}       AG-UI runs (SSE)
     GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor}
     POST /v1/ai-sdk/chat, /v1/ai-sdk/agents/{agentId}/chat   AI SDK UI Message Stream runs (SSE)
     GET  /v1/ai-sdk/threads/{threadId}/messages      AI SDK history page {items: UIMessage[], cursor}
+    GET  /v1/ag-ui/threads/{threadId}/stream         rejoin the thread's active run (AG-UI, Last-Event-ID)
+    GET  /v1/ai-sdk/chat/{chatId}/stream, /v1/ai-sdk/agents/{agentId}/chat/{chatId}/stream
+                                                     rejoin the chat's active run (useChat resume)
     WS   /v1/ag-ui/ws, /v1/ag-ui/agents/{agentId}/ws         AG-UI runs over WebSocket (transports/ws.py)
     WS   /v1/ai-sdk/ws, /v1/ai-sdk/agents/{agentId}/ws       AI SDK runs over WebSocket
+    GET  /v1/copilotkit/info                          CopilotKit runtime: agent discovery
+    POST /v1/copilotkit/agent/{agentId}/run|connect   CopilotKit runtime: a run (SSE), a replay of the thread
+    POST /v1/copilotkit/agent/{agentId}/stop/{threadId}   CopilotKit runtime: stop the thread's run
+    POST /v1/copilotkit                               CopilotKit runtime, single-endpoint envelopes
+
+A thread is visible to the subject that started it and to admins: every route on a thread answers
+another user 404 ``UNKNOWN_THREAD`` (``access.visible_thread``; runs check it at admission).
 """
 
 from __future__ import annotations
@@ -33,20 +45,24 @@ from quart import jsonify, request
 from quart_trio import QuartTrio
 
 from . import console, cors, threads_api
+from .access import visible_thread
 from .agui import adapter as agui_adapter
 from .agui.capabilities import capabilities as agui_capabilities_of
 from .aisdk import adapter as aisdk_adapter
 from .auth import AuthMiddleware, principal_of
 from .context import ServerContext
+from .copilotkit import routes as copilotkit_routes
 from .errors import AwakenError, BadCursor, InputRejected, StoreUnavailable, UnknownThread
 from .exchange import sse_route, ws_route
 from .history import parse_limit
 from .ledger import Ledger
+from .rejoin import rejoin_route
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 #: a protocol's history page: (ledger, thread id, cursor, limit) -> (items, cursor after them)
 PageReader = Callable[[Ledger, str, "str | None", int], Awaitable[tuple[list, str]]]
-StreamRoute = Callable[[ServerContext, dict, Any, Any, "str | None"], Awaitable[None]]
+#: ``route(ctx, scope, receive, send, params)``: params are the path pattern's groups (``agent``, ``thread``)
+StreamRoute = Callable[[ServerContext, dict, Any, Any, dict[str, str]], Awaitable[None]]
 
 
 def _error(exc: AwakenError, status: int):  # noqa: ANN202 - a quart response tuple
@@ -93,6 +109,7 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
 
         async def history(thread_id: str):  # noqa: ANN202
             try:
+                await visible_thread(ctx.app, principal_of(request.scope), thread_id)
                 limit = parse_limit(request.args.get("limit"))
                 items, cursor = await read(ctx.ledger, thread_id, request.args.get("cursor"), limit)
             except BadCursor as exc:
@@ -120,10 +137,17 @@ STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
     ("POST", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/?$"), sse_route(agui_adapter.PROTOCOL)),
     ("POST", re.compile(r"^/v1/ai-sdk/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
     ("POST", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
+    ("GET", re.compile(r"^/v1/ag-ui/threads/(?P<thread>.+)/stream/?$"), rejoin_route(agui_adapter.PROTOCOL)),
+    ("GET", re.compile(r"^/v1/ai-sdk/chat/(?P<thread>.+)/stream/?$"), rejoin_route(aisdk_adapter.PROTOCOL)),
+    ("GET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/(?P<thread>.+)/stream/?$"),
+     rejoin_route(aisdk_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ag-ui/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
+    # the CopilotKit runtime: every route under the prefix, dispatched by copilotkit/runtime.py
+    ("POST", re.compile(r"^/v1/copilotkit(/.*)?$"), copilotkit_routes.route),
+    ("GET", re.compile(r"^/v1/copilotkit(/.*)?$"), copilotkit_routes.route),
 ]
 
 
@@ -139,9 +163,8 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
                     continue
                 match = pattern.match(path)
                 if match:
-                    agent = match.groupdict().get("agent")
                     # scope["path"] is already percent-decoded by the server
-                    await handler(ctx, scope, receive, send, agent)
+                    await handler(ctx, scope, receive, send, match.groupdict())
                     return
         await quart_app(scope, receive, send)
 

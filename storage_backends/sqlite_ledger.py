@@ -16,7 +16,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,14 +39,18 @@ from awaken.ledger import (
     ThreadSummary,
     ThreadView,
     WriteClock,
+    answered_in,
     check_limit,
     decode_cursor,
     encode_cursor,
     imported_updated_at,
     last_run_of,
+    resolve_answered,
     thread_title,
+    tools_from_json,
+    tools_to_json,
 )
-from awaken.messages import Message, Usage, parts_from_json, parts_to_json
+from awaken.messages import Message, Usage, parts_from_json, parts_to_json, result_id
 from awaken.runstate import RunStatus
 
 T = TypeVar("T")
@@ -61,7 +65,7 @@ CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, agent_id TEXT NOT NULL, status TEXT NOT NULL,
     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, error_code TEXT, error_message TEXT,
     input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
-    steps INTEGER NOT NULL DEFAULT 0, cause TEXT
+    steps INTEGER NOT NULL DEFAULT 0, cause TEXT, tools TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, status);
 CREATE TABLE IF NOT EXISTS messages (
@@ -90,6 +94,8 @@ _MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     lambda conn: conn.execute("ALTER TABLE runs ADD COLUMN cause TEXT"),
     # 2: thread owner and the columns a thread listing reads
     lambda conn: _add_thread_summaries(conn),
+    # 3: the tools a client declared for a run
+    lambda conn: conn.execute("ALTER TABLE runs ADD COLUMN tools TEXT"),
 )
 
 
@@ -329,6 +335,63 @@ class SqliteLedger(Ledger):
 
         return await self._call(q)
 
+    async def committed_ids(self, thread_id: str, ids: Collection[str]) -> frozenset[str]:
+        """From the ``(thread_id, id)`` index: no message body is read."""
+        if not ids or thread_id not in self._threads:
+            return frozenset()
+
+        def q(db: sqlite_utils.Database) -> frozenset[str]:
+            return _committed_ids(db.conn, thread_id, ids)
+
+        return await self._call(q)
+
+    async def admission_view(
+        self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
+    ) -> ThreadView:
+        """One worker-thread round trip: the thread, its latest ``tail`` messages, its pending calls,
+        and the asked ids looked up in the ``(thread_id, id)`` index."""
+        if thread_id not in self._threads:
+            return ThreadView(None, (), (), frozenset(), frozenset())
+
+        def q(db: sqlite_utils.Database) -> ThreadView:
+            conn = db.conn
+            row = conn.execute("SELECT id, created_at, state, last_seq, owner FROM threads WHERE id = ?",
+                               (thread_id,)).fetchone()
+            if row is None:
+                return ThreadView(None, (), (), frozenset(), frozenset())
+            thread = ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4])
+            messages = tuple(
+                Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5])
+                for r in conn.execute(
+                    "SELECT id, role, parts, run_id, seq, created_at FROM messages WHERE thread_id = ? AND seq > ? "
+                    "ORDER BY seq",
+                    (thread_id, thread.last_seq - max(0, tail)),
+                )
+            )
+            pending = tuple(
+                PendingCall(*r)
+                for r in conn.execute(
+                    "SELECT tool_call_id, run_id, thread_id, name, arguments, kind, message_id "
+                    "FROM pending WHERE thread_id = ? ORDER BY ord",
+                    (thread_id,),
+                )
+            )
+            waiting = {p.tool_call_id for p in pending}
+            candidates = {c: result_id(c) for c in calls if c not in waiting}
+            asked = {*message_ids, *(m for m in calls.values() if m is not None)}
+            found = _committed_ids(conn, thread_id, asked | set(candidates.values()))
+            answered, unresolved = resolve_answered(candidates, calls, found, messages)
+            if unresolved:
+                results = (
+                    answered_in([Message("", "tool", parts_from_json(json.loads(r[0])))])
+                    for r in conn.execute("SELECT parts FROM messages WHERE thread_id = ? AND role = 'tool'",
+                                          (thread_id,))
+                )
+                answered |= frozenset().union(*results) & unresolved
+            return ThreadView(thread, messages, pending, found & frozenset(asked), answered)
+
+        return await self._call(q)
+
     async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
         def q(db: sqlite_utils.Database) -> list[Message]:
             rows = db.conn.execute(
@@ -528,7 +591,7 @@ def _lock(path: Path) -> int:
 
 _RUN_COLS = (
     "id, thread_id, agent_id, status, created_at, updated_at, error_code, error_message, "
-    "input_tokens, output_tokens, steps, cause"
+    "input_tokens, output_tokens, steps, cause, tools"
 )
 
 
@@ -570,12 +633,13 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
         usage=Usage(row[8], row[9]),
         steps=row[10],
         cause=row[11],
+        tools=tools_from_json(json.loads(row[12])) if row[12] else (),
     )
 
 
 def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
     conn.execute(
-        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             run.run_id,
             run.thread_id,
@@ -589,6 +653,7 @@ def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
             run.usage.output_tokens,
             run.steps,
             run.cause,
+            json.dumps(tools_to_json(run.tools)) if run.tools else None,
         ),
     )
 
@@ -602,6 +667,17 @@ def _insert_pending(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> No
         )
     except sqlite3.IntegrityError:
         raise ValueError("a pending tool call id is already pending on the thread") from None
+
+
+def _committed_ids(conn: sqlite3.Connection, thread_id: str, ids: Collection[str]) -> frozenset[str]:
+    """Which of ``ids`` are committed on the thread, by the ``(thread_id, id)`` index."""
+    if not ids:
+        return frozenset()
+    rows = conn.execute(
+        "SELECT id FROM messages WHERE thread_id = ? AND id IN (SELECT value FROM json_each(?))",
+        (thread_id, json.dumps(list(ids))),
+    )
+    return frozenset(r[0] for r in rows)
 
 
 def _append(conn: sqlite3.Connection, thread_id: str, messages: Sequence[Message]) -> list[Message]:

@@ -48,7 +48,7 @@ async def test_capabilities_declare_what_the_agent_does(client, server):
                      "description": "The same tools, each one asking a person for permission first."},
         "transport": {"streaming": True, "websocket": True, "httpBinary": False, "pushNotifications": False,
                       "resumable": False},
-        "tools": {"supported": True, "parallelCalls": True, "clientProvided": False, "items": [
+        "tools": {"supported": True, "parallelCalls": True, "clientProvided": True, "items": [
             {"name": name, "description": tools.get(name).description, "parameters": tools.get(name).parameters}
             for name in ("calculator", "current_time", "set_state")]},
         "state": {"snapshots": True, "deltas": True, "memory": False, "persistentState": True},

@@ -1,22 +1,26 @@
 """The AG-UI protocol adapter: validate, deduplicate, split input from decisions, pick the encoder.
 
 It decides no run state: it parses the body (``request.py``), drops messages the ledger already
-holds (replayed history), and turns new ``role: "tool"`` messages and ``resume[]`` entries
-(``interrupts.py``) into ``ToolDecision``s. Every
+holds (replayed history), and turns new ``role: "tool"`` messages (at a permission gate, read by
+the denial grammar of ``awaken.denial``) and ``resume[]`` entries (``interrupts.py``) into
+``ToolDecision``s. The page's per-run tools, context and state go into the ``RunRequest`` as they
+were parsed. Every
 refusal is one ``RUN_ERROR`` stream (HTTP 200) and starts no run. ``PROTOCOL`` is what the SSE and
 WebSocket routes serve; ``read_history`` answers the history route (``{items, cursor}``).
 """
 
 from __future__ import annotations
 
+from ..denial import read_gate_answer
+from ..encoding import WireEvent
 from ..errors import InputRejected
 from ..history import read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
-from ..protocol import Protocol, RunRequest, ToolDecision
+from ..protocol import Asks, Protocol, RunRequest, ToolDecision
 from .encoder import AguiEncoder
 from .history import project_history
-from .interrupts import open_interrupts, resume_decisions
+from .interrupts import call_of, open_interrupts, resume_decisions
 from .request import AguiInput, InputMessage, ToolMessage, parse_run_input
 
 
@@ -32,8 +36,24 @@ class AguiProtocol(Protocol):
         client_held = frozenset(m.id for m in parsed.messages if isinstance(m, ToolMessage))
         return AguiEncoder(parsed.thread_id, parsed.run_id, modern=parsed.modern, client_held=client_held)
 
+    def watch_encoder(self, thread_id: str, run_id: str) -> AguiEncoder:
+        return AguiEncoder(thread_id, run_id)
+
+    def snapshot(self, messages: list[Message]) -> list[WireEvent]:
+        return [{"type": "MESSAGES_SNAPSHOT", "messages": project_history(messages)}]
+
     def target(self, parsed: AguiInput, route_agent: str | None) -> tuple[str, str | None]:
         return parsed.thread_id, route_agent
+
+    def asks(self, parsed: AguiInput) -> Asks:
+        calls: dict[str, str | None] = {}
+        for m in parsed.messages:
+            if isinstance(m, ToolMessage):
+                # a call carried by two messages is asked about whatever becomes of either
+                calls[m.tool_call_id] = m.id if m.tool_call_id not in calls else None
+        for entry in parsed.resume:  # an interrupt already answered is found by its call's result
+            calls.setdefault(call_of(entry.interrupt_id), None)
+        return Asks(frozenset(m.id for m in parsed.messages), calls)
 
     def to_run_request(self, parsed: AguiInput, thread_id: str, agent_id: str | None,
                        view: ThreadView) -> RunRequest:
@@ -42,12 +62,7 @@ class AguiProtocol(Protocol):
         # A tool message whose call already has a committed result (a decision at a permission gate,
         # or a call superseded by new input) is the client's copy of an earlier decision: replayed.
         answered = view.answered_calls()
-        if data.state:
-            if view.thread is None or view.thread.state != data.state:
-                raise InputRejected(
-                    "state is not supported by this server; send it empty (or exactly as the server last sent it)",
-                    code="UNSUPPORTED_FIELD",
-                )
+        gates = frozenset(p.tool_call_id for p in view.pending if p.kind == "approval")
         inputs: list[Message] = []
         decisions: list[ToolDecision] = []
         for m in data.messages:
@@ -58,6 +73,10 @@ class AguiProtocol(Protocol):
                     inputs.append(Message(m.id, m.role, m.parts))
             elif m.tool_call_id in answered:
                 continue
+            elif m.tool_call_id in gates:
+                answer = read_gate_answer(m.content, m.error)
+                decisions.append(ToolDecision(m.tool_call_id, "deny" if answer.denied else "approve",
+                                              answer.reason if answer.denied else m.content, m.id))
             elif m.error is not None:
                 decisions.append(ToolDecision(m.tool_call_id, "error", m.error or m.content, m.id))
             else:
@@ -73,7 +92,8 @@ class AguiProtocol(Protocol):
                 code="INTERRUPTS_OPEN",
             )
         replay = replay and not inputs and not decisions
-        return RunRequest(thread_id, agent_id, tuple(inputs), tuple(decisions), data.run_id, replay)
+        return RunRequest(thread_id, agent_id, tuple(inputs), tuple(decisions), data.run_id,
+                          tools=data.tools, context=data.context, state=data.state, replay=replay)
 
 
 PROTOCOL = AguiProtocol()

@@ -3,7 +3,7 @@
 Served at ``GET /v1/ag-ui/agents/{agentId}/capabilities``; any other discovery route (CopilotKit's)
 should return this same document. Only what the server really does is declared ``true``; what it
 does not do is declared ``false`` where a client would otherwise offer it (audio, video, PDF input,
-binary transport, client-provided tools). Stream resumption (``transport.resumable``) is declared
+binary transport). Stream resumption (``transport.resumable``) is declared
 only once the server can rejoin a stream.
 """
 
@@ -27,7 +27,7 @@ def capabilities(agent: Agent) -> dict[str, Any]:
             "items": [{"name": t.name, "description": t.description, "parameters": t.parameters}
                       for t in agent.tools],
             "parallelCalls": True,
-            "clientProvided": False,
+            "clientProvided": True,
         },
         "state": {"snapshots": True, "deltas": True, "memory": False, "persistentState": True},
         "reasoning": {"supported": True, "streaming": True, "encrypted": False},

@@ -163,13 +163,22 @@ class AguiEncoder(EncoderBase):
         before: list[WireEvent] = []
         if e.gates:
             # interrupts.mdx "State at the interrupt boundary": what a resume needs, before the outcome
-            before = [{"type": "STATE_SNAPSHOT", "snapshot": e.state or {}},
-                      {"type": "MESSAGES_SNAPSHOT", "messages": project_history(list(e.history))}]
+            # (a MESSAGES_SNAPSHOT replaces the client's messages: it is sent only when the run holds the
+            # whole thread, never a history budget's tail of a long one)
+            before = [{"type": "STATE_SNAPSHOT", "snapshot": e.state or {}}]
+            if e.history_whole:
+                before.append({"type": "MESSAGES_SNAPSHOT", "messages": project_history(list(e.history))})
             out["outcome"] = {"type": "interrupt", "interrupts": [interrupt(g) for g in e.gates]}
         elif e.outcome == "waiting":
             out["outcome"] = {"type": "success", "pendingToolCallIds": list(e.pending)}
         self._usage(out, e.usage)
         return [*before, out]
+
+    def on_run_stopped(self, e: ev.RunStopped) -> list[WireEvent]:
+        """``RUN_ERROR`` with code ``STOPPED``: legal with messages, calls or steps still open, accepted by
+        0.0.x and 1.0 clients alike (``runAgent`` resolves; ``onRunErrorEvent`` says why)."""
+        self._need_run("RunStopped")
+        return [{"type": "RUN_ERROR", "message": e.message, "code": "STOPPED"}]
 
     def on_run_failed(self, e: ev.RunFailed) -> list[WireEvent]:
         out: WireEvent = {"type": "RUN_ERROR", "message": e.message, "code": e.code}

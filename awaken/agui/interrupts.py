@@ -58,6 +58,11 @@ def interrupt_id(tool_call_id: str) -> str:
     return f"{_PREFIX}{tool_call_id}"
 
 
+def call_of(interrupt: str) -> str:
+    """The tool call id an interrupt id names (the id itself when it is not one of ours)."""
+    return interrupt.removeprefix(_PREFIX)
+
+
 def response_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     edited = {**(parameters or {"type": "object"}),
               "description": "Full replacement of the tool's arguments (not merged)."}
@@ -124,8 +129,14 @@ def _repeats(made: ToolDecision, result: ToolResultPart, call: ToolCallPart | No
 
 def resume_decisions(entries: tuple[ResumeEntry, ...], view: ThreadView) -> tuple[list[ToolDecision], bool]:
     """Decisions for the open interrupts ``entries`` answer, and whether every entry only repeated a
-    committed answer (an idempotent replay). Raises ``InputRejected`` (changing nothing) otherwise."""
+    committed answer (an idempotent replay). Raises ``InputRejected`` (changing nothing) otherwise.
+
+    An answered interrupt is recognised by its call's committed result (``view.answered_calls``, which
+    the adapter's ``asks`` covers). Its answer is compared when the result is in the view's messages;
+    one older than an admission view's tail cannot be compared and is taken as a repeat (it changes
+    nothing either way)."""
     open_calls = {interrupt_id(p.tool_call_id): p for p in view.pending if p.kind == "approval"}
+    answered = view.answered_calls()
     results = {m.tool_result.tool_call_id: m.tool_result for m in view.messages if m.tool_result is not None}
     calls = {c.tool_call_id: c for m in view.messages for c in m.tool_calls}
     decisions: list[ToolDecision] = []
@@ -135,29 +146,27 @@ def resume_decisions(entries: tuple[ResumeEntry, ...], view: ThreadView) -> tupl
         if call is not None:
             decisions.append(decision(entry, call.tool_call_id))
             continue
-        tool_call_id = entry.interrupt_id.removeprefix(_PREFIX)
-        result = results.get(tool_call_id) if entry.interrupt_id.startswith(_PREFIX) else None
-        if result is None or result.approval is None:
+        tool_call_id = call_of(entry.interrupt_id)
+        result = results.get(tool_call_id)
+        ours = entry.interrupt_id.startswith(_PREFIX) and tool_call_id in answered
+        if not ours or (result is not None and result.approval is None):
             raise InputRejected(
                 f"resume names interrupt {entry.interrupt_id!r}, which is not an interrupt of this thread"
                 + (f"; open: {', '.join(open_calls)}" if open_calls else ""),
                 code="INTERRUPT_UNKNOWN",
             )
-        if not _repeats(decision(entry, tool_call_id), result, calls.get(tool_call_id)):
+        made = decision(entry, tool_call_id)
+        if result is not None and not _repeats(made, result, calls.get(tool_call_id)):
             raise InputRejected(
                 f"interrupt {entry.interrupt_id!r} was already answered ({result.approval}); "
                 "a repeated resume must carry the same answer",
                 code="INTERRUPT_ANSWERED",
             )
         replayed += 1
-    answered = {interrupt_id(d.tool_call_id) for d in decisions}
-    if decisions and (missing := [i for i in open_calls if i not in answered]):
+    done = {interrupt_id(d.tool_call_id) for d in decisions}
+    if (decisions or replayed) and (missing := [i for i in open_calls if i not in done]):
         raise InputRejected(f"the resume must answer every open interrupt; missing: {', '.join(missing)}",
                             code="INTERRUPT_MISSING")
-    if not decisions and open_calls and replayed:
-        raise InputRejected(
-            f"the resume answers no open interrupt; open: {', '.join(open_calls)}", code="INTERRUPT_MISSING"
-        )
     return decisions, bool(entries) and replayed == len(entries)
 
 

@@ -1,10 +1,10 @@
 """Parse an AG-UI ``RunAgentInput`` POST body (sans-IO): bytes in, ``AguiInput`` or ``InputRejected``.
 
-What is accepted follows CONTRACT §3 and ``reference/agui.md`` §3/§9: ``tools``, ``context``,
-``forwardedProps`` and ``state`` may be absent, null or empty (what ``HttpAgent`` sends by default);
-a non-empty one, or any ``parentRunId``, is ``UNSUPPORTED_FIELD``. ``resume`` is a list of
-``{interruptId, status: "resolved"|"cancelled", payload?, metadata?}`` entries (``interrupts.py``
-maps them to decisions). Unknown keys are ignored.
+What is accepted follows CONTRACT §3 and ``reference/agui.md`` §3/§9: ``forwardedProps`` may be
+absent, null or empty (what ``HttpAgent`` sends by default); a non-empty one, or any ``parentRunId``,
+is ``UNSUPPORTED_FIELD``. ``tools``, ``context`` and ``state`` are the page's per-run declarations,
+parsed by ``frontend.py``. ``resume`` is a list of ``{interruptId, status: "resolved"|"cancelled",
+payload?, metadata?}`` entries (``interrupts.py`` maps them to decisions). Unknown keys are ignored.
 User content may be a string or parts: ``text`` and ``image`` (URL or inline base64) are input;
 ``audio``, ``video``, ``document`` and legacy ``binary`` parts are ``UNSUPPORTED_CONTENT``.
 Assistant, reasoning and activity messages are never input: they are the client's copy of history.
@@ -19,6 +19,8 @@ import attrs
 from ..jsonbody import check_content_type, load_json_object, reject
 from ..media import check_count, check_image
 from ..messages import ImagePart, Part, TextPart
+from ..models import ContextEntry, ToolSpec
+from .frontend import parse_context, parse_state, parse_tools
 from .interrupts import ResumeEntry
 
 _MEDIA_PARTS = frozenset({"audio", "video", "document", "binary"})
@@ -53,8 +55,12 @@ class AguiInput:
     messages: tuple[InputMessage | ToolMessage, ...]
     #: every message id in the request (history included), for dedup against the ledger
     message_ids: tuple[str, ...]
-    #: a non-empty ``state`` the client sent (allowed only as an echo of the committed state)
+    #: a non-empty ``state`` the client sent: the thread's state from the start of this run
     state: dict[str, Any] | None = None
+    #: tools the client executes, declared for this run
+    tools: tuple[ToolSpec, ...] = ()
+    #: context entries for the model, for this run
+    context: tuple[ContextEntry, ...] = ()
     #: ``resume[]`` entries answering interrupts, in request order
     resume: tuple[ResumeEntry, ...] = ()
 
@@ -165,12 +171,10 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
         raise reject("protocolVersion must be a string")
     if data.get("parentRunId") is not None:
         raise reject("parentRunId is not supported by this server", "UNSUPPORTED_FIELD")
-    for key, empty in (("tools", list), ("context", list), ("forwardedProps", dict)):
-        _unsupported_if_set(data, key, empty)
+    _unsupported_if_set(data, "forwardedProps", dict)
     resume = parse_resume(data.get("resume"))
-    state = data.get("state")
-    if state is not None and not isinstance(state, dict):
-        raise reject("state must be an object", "UNSUPPORTED_FIELD")
+    tools, context, state = parse_tools(data.get("tools")), parse_context(data.get("context")), \
+        parse_state(data.get("state"))
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list):
         raise reject("messages must be an array")
@@ -200,7 +204,7 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
             raise reject(f"{where}.role {role!r} is not a known role")
     if len(set(ids)) != len(ids):
         raise reject("message ids must be unique within a request")
-    return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state or None, resume)
+    return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state, tools, context, resume)
 
 
 def parse_resume(raw: Any) -> tuple[ResumeEntry, ...]:

@@ -10,27 +10,48 @@ On exit a run that never reached a committed outcome is committed ``interrupted`
 
 The registry (``active``) is what ``stop`` and a shutdown act on: ``stop(thread_id)`` cancels the
 thread's run with ``Cause.STOPPED`` and returns its committed status.
+
+Ownership: a thread belongs to the subject that started it (written with its first run). ``admit``
+is where runs check it, for every protocol and transport: a caller the thread is not visible to
+(``Principal.may_see``) gets ``UnknownThread``, exactly what a thread that does not exist gives the
+read routes, before anything else is said about it (not even ``THREAD_BUSY``). ``owner_of`` answers
+the same question for the routes that are not runs (``awaken/access.py``).
+Hosting. ``launch`` admits a run and executes it as a task of the server-owned nursery that
+``hosting()`` opens (``cli.serve`` and the test server hold it open around hypercorn): a run is
+owned by the server, not by the connection that asked for it, and streams into its
+``RunBroadcast`` for whoever watches. Whether a connection that goes away takes its run along is
+the connection's decision (``exchange``: the agent's ``on_disconnect``). Leaving ``hosting()``
+interrupts every run still in it for ``shutdown``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 import attrs
 import orjson
 import trio
 
-from ..agents import AgentRegistry
-from ..errors import InputRejected
+from ..agents import Agent, AgentRegistry
+from ..auth.principal import ANONYMOUS, Principal
+from ..errors import InputRejected, UnknownThread
 from ..ledger import Commit, Ledger, PendingCall, ThreadView
-from ..protocol import RunRequest, ToolDecision, new_id
+from ..models import ToolSpec
+from ..protocol import Asks, RunRequest, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
 from . import outcome
 from .commit import write
 from .policy import superseded
 from .run import AdmittedRun
+
+if TYPE_CHECKING:
+    from ..broadcast import RunBroadcast
+
+log = logging.getLogger("awaken.engine")
 
 
 class RunApplication:
@@ -41,6 +62,51 @@ class RunApplication:
         self.agents = agents
         self.tools = tools
         self._active: dict[str, AdmittedRun] = {}
+        #: threads being deleted: no run is admitted on them meanwhile
+        self._deleting: set[str] = set()
+        self._host: trio.Nursery | None = None
+
+    @property
+    def hosting_runs(self) -> bool:
+        """Whether runs execute in the server's own nursery (``hosting`` is open)."""
+        return self._host is not None
+
+    @contextlib.asynccontextmanager
+    async def hosting(self) -> AsyncIterator[None]:
+        """Hold the server-owned nursery that ``launch`` runs in; on exit every run still active is
+        interrupted for ``shutdown`` (and its outcome committed) before this returns."""
+        async with trio.open_nursery() as nursery:
+            self._host = nursery
+            try:
+                yield
+            finally:
+                self._host = None
+                for run in list(self._active.values()):
+                    run.cancel(Cause.SHUTDOWN)
+
+    async def launch(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+                     broadcast: Callable[[AdmittedRun], RunBroadcast], nursery: trio.Nursery,
+                     asks: Asks | None = None, principal: Principal = ANONYMOUS) -> AdmittedRun:
+        """Admit a request (raising ``InputRejected``/``StoreUnavailable`` having changed nothing, as
+        ``admit``) and execute the run into ``broadcast(run)`` as a task of the server's nursery (of
+        ``nursery`` when no ``hosting`` is open). Returns the admitted run once it is streaming;
+        its broadcast closes after its outcome is committed."""
+        host = self._host or nursery
+        return await host.start(self._hosted, thread_id, agent_id, build, broadcast, asks, principal)
+
+    async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+                      broadcast: Callable[[AdmittedRun], RunBroadcast], asks: Asks | None = None,
+                      principal: Principal = ANONYMOUS,
+                      task_status: trio.TaskStatus[AdmittedRun] = trio.TASK_STATUS_IGNORED) -> None:
+        async with self.admit(thread_id, agent_id, build, asks, principal) as run:
+            run.broadcast = out = broadcast(run)
+            task_status.started(run)
+            try:
+                await run.execute(out.sink)
+            except Exception:  # never: execute commits every failure; a bug must not take the server down
+                log.exception("run %s: unexpected error", run.run_id)
+            finally:
+                out.close()
 
     def is_active(self, thread_id: str) -> bool:
         return thread_id in self._active
@@ -49,27 +115,58 @@ class RunApplication:
         """The run that holds ``thread_id`` now, if any."""
         return self._active.get(thread_id)
 
+    async def owner_of(self, thread_id: str) -> tuple[bool, str | None]:
+        """``(exists, owner)`` of a thread: committed, or being started by an active run right now."""
+        run = self._active.get(thread_id)
+        if run is not None and run.owner_known:
+            return True, run.owner
+        thread = await self.ledger.get_thread(thread_id)
+        if thread is not None:
+            return True, thread.owner
+        if run is not None:  # admission is still reading the thread: whoever asks next sees it soon
+            return True, run.owner
+        return False, None
+
     @contextlib.asynccontextmanager
     async def admit(
-        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest]
+        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+        asks: Asks | None = None, principal: Principal = ANONYMOUS,
     ) -> AsyncIterator[AdmittedRun]:
         """Admit a request or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
 
         The thread is reserved first; then its committed view is read once and handed to ``build``
         (the adapter's pure dedup: replayed history out, new input and decisions in); then the run is
         prepared against that same view. A fresh run costs one ledger read and one write before its
-        first byte. On exit, a run that never reached a committed outcome is committed ``interrupted``.
+        first byte. With ``asks`` (the ids ``build`` will ask about) the read is bounded: the
+        thread's latest ``history_messages`` (the agent's history budget), its pending calls and the
+        answers for those ids (``Ledger.admission_view``), so its cost does not grow with the thread. On exit, a run that never reached a committed outcome is committed ``interrupted``.
+
+        A thread ``principal`` may not see raises ``UnknownThread``; a new thread will belong to
+        ``principal.subject``.
         """
         agent = self.agents.get(agent_id)
-        if thread_id in self._active:
+        if thread_id in self._active or thread_id in self._deleting:
+            exists, owner = await self.owner_of(thread_id)
+            if exists and not principal.may_see(owner):
+                raise UnknownThread(f"no thread {thread_id!r}")
             raise InputRejected(
                 f"thread {thread_id!r} already has an active run; send the next input when it ends",
                 code="THREAD_BUSY",
             )
         run = AdmittedRun(self, agent, thread_id)
+        run.owner = principal.subject
         self._active[thread_id] = run
         try:
-            view = await self.ledger.thread_view(thread_id)
+            if asks is None:
+                view = await self.ledger.thread_view(thread_id)
+            else:
+                view = await self.ledger.admission_view(thread_id, asks.message_ids, asks.calls,
+                                                        agent.config.history_messages)
+            if view.thread is not None:
+                run.owner = view.thread.owner
+            run.owner_known = True
+            if not principal.may_see(run.owner):
+                raise UnknownThread(f"no thread {thread_id!r}")
             await prepare(run, build(view), view)
             yield run
         finally:
@@ -90,6 +187,18 @@ class RunApplication:
         run.cancel(Cause.STOPPED)
         return await run.settled()
 
+    async def delete(self, thread_id: str) -> bool:
+        """Delete the thread from the ledger (False: there was none), holding it so that no run is
+        admitted meanwhile. Raises ``InputRejected`` ``THREAD_BUSY`` while a run is active on it."""
+        if thread_id in self._active or thread_id in self._deleting:
+            raise InputRejected(f"thread {thread_id!r} has an active run; stop it first (POST /v1/threads/{{id}}/stop)",
+                                code="THREAD_BUSY")
+        self._deleting.add(thread_id)
+        try:
+            return await self.ledger.delete_thread(thread_id)
+        finally:
+            self._deleting.discard(thread_id)
+
     def shutting_down(self) -> None:
         """The server is shutting down: a run cancelled from now on is interrupted for ``shutdown``."""
         for run in list(self._active.values()):
@@ -109,6 +218,8 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> No
     """
     run.request = request
     run.state = dict(view.thread.state) if view.thread else {}
+    if request.state is not None and request.state != run.state:
+        run.state, run.client_state = dict(request.state), True
     run.history = list(view.messages)
     pending = list(view.pending)
     if request.replay:
@@ -132,9 +243,17 @@ def _prepare_replay(run: AdmittedRun) -> None:
     run.status = RunStatus.COMPLETED
 
 
+def offered_client_tools(agent: Agent, declared: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+    """The declared tools that become the run's client tools: a declaration naming one of the
+    agent's own tools never replaces it (for a server tool it is how the page renders its gate)."""
+    own = {t.name for t in agent.tools}
+    return tuple(t for t in declared if t.name not in own)
+
+
 def _prepare_fresh(run: AdmittedRun) -> None:
     """A new run: its record and input are written while the first step streams."""
     run.run_id = run.request.run_id or new_id("run")
+    run.client_tools = offered_client_tools(run.agent, run.request.tools)
     run.history.extend(attrs.evolve(m, run_id=run.run_id) for m in run.request.inputs)
     run.answer_message_id = new_id("msg")
     run.start = trio.Event()
@@ -193,6 +312,7 @@ async def _prepare_resume(run: AdmittedRun, pending: list[PendingCall]) -> None:
     run.status = RunStatus.WAITING
     run.usage = record.usage
     run.steps_done = record.steps
+    run.client_tools = record.tools
     run.answer_message_id = next(
         (m.id for m in run.history if m.run_id == run.run_id and m.role == "assistant"), new_id("msg")
     )

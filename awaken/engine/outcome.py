@@ -35,8 +35,10 @@ def finish_waiting(run: AdmittedRun, sink: Sink, pending: Sequence[PendingCall])
         Gate(p.tool_call_id, p.name, p.arguments, tools.get(p.name).parameters if p.name in tools else {})
         for p in pending if p.kind == "approval"
     )
+    # the thread's messages are numbered from 1: a history that holds message 1 is the whole thread
+    whole = min((m.seq for m in run.history if m.seq), default=1) == 1
     sink(RunFinished(run.thread_id, run.run_id, "waiting", run.usage, tuple(p.tool_call_id for p in pending),
-                     gates, tuple(run.history), dict(run.state)))
+                     gates, tuple(run.history), dict(run.state), whole))
 
 
 async def fail(run: AdmittedRun, sink: Sink, code: str, message: str) -> None:

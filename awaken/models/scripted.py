@@ -13,6 +13,9 @@ It reads directives from the lines of the newest user text:
 * ``/hold NAME`` — after the first delta, wait until a run on this server says ``/release NAME`` (at once
   if one already has); ``/release NAME`` opens that gate, then answers as usual. Tests use it to keep a
   run streaming, whatever the machine's load, until they have seen what they wait for.
+* ``/state`` — answer with the thread's state as the run sees it: ``State: <compact JSON>.``
+* ``/context`` — answer with the run's context entries: ``Context: <description> = <value>; ...``
+  (``Context: none.`` when the run has none).
 
 Without a directive it answers ``You said: "<input>".`` in one-word deltas. It never loops: a
 history whose newest user message already has tool results after it always gets a final answer.
@@ -27,6 +30,7 @@ import uuid
 from typing import ClassVar
 
 import attrs
+import orjson
 import trio
 
 from ..errors import ModelFailure
@@ -54,6 +58,8 @@ class Script:
     fail: bool = False
     hold: str | None = None
     release: str | None = None
+    context: bool = False
+    state: bool = False
     parts: bool = False
 
 
@@ -65,6 +71,8 @@ def parse_script(text: str) -> Script:
     fail = False
     parts = False
     gates: dict[str, str] = {}
+    context = False
+    state = False
     plain: list[str] = []
     for line in text.splitlines():
         stripped = line.strip()
@@ -88,10 +96,14 @@ def parse_script(text: str) -> Script:
             parts = True
         elif head in ("/hold", "/release") and rest:
             gates[head] = rest
+        elif head == "/context":
+            context = True
+        elif head == "/state":
+            state = True
         else:
             plain.append(line)
     return Script("\n".join(plain).strip(), tuple(calls), think, words, delay, fail, gates.get("/hold"),
-                  gates.get("/release"), parts)
+                  gates.get("/release"), context, state, parts)
 
 
 def describe_parts(message: Message) -> str:
@@ -170,6 +182,10 @@ class ScriptedModel:
             answer = f"Here is what the tools said: {said}."
         elif script.parts and last_user is not None:
             answer = describe_parts(history[last_user])
+        elif script.context:
+            answer = context_answer(request)
+        elif script.state:
+            answer = f"State: {orjson.dumps(request.state, option=orjson.OPT_SORT_KEYS).decode()}."
         elif script.words is not None:
             answer = " ".join(_WORDS[i % len(_WORDS)] for i in range(script.words))
         else:
@@ -177,6 +193,13 @@ class ScriptedModel:
         for word in _split(answer):
             await emit("text", word)
         out.usage(Usage(_count_words(history), emitted))
+
+
+def context_answer(request: ModelRequest) -> str:
+    """What ``/context`` answers: every context entry of the run, in order."""
+    if not request.context:
+        return "Context: none."
+    return "Context: " + "; ".join(f"{c.description} = {c.value}" for c in request.context) + "."
 
 
 def _split(text: str) -> list[str]:

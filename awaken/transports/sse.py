@@ -21,9 +21,10 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 import trio
 
-from ..encoding import WireEvent, sse_frames
+from ..encoding import WireEvent, sse_frame_at, sse_frames
 from ..runstate import Cause, Interruptible
 
 log = logging.getLogger("awaken.sse")
@@ -139,16 +140,22 @@ class SseTransport:
         self.keepalive = keepalive
         self.max_buffered = max_buffered
 
-    async def stream(self, producer: Callable[[Callable[[list[WireEvent]], None]], Awaitable[None]],
+    async def stream(self, producer: Callable[[Callable[[bytes | None, bytes], None]], Awaitable[None]],
                      run: Interruptible) -> None:
         async def produce(put: Put) -> None:
-            await producer(lambda wire: put(sse_frames(wire)))
+            await producer(lambda position, payload: put(sse_frame_at(position, payload)))
 
         await stream(self.send, self.receive, self.headers, produce, keepalive=self.keepalive,
                      max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW))
 
     async def reject(self, wire: list[WireEvent]) -> None:
         await send_once(self.send, self.headers, sse_frames(wire))
+
+    async def not_found(self, error: Any, wire: list[WireEvent]) -> None:
+        """HTTP 404 with ``{"error": {"code", "message"}}``, as the read routes answer a thread that is not there."""
+        body = orjson.dumps({"error": {"code": error.code, "message": error.message}})
+        await send_once(self.send, [(b"content-type", b"application/json"), (b"cache-control", b"no-store")],
+                        body, status=404)
 
 
 async def stream(

@@ -10,7 +10,7 @@ import os
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -373,6 +373,15 @@ class FileLedger(Ledger):
         pending = thread.pending
         messages = await self._messages(index, thread, 0, -1)
         return ThreadView(record, tuple(messages), pending)
+
+    async def committed_ids(self, thread_id: str, ids: Collection[str]) -> frozenset[str]:
+        """From the in-memory index of message ids: no log is read."""
+        await trio.lowlevel.checkpoint()
+        thread = self._require().threads.get(thread_id)
+        if thread is None:
+            return frozenset()
+        held = thread.ids
+        return frozenset(i for i in ids if i in held)
 
     async def _messages(self, index: Index, thread: ThreadEntry, after_seq: int, limit: int) -> list[Message]:
         """Up to ``limit`` (all if negative) messages after ``after_seq``, as of the call: from the

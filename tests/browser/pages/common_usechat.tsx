@@ -6,14 +6,14 @@
 import { useEffect, useMemo, useState } from "react";
 import { createRoot } from "react-dom/client";
 
-import { agentId, publish, readHistory, server, thread } from "./common";
+import { agentId, authHeaders, publish, readHistory, server, thread } from "./common";
 
 type UIMessage = any;
 
 /** What a page takes from its AI SDK generation. */
 export type Library = {
   useChat: (options: any) => any;
-  DefaultChatTransport: new (options: { api: string }) => any;
+  DefaultChatTransport: new (options: { api: string; headers?: any }) => any;
   lastAssistantMessageIsCompleteWithApprovalResponses: (options: any) => boolean;
   lastAssistantMessageIsCompleteWithToolCalls: (options: any) => boolean;
 };
@@ -62,7 +62,7 @@ function Part({ part, actions }: { part: any; actions: Actions }) {
 }
 
 function Chat({ initial, historyStatus }: { initial: UIMessage[]; historyStatus: number }) {
-  const transport = useMemo(() => new lib.DefaultChatTransport({ api }), []);
+  const transport = useMemo(() => new lib.DefaultChatTransport({ api, headers: authHeaders }), []);
   const resendWhen =
     agentId === "guarded" ? lib.lastAssistantMessageIsCompleteWithApprovalResponses
     : agentId === "frontend" ? lib.lastAssistantMessageIsCompleteWithToolCalls
