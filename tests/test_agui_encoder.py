@@ -310,3 +310,13 @@ def test_run_error_carries_usage_for_a_1_0_client_only():
                           "usage": [{"inputTokens": 2, "outputTokens": 3, "totalTokens": 5}]}
     old = feed_all(AguiEncoder(T, R), [ev.RunStarted(T, R, "m1"), failed])
     assert old[-1] == {"type": "RUN_ERROR", "message": "boom", "code": "MODEL_ERROR"}
+
+
+def test_a_gated_run_holding_only_a_tail_of_the_thread_sends_no_messages_snapshot():
+    """A MESSAGES_SNAPSHOT replaces the client's messages: never sent from a history budget's tail."""
+    wire = feed_all(AguiEncoder(T, R, modern=True), [
+        ev.RunStarted(T, R, "m1"),
+        ev.RunFinished(T, R, "waiting", Usage(), ("c1",), (GATE,), GATED_HISTORY, {}, history_whole=False),
+    ])
+    assert [w["type"] for w in wire] == ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert wire[-1]["outcome"]["interrupts"][0]["id"] == "int_c1"
