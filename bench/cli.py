@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import trio
 
-from . import measure, report
+from . import measure, pgcluster, report
 from .client import Endpoint, probe
 from .plan import CHANNELS, FULL, PATHS, QUICK, Subject
 from .servers import REPO, ServerProcess, awaken_server, file_backend_available, floor_server, pin_self
@@ -84,6 +84,9 @@ class Bench:
         self.raw: dict[str, Any] = defaultdict(list)
         self.progress: Progress | None = None
         self.backends: list[str] = []
+        self.pg: pgcluster.PgCluster | None = None
+        self.scale: list[Subject] = []
+        self._dbs = 0
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -123,13 +126,28 @@ class Bench:
                 self.backends.append("files")
             else:
                 self.note(f"storage backend 'files' skipped: {why}")
-            if self.args.backends:
-                wanted = [b.strip() for b in self.args.backends.split(",") if b.strip()]
-                self.backends = [b for b in wanted if b in self.backends or b not in ("sqlite", "files")]
+            wanted = [b.strip() for b in (self.args.backends or "").split(",") if b.strip()]
+            # Postgres (and its scale-out sweep) is in every full run; --quick measures it only when asked
+            if "postgres" in wanted or (not wanted and not self.args.quick):
+                ok, why = pgcluster.available()
+                if ok:
+                    self.backends.append("postgres")
+                else:
+                    self.note(f"storage backend 'postgres' skipped: {why}")
+            if wanted:
+                self.backends = [b for b in wanted if b in self.backends or b not in ("sqlite", "files", "postgres")]
+            if "postgres" in self.backends:
+                self.pg = pgcluster.PgCluster()
+                await trio.to_thread.run_sync(self.pg.start)
             for backend in self.backends:
                 name = f"awaken[{backend}]"
                 self.subjects.append(Subject(name, "awaken", backend=backend,
-                                             server=awaken_server(name, backend, self.tmp / backend, self.logs)))
+                                             server=await self._awaken(name, backend, self.tmp / backend)))
+            if "postgres" in self.backends and self.plan.scale_levels:
+                for workers in (1, 2):
+                    name = f"awaken[postgres] {workers} process{'es' if workers > 1 else ''}"
+                    self.scale.append(Subject(name, "scale", backend="postgres", server=await self._awaken(
+                        name, "postgres", self.tmp / f"scale-{workers}", workers=workers, pinned=False)))
         self.subjects.extend(parse_targets(self.args.target or []))
         for subject in self.subjects:
             if subject.server is not None:
@@ -157,8 +175,19 @@ class Bench:
             if not ok:
                 raise RuntimeError(f"the floor does not answer {channel}: {why}")
 
+    async def _awaken(self, name: str, backend: str, data_dir: Path, *, workers: int = 1, pinned: bool = True,
+                      profile_dir: Path | None = None) -> ServerProcess:
+        """An Awaken server on ``backend`` (for Postgres: on a new database of the bench's cluster)."""
+        dsn = None
+        if backend == "postgres":
+            assert self.pg is not None
+            self._dbs += 1
+            dsn = await trio.to_thread.run_sync(self.pg.database, f"bench_{self._dbs}")
+        return awaken_server(name, backend, data_dir, self.logs, dsn=dsn, workers=workers, pinned=pinned,
+                             profile_dir=profile_dir)
+
     async def stop_all(self) -> None:
-        for subject in self.subjects:
+        for subject in self.subjects + self.scale:
             if subject.server is not None:
                 await subject.server.stop()
 
@@ -207,6 +236,15 @@ class Bench:
                 steps.append(Step(f"short runs/s {subject.name} (round {rnd + 1})", p.http_runs * 0.004 + 0.3,
                                   self._http_runs(subject)))
         steps.append(Step("stopping servers", 1.0, self.stop_all))
+        if self.scale:
+            steps.append(Step("starting the scale-out servers (Postgres, 1 and 2 processes)", 2.0, self._scale_start))
+            for level in p.scale_levels:
+                for rnd in range(p.scale_rounds):
+                    for subject in (self.scale if rnd % 2 == 0 else self.scale[::-1]):
+                        est = p.sweep_words * p.sweep_delay_ms / 1000 * max(1.0, level / 50) + 1.0
+                        steps.append(Step(f"scale-out C={level} {subject.name} (round {rnd + 1})", est,
+                                          self._scaleout(subject, level)))
+            steps.append(Step("stopping the scale-out servers", 1.0, self.stop_all))
         if not self.args.no_awaken:
             for subject in [self.floor, *awaken]:
                 assert subject is not None
@@ -261,6 +299,24 @@ class Bench:
                                           subject.server))
         return run
 
+    async def _scale_start(self) -> None:
+        for subject in self.scale:
+            assert subject.server is not None
+            await subject.server.start()
+            subject.endpoints = local_endpoints(subject.name, subject.server.base_url)
+            ok, why, endpoint = await probe(subject.endpoints["agui/sse"])
+            if not ok:
+                raise RuntimeError(f"{subject.name} does not answer agui/sse: {why}")
+            subject.endpoints = {"agui/sse": endpoint}
+
+    def _scaleout(self, subject: Subject, level: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            p = self.plan
+            self.raw[("scaleout", subject.name, level)].append(
+                await measure.sweep_level(subject.endpoints["agui/sse"], level, p.sweep_words, p.sweep_delay_ms,
+                                          subject.server))
+        return run
+
     def _http_runs(self, subject: Subject) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
             self.raw[("http_runs", subject.name)].append(
@@ -272,8 +328,7 @@ class Bench:
             server = floor_server(self.logs)
         else:
             assert subject.backend is not None
-            server = awaken_server(f"{subject.name}-{tag}", subject.backend, self.tmp / f"{subject.backend}-{tag}",
-                                   self.logs)
+            server = await self._awaken(f"{subject.name}-{tag}", subject.backend, self.tmp / f"{subject.backend}-{tag}")
         await server.start()
         return server, local_endpoints(subject.name, server.base_url)["agui/sse"]
 
@@ -312,8 +367,13 @@ class Bench:
             assert backend is not None
             runs = self.plan.ledger_runs
             tag = f"ledger-{backend}-{concurrency}"
-            result = await measure.ledger_commits(backend, self.tmp / tag, runs, concurrency)
-            floor = await measure.raw_commits(backend, self.tmp / (tag + "-raw"), runs, concurrency)
+            dsn = None
+            if backend == "postgres":
+                assert self.pg is not None
+                self._dbs += 1
+                dsn = await trio.to_thread.run_sync(self.pg.database, f"bench_{self._dbs}")
+            result = await measure.ledger_commits(backend, self.tmp / tag, runs, concurrency, dsn=dsn)
+            floor = await measure.raw_commits(backend, self.tmp / (tag + "-raw"), runs, concurrency, dsn=dsn)
             self.raw[("ledger", backend, concurrency)].append({"ledger": result, "floor": floor})
         return run
 
@@ -389,6 +449,8 @@ class Bench:
         finally:
             with trio.CancelScope(shield=True):
                 await self.stop_all()
+                if self.pg is not None:
+                    await trio.to_thread.run_sync(self.pg.stop)
         results = report.summarise(self)
         missed = [t for t in results["targets"] if t["met"] is False and t["kind"] == "time"]
         profile_reason = None

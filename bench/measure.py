@@ -386,7 +386,8 @@ def _sample_messages(run_id: str) -> tuple[Any, Any]:
     return user, assistant
 
 
-async def ledger_commits(backend: str, data_dir: Path, runs: int, concurrency: int) -> dict[str, Any]:
+async def ledger_commits(backend: str, data_dir: Path, runs: int, concurrency: int, *, dsn: str | None = None
+                         ) -> dict[str, Any]:
     """The Ledger API in-process: each run is ``start_run`` (with its user message) then one ``commit``
     (the assistant step, completed). Commits/s counts both."""
     from awaken.ledger import Commit, RunRecord, ledger_class
@@ -395,7 +396,12 @@ async def ledger_commits(backend: str, data_dir: Path, runs: int, concurrency: i
 
     await trio.Path(data_dir).mkdir(parents=True, exist_ok=True)
     cls = ledger_class(backend)
-    ledger = cls(path=str(data_dir / ("awaken.db" if backend == "sqlite" else "ledger")))
+    if backend == "postgres":
+        from .pgcluster import PASSWORD_ENV
+
+        ledger = cls(path=dsn, password_env=PASSWORD_ENV)
+    else:
+        ledger = cls(path=str(data_dir / ("awaken.db" if backend == "sqlite" else "ledger")))
     await ledger.open()
     latencies: list[float] = []
     try:
@@ -432,10 +438,11 @@ async def ledger_commits(backend: str, data_dir: Path, runs: int, concurrency: i
             "commits_per_s": commits / elapsed, "commit_ms": summary(latencies)}
 
 
-async def raw_commits(backend: str, data_dir: Path, runs: int, concurrency: int) -> dict[str, Any]:
+async def raw_commits(backend: str, data_dir: Path, runs: int, concurrency: int, *, dsn: str | None = None
+                      ) -> dict[str, Any]:
     """The floor for ``ledger_commits``: the same number of transactions, each one worker-thread hop and
     the bare write — SQLite (WAL, synchronous=NORMAL) one INSERT per transaction; files: one append +
-    fsync (the file ledger's default)."""
+    fsync (the file ledger's default); Postgres: one INSERT per transaction on one connection."""
     await trio.Path(data_dir).mkdir(parents=True, exist_ok=True)
     limiter = trio.CapacityLimiter(1)
     payload = orjson.dumps({"role": "assistant", "parts": [{"kind": "text", "text": "alpha bravo " * 10}]})
@@ -452,6 +459,20 @@ async def raw_commits(backend: str, data_dir: Path, runs: int, concurrency: int)
 
         def close() -> None:
             db.close()
+    elif backend == "postgres":
+        import psycopg
+
+        from .pgcluster import PASSWORD_ENV
+
+        conn = psycopg.connect(dsn, password=os.environ[PASSWORD_ENV], autocommit=True)
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_raw (id TEXT PRIMARY KEY, body BYTEA)")
+
+        def write() -> None:
+            with conn.transaction():
+                conn.execute("INSERT INTO bench_raw VALUES (%s, %s)", (uuid.uuid4().hex, payload))
+
+        def close() -> None:
+            conn.close()
     else:
         fd = os.open(data_dir / "raw.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 

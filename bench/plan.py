@@ -39,17 +39,20 @@ class Plan:
     ledger_runs: int
     profile_words: int
     profile_rounds: int
+    scale_levels: tuple[int, ...] = ()  # the scale-out sweep (Postgres, 1 process vs 2), paced like the sweep
+    scale_rounds: int = 1
 
 
 FULL = Plan(rounds=3, latency_runs=210, lateness_words=40, lateness_delay_ms=10, throughput_words=20000,
             sweep_levels=(1, 50, 200, 500), sweep_words=100, sweep_delay_ms=10,
             sweep_all_channels_backends=("sqlite",), sweep_rounds_primary=2, sweep_rounds_other=1, memory_streams=200, memory_waiting=400, http_runs=400,
-            http_concurrency=8, ledger_runs=1000, profile_words=20000, profile_rounds=3)
+            http_concurrency=8, ledger_runs=1000, profile_words=20000, profile_rounds=3,
+            scale_levels=(1000, 2000), scale_rounds=2)
 QUICK = Plan(rounds=1, latency_runs=12, lateness_words=10, lateness_delay_ms=5, throughput_words=1000,
              sweep_levels=(1, 10), sweep_words=10, sweep_delay_ms=10, sweep_all_channels_backends=("sqlite",),
              sweep_rounds_primary=1, sweep_rounds_other=1,
              memory_streams=10, memory_waiting=10, http_runs=24, http_concurrency=4, ledger_runs=40,
-             profile_words=2000, profile_rounds=1)
+             profile_words=2000, profile_rounds=1, scale_levels=(20,), scale_rounds=1)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from .plan import Collected
 from .stats import median, ratio, summary
 
 SECTIONS = ("meta", "latency", "lateness", "throughput", "sweep", "short_runs", "memory", "ledger", "targets",
-            "profile", "skipped", "contention")
+            "profile", "skipped", "contention", "scaleout", "postgres_vs_sqlite")
 
 TARGETS = {
     "first_delta": "time to first text delta (p50) <= 1.5x the floor",
@@ -21,6 +21,7 @@ TARGETS = {
     "sweep": "widest sweep (C={level}) wall time <= 1.3x the floor, zero errors",
     "memory_active": "<= 40 KB per active stream",
     "memory_waiting": "<= 5 KB per waiting run",
+    "scaleout": "scale-out (C={level}): aggregate events/s of 2 processes >= 1.6x one, zero errors",
 }
 
 
@@ -180,10 +181,84 @@ def summarise(bench: Collected) -> dict[str, Any]:
             "ratio": {"commits_per_s": ratio(led["commits_per_s"], base["commits_per_s"])},
         })
 
+    out["scaleout"] = _scaleout(raw, bench)
+    out["postgres_vs_sqlite"] = _postgres_vs_sqlite(out)
     out["skipped"] = [{"subject": s.name, "channel": c, "reason": why} for s in bench.subjects
                       for c, why in s.skipped.items()]
     out["targets"] = evaluate_targets(out, floor, bench)
     return out
+
+
+def _scaleout(raw: dict[Any, Any], bench: Collected) -> list[dict[str, Any]]:
+    """The scale-out sweep: per subject and level the sweep's figures plus aggregate events/s (data frames
+    of every stream ÷ wall time); the 2-process rows carry ratios to the 1-process row of the same level."""
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for key, runs in raw.items():
+        if key[0] != "scaleout":
+            continue
+        _, subject, level = key
+        walls = [r["wall_s"] for r in runs if r["wall_s"] is not None]
+        eps = [r["events"] / r["wall_s"] for r in runs if r["wall_s"]]
+        rows[(subject, level)] = {
+            "subject": subject, "processes": 2 if "2 processes" in subject else 1, "channel": "agui/sse",
+            "concurrency": level, "words": bench.plan.sweep_words, "delay_ms": bench.plan.sweep_delay_ms,
+            "ideal_s": runs[0]["ideal_s"], "wall_s": _r(median(walls)), "per_round": [_r(w) for w in walls],
+            "events_per_s": _r(median(eps), 0), "events_per_s_per_round": [_r(e, 0) for e in eps],
+            "errors": sum(r["errors"] for r in runs),
+            "error_samples": sorted({e for r in runs for e in r["error_samples"]})[:3],
+            "lateness_ms": summary(x for r in runs for x in r["lateness_ms"]),
+            "first_delta_ms": summary(x for r in runs for x in r["first_delta_ms"]),
+            "server_cpu_s": _r(median(r["server_cpu_s"] for r in runs if r["server_cpu_s"] is not None)),
+            "server_wait_s": _r(median(r["server_wait_s"] for r in runs if r["server_wait_s"] is not None)),
+            "client_cpu_s": _r(median(r["client_cpu_s"] for r in runs)),
+            "client_wait_s": _r(median(r["client_wait_s"] for r in runs)),
+        }
+    for (_, level), row in rows.items():
+        one = next((r for (_, lv), r in rows.items() if lv == level and r["processes"] == 1), None)
+        if row["processes"] == 2 and one is not None:
+            row["ratio"] = {"events_per_s": ratio(row["events_per_s"], one["events_per_s"]),
+                            "wall_s": ratio(row["wall_s"], one["wall_s"]),
+                            "lateness_p50": ratio(row["lateness_ms"]["p50"], one["lateness_ms"]["p50"]),
+                            "lateness_p99": ratio(row["lateness_ms"]["p99"], one["lateness_ms"]["p99"])}
+    return sorted(rows.values(), key=lambda r: (r["concurrency"], r["processes"]))
+
+
+def _postgres_vs_sqlite(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """Postgres ÷ SQLite in the same run, measure by measure (both measured interleaved with the floor)."""
+    pg, lite = "awaken[postgres]", "awaken[sqlite]"
+    rows: list[dict[str, Any]] = []
+
+    def add(measure: str, channel: str, a: float | None, b: float | None, better: str) -> None:
+        rows.append({"measure": measure, "channel": channel, "postgres": a, "sqlite": b, "ratio": ratio(a, b),
+                     "better": better})
+
+    def pair(section: list[dict[str, Any]], **match: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        found = {r["subject"]: r for r in section if all(r.get(k) == v for k, v in match.items())}
+        return (found[pg], found[lite]) if pg in found and lite in found else None
+
+    for row in out["latency"]:
+        if row["subject"] == pg and (p := pair(out["latency"], channel=row["channel"], conn=row["conn"])):
+            for q in ("p50", "p99"):
+                add(f"first text delta {q} (ms)", f"{row['channel']} {row['conn']}", p[0]["first_delta_ms"][q],
+                    p[1]["first_delta_ms"][q], "lower")
+    for row in out["throughput"]:
+        if row["subject"] == pg and (p := pair(out["throughput"], channel=row["channel"])):
+            add("one-stream events/s", row["channel"], p[0]["events_per_s"], p[1]["events_per_s"], "higher")
+    for row in out["sweep"]:
+        if row["subject"] == pg and (p := pair(out["sweep"], channel=row["channel"], concurrency=row["concurrency"])):
+            add(f"sweep C={row['concurrency']} wall (s)", row["channel"], p[0]["wall_s"], p[1]["wall_s"], "lower")
+    if p := pair(out["short_runs"]):
+        add("short runs/s", "agui/sse", p[0]["runs_per_s"], p[1]["runs_per_s"], "higher")
+    for kind, key, unit in (("active", "kb_per_stream", "KB per active stream"), ("waiting", "kb_per_run",
+                                                                                 "KB per waiting run")):
+        if p := pair(out["memory"][kind]):
+            add(unit, "agui/sse", p[0][key], p[1][key], "lower")
+    ledger = {(r["backend"], r["concurrency"]): r for r in out["ledger"]}
+    for (backend, concurrency), row in sorted(ledger.items()):
+        if backend == "postgres" and ("sqlite", concurrency) in ledger:
+            add(f"ledger commits/s (concurrency {concurrency})", "in-process", row["commits_per_s"],
+                ledger[("sqlite", concurrency)]["commits_per_s"], "higher")
+    return rows
 
 
 def _contention(out: dict[str, Any]) -> dict[str, Any]:
@@ -229,6 +304,16 @@ def evaluate_targets(out: dict[str, Any], floor: str, bench: Collected) -> list[
                 add(TARGETS["sweep"].format(level=top), "time", row["subject"], row["channel"], r, "<= 1.3x, 0 errors",
                     None if r is None else (r <= 1.3 and row["errors"] == 0),
                     f"{row['wall_s']} s (ideal {row['ideal_s']} s), {row['errors']} errors")
+    if out.get("scaleout"):
+        top = max(r["concurrency"] for r in out["scaleout"])
+        for row in out["scaleout"]:
+            if row["concurrency"] == top and "ratio" in row:
+                r = row["ratio"]["events_per_s"]
+                add(TARGETS["scaleout"].format(level=top), "scale", row["subject"], row["channel"], r,
+                    ">= 1.6x, 0 errors", None if r is None else (r >= 1.6 and row["errors"] == 0),
+                    f"{row['events_per_s']} events/s (1 process: {_r(row['events_per_s'] / r, 0) if r else None}); "
+                    f"wall {row['ratio']['wall_s']}x, lateness p99 {row['ratio']['lateness_p99']}x; "
+                    f"{row['errors']} errors")
     for row in out["memory"]["active"]:
         if row["subject"] in awaken:
             v = row["kb_per_stream"]
@@ -393,7 +478,7 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     targets = results["targets"]
     if targets:
         body = [[("met" if t["met"] else "**MISSED**") if t["met"] is not None else "n/a", t["target"], t["subject"],
-                 t["channel"], (_x(t["value"]) if t["kind"] == "time" else f"{_fmt(t['value'])} KB"), t["detail"]]
+                 t["channel"], (_x(t["value"]) if t["kind"] in ("time", "scale") else f"{_fmt(t['value'])} KB"), t["detail"]]
                 for t in targets]
         md += _table(["", "target", "server", "channel", "value", "detail"], body)
         missed = [t for t in targets if t["met"] is False]
@@ -513,6 +598,7 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     md.append("")
 
     md += _profile_md(results)
+    md += _scaleout_md(results)
     if results["skipped"]:
         md.append("## Skipped")
         md.append("")
@@ -529,6 +615,42 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         md += [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
         md.append("")
     return "\n".join(md)
+
+
+def _scaleout_md(results: dict[str, Any]) -> list[str]:
+    md: list[str] = []
+    rows = results.get("scaleout") or []
+    if rows:
+        md += ["## Scale-out: one Postgres-backed process against two (`[server] workers = 2`)", "",
+               f"The sweep's paced streams (`/words {rows[0]['words']}` paced `/delay {rows[0]['delay_ms']:g}`, ideal "
+               f"{rows[0]['ideal_s']} s) on AG-UI/SSE, against a server of 1 process and one of 2 processes on the "
+               "same Postgres cluster, interleaved round by round. These servers are not pinned: they may use both "
+               "CPUs (the load generator stays pinned to CPU 1, so the second process shares a CPU with it). "
+               "Aggregate events/s = data frames of every stream ÷ wall time; ratios are 2 processes ÷ 1 in the same "
+               "run. Server CPU sums the supervisor and its workers.", ""]
+        body = [[r["subject"], r["concurrency"], r["wall_s"], ", ".join(_fmt(v) for v in r["per_round"]),
+                 r["events_per_s"], _pct(r["lateness_ms"]), _pct(r["first_delta_ms"]),
+                 _x(r.get("ratio", {}).get("events_per_s")), _x(r.get("ratio", {}).get("wall_s")),
+                 _x(r.get("ratio", {}).get("lateness_p99")), r["server_cpu_s"], r["server_wait_s"], r["client_cpu_s"],
+                 r["errors"]] for r in rows]
+        md += _table(["server", "C", "wall s", "per round", "events/s", "lateness p50/p90/p99 ms",
+                      "first delta p50/p90/p99 ms", "events/s ×1 proc", "wall ×1 proc", "lateness p99 ×1 proc",
+                      "server CPU s", "server CPU wait s", "client CPU s", "errors"], body)
+        md.append("")
+        samples = sorted({e for r in rows for e in r["error_samples"]})
+        if samples:
+            md += ["Error samples: " + "; ".join(samples[:5]), ""]
+    pg = results.get("postgres_vs_sqlite") or []
+    if pg:
+        md += ["## Postgres against SQLite (same run)", "",
+               "Each measure of `awaken[postgres]` ÷ the same measure of `awaken[sqlite]`, both measured interleaved "
+               "with the floor in this run (one server process each, pinned to CPU 0; Postgres runs on the same "
+               "machine, unpinned, with fsync on).", ""]
+        md += _table(["measure", "channel", "postgres", "sqlite", "postgres ÷ sqlite", "better"],
+                     [[r["measure"], r["channel"], r["postgres"], r["sqlite"], _x(r["ratio"]), r["better"]]
+                      for r in pg])
+        md.append("")
+    return md
 
 
 def _profile_md(results: dict[str, Any]) -> list[str]:
@@ -691,7 +813,7 @@ def console_summary(results: dict[str, Any]) -> str:
     lines = ["", "targets:"]
     for t in results["targets"]:
         mark = "ok    " if t["met"] else ("MISSED" if t["met"] is False else "n/a   ")
-        value = _x(t["value"]) if t["kind"] == "time" else f"{_fmt(t['value'])} KB"
+        value = _x(t["value"]) if t["kind"] in ("time", "scale") else f"{_fmt(t['value'])} KB"
         lines.append(f"  {mark} {t['subject']:<16} {t['channel']:<20} {value:>10}  {t['target']}")
     if not results["targets"]:
         lines.append("  (no Awaken server measured)")

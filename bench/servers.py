@@ -54,21 +54,31 @@ def file_backend_available() -> tuple[bool, str]:
     return True, "ok"
 
 
-def awaken_config(backend: str, data_dir: Path) -> str:
-    """The repo's config.toml with its ``[ledger]`` table pointed at ``data_dir`` (a minimal config if the
-    repo's cannot be used)."""
-    path = data_dir / ("awaken.db" if backend == "sqlite" else "ledger")
-    ledger = f'[ledger]\nbackend = "{backend}"\npath = "{path}"\noptions = {{}}\n'
+def awaken_config(backend: str, data_dir: Path, *, dsn: str | None = None, workers: int = 1) -> str:
+    """The repo's config.toml with its ``[ledger]`` table pointed at ``data_dir`` (for Postgres: at ``dsn``,
+    the password in the environment) and ``[server] workers`` set (a minimal config if the repo's cannot be
+    used)."""
+    if backend == "postgres":
+        assert dsn is not None, "a postgres server needs a DSN"
+        from .pgcluster import PASSWORD_ENV
+
+        ledger = (f'[ledger]\nbackend = "postgres"\npath = "{dsn}"\n'
+                  f'options = {{ password_env = "{PASSWORD_ENV}", pool_size = 8 }}\n')
+    else:
+        path = data_dir / ("awaken.db" if backend == "sqlite" else "ledger")
+        ledger = f'[ledger]\nbackend = "{backend}"\npath = "{path}"\noptions = {{}}\n'
     try:
         text = (REPO / "config.toml").read_text()
         new = re.sub(r"(?ms)^\[ledger\]\s*$.*?(?=^\[)", ledger + "\n", text, count=1)
-        tomllib.loads(new)
+        new = re.sub(r"(?m)^workers\s*=\s*\d+\s*$", f"workers = {workers}", new, count=1)
+        if tomllib.loads(new).get("server", {}).get("workers", 1) != workers:
+            raise tomllib.TOMLDecodeError("workers not set")
         if new != text and "[agents.guarded]" in new:
             return new
     except (OSError, tomllib.TOMLDecodeError):
         pass
     tools = '["calculator", "current_time", "set_state"]'
-    return (f'default_agent = "assistant"\n\n{ledger}\n'
+    return (f'default_agent = "assistant"\n\n[server]\nworkers = {workers}\n\n{ledger}\n'
             f'[agents.assistant]\nmodel = "scripted"\ntools = {tools}\ndefault_permission = "allow"\n\n'
             f'[agents.guarded]\nmodel = "scripted"\ntools = {tools}\ndefault_permission = "ask"\n')
 
@@ -81,6 +91,8 @@ class ServerProcess:
     port: int = 0
     proc: subprocess.Popen | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: pinned to CPU 0 (every server but the scale-out ones, which may use every CPU)
+    pinned: bool = True
 
     @property
     def base_url(self) -> str:
@@ -94,12 +106,15 @@ class ServerProcess:
     def spawn(self) -> None:
         argv = list(self.argv)
         preexec = None
-        if can_pin():
+        if can_pin() and self.pinned:
             if shutil.which("taskset"):
                 argv = ["taskset", "-c", str(SERVER_CPU)] + argv
             else:
                 def preexec() -> None:
                     os.sched_setaffinity(0, {SERVER_CPU})
+        elif can_pin():
+            def preexec() -> None:  # the load generator is pinned to CPU 1: the server may use every CPU
+                os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
         env.update(self.extra_env)
@@ -167,11 +182,34 @@ class ServerProcess:
         return process_cpu_seconds(self.pid)
 
     def sched(self) -> tuple[float, float]:
-        return process_sched(self.pid)
+        """``process_sched`` summed over the process and its children (``[server] workers`` > 1)."""
+        run = wait = 0.0
+        for pid in process_tree(self.pid):
+            try:
+                r, w = process_sched(pid)
+            except OSError:
+                continue  # a process that just ended
+            run, wait = run + r, wait + w
+        return run, wait
 
     def signal(self, signum: int) -> None:
         assert self.proc is not None
         self.proc.send_signal(signum)
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (``/proc/<pid>/task/*/children``)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
 
 
 def process_cpu_seconds(pid: int | str = "self") -> float:
@@ -200,11 +238,11 @@ def process_sched(pid: int | str = "self") -> tuple[float, float]:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 0.0
 
 
-def awaken_server(name: str, backend: str, data_dir: Path, log_dir: Path, *, profile_dir: Path | None = None
-                  ) -> ServerProcess:
+def awaken_server(name: str, backend: str, data_dir: Path, log_dir: Path, *, profile_dir: Path | None = None,
+                  dsn: str | None = None, workers: int = 1, pinned: bool = True) -> ServerProcess:
     data_dir.mkdir(parents=True, exist_ok=True)
     config_path = data_dir / "config.toml"
-    config_path.write_text(awaken_config(backend, data_dir))
+    config_path.write_text(awaken_config(backend, data_dir, dsn=dsn, workers=workers))
     port = free_port()
     bind = f"127.0.0.1:{port}"
     if profile_dir is None:
@@ -212,7 +250,7 @@ def awaken_server(name: str, backend: str, data_dir: Path, log_dir: Path, *, pro
     else:
         argv = [sys.executable, "-m", "bench.profiled", str(profile_dir), "serve", "--config", str(config_path),
                 "--bind", bind]
-    return ServerProcess(name, argv, log_dir / f"{name}.log", port)
+    return ServerProcess(name, argv, log_dir / f"{name}.log", port, pinned=pinned)
 
 
 def floor_server(log_dir: Path) -> ServerProcess:
