@@ -125,3 +125,26 @@ def test_bench_modules_import_one_another_without_a_cycle():
         return any(dep == goal or (dep not in seen and reaches(dep, goal, seen | {dep})) for dep in graph.get(start, ()))
 
     assert [name for name in graph if reaches(name, name, set())] == []
+
+
+def test_bench_postgres_server_config_names_the_dsn_workers_and_password_variable(tmp_path):
+    """A bench server on Postgres reads the DSN from ``[ledger] path``, the password from the variable named by
+    ``options.password_env`` (never from the file), and runs ``[server] workers`` processes."""
+    import tomllib
+
+    from awaken.config import load_config
+    from bench.pgcluster import PASSWORD, PASSWORD_ENV
+    from bench.servers import awaken_config
+
+    dsn = "postgresql://awaken@127.0.0.1:5999/bench_1"
+    for workers in (1, 2):
+        text = awaken_config("postgres", tmp_path, dsn=dsn, workers=workers)
+        assert PASSWORD not in text
+        parsed = tomllib.loads(text)
+        assert parsed["server"]["workers"] == workers
+        assert parsed["ledger"] == {"backend": "postgres", "path": dsn,
+                                    "options": {"password_env": PASSWORD_ENV, "pool_size": 8}}
+        path = tmp_path / f"config-{workers}.toml"
+        path.write_text(text)
+        config = load_config(path)
+        assert (config.server.workers, config.ledger.backend, config.ledger.path) == (workers, "postgres", dsn)
