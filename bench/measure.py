@@ -149,9 +149,10 @@ async def throughput_run(endpoint: Endpoint, words: int, server: ServerProcess |
 
 
 async def sweep_level(endpoint: Endpoint, concurrency: int, words: int, delay_ms: float,
-                      server: ServerProcess | None = None) -> dict[str, Any]:
-    """``concurrency`` paced streams released at once on already-open connections."""
-    timeout = 60 + words * delay_ms / 1000 * 10
+                      server: ServerProcess | None = None, *, limit_s: float | None = None) -> dict[str, Any]:
+    """``concurrency`` paced streams released at once on already-open connections; a stream still open
+    ``limit_s`` after the release (default 60 s plus 10x its ideal time) is an error."""
+    timeout = limit_s if limit_s is not None else 60 + words * delay_ms / 1000 * 10
     results: list[StreamResult] = []
     async with trio.open_nursery() as nursery:
         sessions, connect_errors = await _sessions(endpoint, concurrency, nursery)
