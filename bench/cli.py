@@ -189,7 +189,7 @@ class Bench:
             self._dbs += 1
             dsn = await trio.to_thread.run_sync(self.pg.database, f"bench_{self._dbs}")
         return awaken_server(name, backend, data_dir, self.logs, dsn=dsn, workers=workers, pinned=pinned,
-                             profile_dir=profile_dir)
+                             profile_dir=profile_dir, lease_seconds=self.args.pg_lease_seconds)
 
     async def stop_all(self) -> None:
         for subject in self.subjects + self.scale:
@@ -552,6 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--scaleout-only", action="store_true",
                         help="run only the scale-out sweep (Postgres, 1 process against 2)")
+    parser.add_argument("--pg-lease-seconds", type=float,
+                        help="the Postgres servers' options.lease_seconds (default: the ledger's own, 10 s)")
     parser.add_argument("--data-dir", help="where the temporary ledgers go (default: the system temp dir)")
     return parser
 

@@ -54,7 +54,8 @@ def file_backend_available() -> tuple[bool, str]:
     return True, "ok"
 
 
-def awaken_config(backend: str, data_dir: Path, *, dsn: str | None = None, workers: int = 1) -> str:
+def awaken_config(backend: str, data_dir: Path, *, dsn: str | None = None, workers: int = 1,
+                  lease_seconds: float | None = None) -> str:
     """The repo's config.toml with its ``[ledger]`` table pointed at ``data_dir`` (for Postgres: at ``dsn``,
     the password in the environment) and ``[server] workers`` set (a minimal config if the repo's cannot be
     used)."""
@@ -63,7 +64,8 @@ def awaken_config(backend: str, data_dir: Path, *, dsn: str | None = None, worke
         from .pgcluster import PASSWORD_ENV
 
         ledger = (f'[ledger]\nbackend = "postgres"\npath = "{dsn}"\n'
-                  f'options = {{ password_env = "{PASSWORD_ENV}", pool_size = 8 }}\n')
+                  f'options = {{ password_env = "{PASSWORD_ENV}", pool_size = 8'
+                  + (f", lease_seconds = {lease_seconds:g}" if lease_seconds else "") + " }\n")
     else:
         path = data_dir / ("awaken.db" if backend == "sqlite" else "ledger")
         ledger = f'[ledger]\nbackend = "{backend}"\npath = "{path}"\noptions = {{}}\n'
@@ -239,10 +241,12 @@ def process_sched(pid: int | str = "self") -> tuple[float, float]:
 
 
 def awaken_server(name: str, backend: str, data_dir: Path, log_dir: Path, *, profile_dir: Path | None = None,
-                  dsn: str | None = None, workers: int = 1, pinned: bool = True) -> ServerProcess:
+                  dsn: str | None = None, workers: int = 1, pinned: bool = True,
+                  lease_seconds: float | None = None) -> ServerProcess:
     data_dir.mkdir(parents=True, exist_ok=True)
     config_path = data_dir / "config.toml"
-    config_path.write_text(awaken_config(backend, data_dir, dsn=dsn, workers=workers))
+    config_path.write_text(awaken_config(backend, data_dir, dsn=dsn, workers=workers,
+                                           lease_seconds=lease_seconds))
     port = free_port()
     bind = f"127.0.0.1:{port}"
     if profile_dir is None:
