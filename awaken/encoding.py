@@ -69,9 +69,9 @@ def sse_frame_at(position: bytes | None, payload: bytes) -> bytes:
 def text_payload(payload: Any) -> bytes:
     """The payload of one wire event as a text message carries it (what SSE puts after ``data: ``).
 
-    A run's broadcast keeps these for rejoins, so they are copied to their exact size: the bytes
-    ``orjson.dumps`` returns keep its whole 4 KiB output buffer allocated (about 4 KB of RSS for a
-    100-byte delta; a 50-word stream held 27 of them)."""
+    A run's broadcast keeps these for rejoins (bounded by ``replay_bytes``, counted by length), so
+    they are copied to their exact size: the bytes ``orjson.dumps`` returns are a 4 KiB allocation
+    even for a 100-byte delta (see bench/README.md, "Memory per active stream")."""
     if type(payload) is Verbatim:
         return payload.encode()
     return bytes(memoryview(orjson.dumps(payload)))
