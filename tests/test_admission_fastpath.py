@@ -187,7 +187,7 @@ _values = st.one_of(st.none(), st.just(""), st.just("x"), st.integers(0, 2), st.
 _raw_message = st.one_of(
     st.fixed_dictionaries({"id": st.sampled_from(["m1", "m2", "m3", "", 7, None]),
                            "role": st.sampled_from(["user", "assistant", "system", "developer", "tool",
-                                                    "reasoning", "activity", "robot", None])},
+                                                    "reasoning", "activity", "robot", None, ["user"]])},
                           optional={"content": _values, "toolCallId": st.sampled_from(["c1", "", 3]),
                                     "error": st.sampled_from([None, "bad", 1])}),
     _values,
