@@ -16,7 +16,7 @@ import trio
 from awaken.errors import StoreUnavailable
 
 from .browser_harness import Tab, read_history
-from .helpers import agui_body, held, parse_sse, post_agui
+from .helpers import agui_body, held, parse_sse, post_agui, release
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 COMBOS = [("ai-sdk", "sse"), ("ai-sdk", "ws"), ("ag-ui", "sse"), ("ag-ui", "ws")]
@@ -284,3 +284,60 @@ async def test_delete_in_a_session_asks_first_then_removes_the_thread(browser, s
     assert await server.ctx.ledger.get_thread("t-del") is None
     async with server.client() as client:
         assert (await client.get("/v1/ai-sdk/threads/t-del/messages")).status_code == 404
+
+
+ROWS = "[...document.querySelectorAll('tr.session')].map((r) => r.dataset.thread)"
+
+
+async def rows_become(tab: Tab, ids: list[str]) -> None:
+    await tab.wait_for(f"(ids) => JSON.stringify({ROWS}) === JSON.stringify(ids)"
+                       " && document.querySelector('#sessions').dataset.loaded === 'true'", arg=ids)
+
+
+async def test_sessions_filter_by_status_and_agent_search_by_id_and_title_and_follow_live_status(browser, server):
+    """A running, a waiting, a failed and a completed session: each filter shows exactly its own; the
+    running one turns completed on the open page (the list re-reads every two seconds) without a reload."""
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+
+    def user(content: str) -> list[dict]:
+        return [{"id": "u1", "role": "user", "content": content}]
+
+    async with server.client() as client:
+        await post_agui(client, agui_body("t-done", "r-done", user("a plain question")))
+        await post_agui(client, agui_body("t-fails", "r-fails", user("/fail")))
+        await post_agui(client, agui_body("t-waits", "r-waits", user('/call calculator {"expression": "1+1"}')),
+                        "/v1/ag-ui/agents/guarded")
+
+    async def run() -> None:
+        async with server.client() as client:
+            await post_agui(client, agui_body("t-runs", "r-runs", user(held("console-live", 3))))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        with trio.fail_after(10):
+            while not await server.ctx.ledger.get_thread("t-runs"):
+                await trio.sleep(0.02)
+        await goto(tab, server, "/sessions")
+        await rows_become(tab, ["t-runs", "t-waits", "t-fails", "t-done"])
+        statuses = await tab.command("eval", expression="Object.fromEntries([...document.querySelectorAll('tr.session')]"
+                                                        ".map((r) => [r.dataset.thread, r.dataset.status]))")
+        assert statuses == {"t-runs": "running", "t-waits": "waiting", "t-fails": "failed", "t-done": "completed"}
+        for status, ids in [("running", ["t-runs"]), ("waiting", ["t-waits"]), ("failed", ["t-fails"]),
+                            ("", ["t-runs", "t-waits", "t-fails", "t-done"])]:
+            await tab.select("#filter-status", status)
+            await rows_become(tab, ids)
+        await tab.select("#filter-agent", "guarded")
+        await rows_become(tab, ["t-waits"])
+        await tab.select("#filter-agent", "")
+        for needle, ids in [("t-fa", ["t-fails"]), ("PLAIN", ["t-done"]), ("no such session", [])]:
+            await tab.fill("#search", needle)
+            await rows_become(tab, ids)
+        assert await tab.text("#sessions") == "No sessions match."
+        await tab.fill("#search", "t-runs")
+        await rows_become(tab, ["t-runs"])
+        await tab.command("eval", expression="window.__samePage = true")
+        await release(server, "console-live")
+    await tab.wait_for("() => document.querySelector('tr.session[data-thread=\"t-runs\"]')?.dataset.status === 'completed'")
+    assert await tab.command("eval", expression="window.__samePage") is True  # no reload, no navigation
+    assert await tab.page_errors() == []
