@@ -341,3 +341,129 @@ async def test_sessions_filter_by_status_and_agent_search_by_id_and_title_and_fo
     await tab.wait_for("() => document.querySelector('tr.session[data-thread=\"t-runs\"]')?.dataset.status === 'completed'")
     assert await tab.command("eval", expression="window.__samePage") is True  # no reload, no navigation
     assert await tab.page_errors() == []
+
+
+FOCUSED = """(() => { const e = document.activeElement;
+  return e === document.body || !e ? 'body' : e.id || (e.dataset.nav && `nav:${e.dataset.nav}`)
+    || (e.closest('tr.session') && 'session-link') || [...e.classList].join('.') || e.tagName.toLowerCase(); })()"""
+
+
+async def tab_to(tab: Tab, selector: str, limit: int = 40) -> list[str]:
+    """Press Tab until ``selector`` has the focus; what had it on the way."""
+    seen = []
+    for _ in range(limit):
+        await tab.press("Tab")
+        seen.append(await tab.command("eval", expression=FOCUSED))
+        if await tab.command("eval", expression=f"document.activeElement.matches({json.dumps(selector)})"):
+            return seen
+    raise AssertionError(f"Tab never reached {selector}: {seen}")
+
+
+async def test_the_main_controls_are_reachable_and_work_from_the_keyboard(browser, server):
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+    async with server.client() as client:
+        await post_agui(client, agui_body("t-keys", "r-keys", [{"id": "u1", "role": "user", "content": "by keyboard"}]))
+    await goto(tab, server, "/sessions")
+    await tab.wait_for("() => document.querySelector('#sessions')?.dataset.loaded === 'true'")
+    await tab.command("eval", expression="document.activeElement?.blur()")
+    seen = await tab_to(tab, "tr.session a")
+    assert seen == ["brand", "nav:sessions", "nav:chat", "nav:agents", "filter-agent", "filter-status", "search",
+                    "session-link"]
+    await tab.press("Enter")  # opens the session
+    await tab.wait_for("() => document.querySelector('#view')?.dataset.loaded === 'true'"
+                       " && document.querySelector('#view').dataset.thread === 't-keys'")
+    await tab.command("eval", expression="document.activeElement?.blur()")
+    assert "delete" in await tab_to(tab, "#delete")
+    await tab.press("Space")  # asks first; the confirmation has the focus, Tab reaches "Keep it"
+    await tab.wait_for("() => document.activeElement?.id === 'confirm-delete'")
+    await tab.press("Tab")
+    await tab.press("Enter")
+    await tab.wait_for("() => document.querySelector('#delete') && !document.querySelector('#confirm-delete')")
+    assert await server.ctx.ledger.get_thread("t-keys") is not None
+
+    await tab.command("eval", expression="document.activeElement?.blur()")
+    await tab_to(tab, "[data-nav=chat]")
+    await tab.press("Enter")
+    await tab.wait_for("() => document.querySelector('#chat-status')?.dataset.status === 'ready'")
+    await tab.select("#chat-agent", "guarded")
+    await tab.command("eval", expression="document.activeElement?.blur()")
+    seen = await tab_to(tab, "#chat-input")
+    assert seen[-5:] == ["chat-agent", "chat-protocol", "chat-transport", "new-chat", "chat-input"]
+    for key in '/call calculator {"expression": "4*4"}':
+        await tab.press(key if key != " " else "Space")
+    await tab_to(tab, "#chat-send")
+    await tab.press("Space")
+    await tool_state(tab, "calculator", "approval-requested")
+    await settled(tab)
+    await tab.command("eval", expression="document.activeElement?.blur()")
+    await tab_to(tab, "#transcript .approve")
+    await tab.press("Enter")
+    await tool_state(tab, "calculator", "output-available")
+    await wait_text(tab, "#transcript .message[data-role=assistant]", "16")
+    assert await tab.page_errors() == []
+
+
+FITS = "document.documentElement.scrollWidth <= window.innerWidth"
+WIDER = """[...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > innerWidth)
+  .slice(0, 5).map((e) => `${e.tagName}.${e.className}#${e.id} ${Math.round(e.getBoundingClientRect().right)}`)"""
+
+
+async def fits(tab: Tab, where: object) -> None:
+    if not await tab.command("eval", expression=FITS):
+        raise AssertionError(f"{where}: wider than the screen: {await tab.command('eval', expression=WIDER)}")
+
+
+async def test_every_page_fits_1280_and_390_px_without_horizontal_scroll(browser, server):
+    tab = browser.tab("console")
+    thread = await chat_to(tab, server, "ai-sdk", "sse", "guarded")
+    await say(tab, '/think a long thought ' + "x" * 300 + '\n/call calculator {"expression": "' + "1+" * 60 + '1"}')
+    await tool_state(tab, "calculator", "approval-requested")
+    await settled(tab)
+    pages = {"sessions": "() => document.querySelector('#sessions')?.dataset.loaded === 'true'",
+             f"sessions/{thread}": "() => document.querySelector('#view')?.dataset.loaded === 'true'",
+             "agents": "() => document.querySelectorAll('.agent').length === 3",
+             "chat?agent=guarded": "() => document.querySelector('#chat-status')?.dataset.status === 'ready'"}
+    for width, height in [(1280, 900), (390, 844)]:
+        await tab.command("viewport", width=width, height=height)
+        for path, ready in pages.items():
+            await goto(tab, server, f"/{path}")
+            await tab.wait_for(ready)
+            await fits(tab, (width, path))
+        # the chat with its tool call, as it was left
+        await chat_to(tab, server, "ai-sdk", "sse", "guarded")
+        await say(tab, '/call calculator {"expression": "' + "2*" * 80 + '2"}')
+        await tool_state(tab, "calculator", "approval-requested")
+        await fits(tab, (width, "chat"))
+
+
+BOXES = """(() => { const r = (s) => { const b = document.querySelector(s).getBoundingClientRect();
+  return [Math.round(b.left), Math.round(b.top), Math.round(b.width), Math.round(b.height)]; };
+  return JSON.stringify({transcript: r('#transcript'), input: r('#chat-input'), send: r('#chat-send'),
+                         scrollY: window.scrollY}); })()"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+async def test_nothing_moves_while_a_stream_renders(browser, server, width):
+    """Every animation frame from before the question until the answer is committed, the transcript's
+    box, the message box and the send button stay where they were, and the page does not scroll; the
+    stream is held open (a /hold gate) while the frames are sampled, then released."""
+    tab = browser.tab("console")
+    await tab.command("viewport", width=width, height=800)
+    await chat_to(tab, server, "ai-sdk", "sse", "assistant")
+    await say(tab, "/words 200")  # a transcript taller than the screen
+    await settled(tab)
+    gate = f"console-steady-{width}"
+    await tab.command("eval", expression=f"""(() => {{ window.__boxes = new Set(); window.__sampling = true;
+      const f = () => {{ window.__boxes.add({BOXES}); if (window.__sampling) requestAnimationFrame(f); }}; f(); }})()""")
+    await say(tab, held(gate, 60))
+    await tab.wait_for("() => document.querySelector('#chat-status').dataset.status === 'streaming'"
+                       " && document.querySelectorAll('#transcript .message[data-role=assistant]').length === 2")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(release, server, gate)
+        await settled(tab)
+    boxes = await tab.command("eval", expression="window.__sampling = false, [...window.__boxes]")
+    assert len(boxes) == 1, boxes
+    # the newest words are in sight: the transcript follows the stream to its end
+    assert await tab.command("eval", expression="(() => { const t = document.querySelector('#transcript');"
+                                                " return t.scrollHeight - t.scrollTop - t.clientHeight < 4; })()")
