@@ -16,7 +16,7 @@ import trio
 from awaken.errors import StoreUnavailable
 
 from .browser_harness import Tab, read_history
-from .helpers import agui_body, held, parse_sse, post_agui, release
+from .helpers import agui_body, held, live_server, parse_sse, post_agui, release
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 COMBOS = [("ai-sdk", "sse"), ("ai-sdk", "ws"), ("ag-ui", "sse"), ("ag-ui", "ws")]
@@ -467,3 +467,30 @@ async def test_nothing_moves_while_a_stream_renders(browser, server, width):
     # the newest words are in sight: the transcript follows the stream to its end
     assert await tab.command("eval", expression="(() => { const t = document.querySelector('#transcript');"
                                                 " return t.scrollHeight - t.scrollTop - t.clientHeight < 4; })()")
+
+
+async def test_agents_page_shows_mcp_tools_with_their_server_kind_and_permission(browser, tmp_path):
+    """Two MCP servers (the suite's demo server over stdio, twice: one allowed, one asking a person);
+    the agent's tools on the page are the /v1/agents listing, row for row."""
+    from .test_mcp import MCP_AGENT, stdio_demo, with_mcp
+
+    config = with_mcp(tmp_path, {"demo": stdio_demo(tmp_path / "demo.log"),
+                                 "gated": stdio_demo(tmp_path / "gated.log", permission="ask")},
+                      mcp={**MCP_AGENT, "tools": ["calculator", "demo__echo", "gated__pid"]})
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+    async with live_server(config) as mcp_server:
+        async with mcp_server.client() as client:
+            listing = (await client.get("/v1/agents")).json()
+        (agent,) = [a for a in listing["agents"] if a["id"] == "mcp"]
+        await goto(tab, mcp_server, "/agents")
+        await tab.wait_for("() => document.querySelectorAll('.agent[data-agent=mcp] tr[data-tool]').length === 3")
+        rows = await tab.command("eval", expression="""[...document.querySelectorAll('.agent[data-agent=mcp] tr[data-tool]')]
+          .map((r) => [r.dataset.tool, r.querySelector('.kind').firstChild.textContent,
+                       r.querySelector('.mcp-server')?.textContent ?? null, r.querySelector('.permission').innerText])""")
+        assert rows == [[t["name"], t["kind"], f"server {t['name'].split('__')[0]}" if t["kind"] == "mcp" else None,
+                         t["permission"]] for t in agent["tools"]]
+        assert sorted(map(tuple, rows)) == [("calculator", "server", None, "allow"),
+                                           ("demo__echo", "mcp", "server demo", "allow"),
+                                           ("gated__pid", "mcp", "server gated", "ask")]
+        await tab.screenshot("agents-mcp-1280")
