@@ -104,6 +104,7 @@ async def test_chat_over_each_protocol_runs_server_tool_approval_denial_and_clie
         history = await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
     (answer,) = [p for m in history for p in m["parts"] if p["type"] == "tool-ask_user"]
     assert answer["output"] == {"answer": "teal"}
+    assert await tab.text("#chat-status") == "ready"  # a status, and no error beside it
     assert await tab.page_errors() == []
 
 
@@ -129,6 +130,7 @@ async def test_sessions_list_shows_a_thread_made_over_each_protocol(browser, ser
     assert await tab.command("eval", expression="document.querySelector('tr.session').dataset.thread") == threads[3]
     await tab.fill("#search", "")
     await tab.wait_for("() => document.querySelectorAll('tr.session').length === 4")
+    await tab.command("eval", expression="document.activeElement.blur()")
     await tab.screenshot("sessions-1280")
     await tab.command("viewport", width=390, height=844)
     await tab.screenshot("sessions-390")
@@ -488,9 +490,9 @@ async def test_agents_page_shows_mcp_tools_with_their_server_kind_and_permission
         rows = await tab.command("eval", expression="""[...document.querySelectorAll('.agent[data-agent=mcp] tr[data-tool]')]
           .map((r) => [r.dataset.tool, r.querySelector('.kind').firstChild.textContent,
                        r.querySelector('.mcp-server')?.textContent ?? null, r.querySelector('.permission').innerText])""")
-        assert rows == [[t["name"], t["kind"], f"server {t['name'].split('__')[0]}" if t["kind"] == "mcp" else None,
+        assert rows == [[t["name"], t["kind"], f"via {t['name'].split('__')[0]}" if t["kind"] == "mcp" else None,
                          t["permission"]] for t in agent["tools"]]
         assert sorted(map(tuple, rows)) == [("calculator", "server", None, "allow"),
-                                           ("demo__echo", "mcp", "server demo", "allow"),
-                                           ("gated__pid", "mcp", "server gated", "ask")]
+                                           ("demo__echo", "mcp", "via demo", "allow"),
+                                           ("gated__pid", "mcp", "via gated", "ask")]
         await tab.screenshot("agents-mcp-1280")

@@ -39,7 +39,7 @@ export async function agentsPage(view: HTMLElement): Promise<void> {
             h("tbody", {}, a.tools.map((t) => h("tr", { "data-tool": t.name },
               h("td", {}, h("code", {}, t.name), h("div", { class: "muted" }, t.description)),
               h("td", { class: "kind" }, t.kind,
-                t.kind === "mcp" && t.name.includes("__") ? h("div", { class: "muted mcp-server" }, `server ${t.name.split("__")[0]}`) : null),
+                t.kind === "mcp" && t.name.includes("__") ? h("div", { class: "muted mcp-server" }, `via ${t.name.split("__")[0]}`) : null),
               h("td", { class: "permission" }, h("span", { class: `badge perm-${t.permission}` }, t.permission))))))),
     )));
 }

@@ -119,7 +119,7 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
         h("span", { class: "muted" }, "nothing committed yet"));
     statusLine.dataset.status = current;
     statusLine.replaceChildren(h("span", { class: `badge status-${current}` }, current),
-      failure ? h("span", { id: "chat-error", class: "error-text" }, ` ${failure}`) : null);
+      ...(failure ? [h("span", { id: "chat-error", class: "error-text" }, ` ${failure}`)] : []));
     send.disabled = !live;
     stop.disabled = live;
   }

@@ -27,7 +27,7 @@ onApiEvent(({ kind, error }) => {
   if (kind === "unavailable") {
     banner.hidden = false;
     banner.textContent = error?.status === 503
-      ? `The server is unavailable (503 ${error.code}): ${error.message} Retrying on the next refresh.`
+      ? `The server is unavailable (503 ${error.code}): ${error.message.replace(/\.?$/, ".")} Retrying on the next refresh.`
       : `The server could not be reached: ${error?.message ?? ""}`;
   } else if (kind === "ok") {
     banner.hidden = true;
