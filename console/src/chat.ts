@@ -66,12 +66,12 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
     }
   }
 
-  async function runAgui(): Promise<void> {
+  async function runAgui(params: Record<string, unknown> = {}): Promise<void> {
     if (!agui) return;
     status = "streaming";
     draw();
     try {
-      await agui.runAgent({}, {
+      await agui.runAgent(params, {
         onMessagesChanged: () => draw(),
         onRunErrorEvent: ({ event }) => { error = `${(event as any).code ?? "RUN_ERROR"}: ${event.message}`; },
       });
@@ -83,10 +83,24 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
   }
 
   const tools = () => clientTools(list, choice.agent);
+  const resumes = new Map<string, unknown>();
   const actions = {
     decide: (call: { toolCallId: string; approvalId?: string }, approved: boolean, reason: string) => {
       if (aisdk && call.approvalId) void aisdk.decide(call.approvalId, approved, reason);
       else if (agui) {
+        // A 1.x agent was handed the gates as interrupts: they are answered together in resume[].
+        const open = agui.pendingInterrupts ?? [];
+        const interrupt = open.find((i) => i.toolCallId === call.toolCallId);
+        if (interrupt) {
+          resumes.set(interrupt.id, { interruptId: interrupt.id, status: "resolved",
+                                      payload: approved ? { approved } : { approved, reason: reason || "denied by a person" } });
+          if (open.every((i) => resumes.has(i.id))) {
+            const resume = open.map((i) => resumes.get(i.id));
+            resumes.clear();
+            void runAgui({ resume });
+          }
+          return;
+        }
         const message: any = { id: newId("decision"), role: "tool", toolCallId: call.toolCallId, content: approved ? "approved" : "denied" };
         if (!approved) message.error = reason || "denied by a person";
         agui.addMessage(message);
@@ -108,14 +122,18 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
     const live = current === "ready" || current === "error";
     const messages = aisdk ? aisdk.messages : (agui?.messages ?? []);
     const failure = aisdk?.error ? aisdk.error.message : error;
+    // follow the stream when the newest words were in sight; otherwise keep the reader's place
+    const following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+    const place = transcript.scrollTop;
     transcript.replaceChildren(messages.length === 0 ? h("p", { class: "muted" }, "No messages yet.") :
       aisdk ? uiMessages(messages as UIMessage[], tools(), actions, live) : aguiMessages(messages as any[], tools(), actions, live));
+    transcript.scrollTop = following ? transcript.scrollHeight : place;
     info.replaceChildren(h("span", {}, "Thread "), h("code", { id: "chat-thread" }, threadId), " · ",
       messages.length ? h("a", { id: "open-session", href: `#/sessions/${encodeURIComponent(threadId)}` }, "Open this session") :
         h("span", { class: "muted" }, "nothing committed yet"));
     statusLine.dataset.status = current;
     statusLine.replaceChildren(h("span", { class: `badge status-${current}` }, current),
-      failure ? h("span", { id: "chat-error", class: "error-text" }, ` ${failure}`) : null);
+      ...(failure ? [h("span", { id: "chat-error", class: "error-text" }, ` ${failure}`)] : []));
     send.disabled = !live;
     stop.disabled = live;
   }
