@@ -3,7 +3,7 @@
 
 ``watch_thread`` is the one entry point (the SSE routes here use it, and so can any other route
 that rejoins, e.g. a CopilotKit ``connect``): it finds the thread's active run, checks that the
-caller may watch it (the subject who started the run, the thread's stored owner, or an admin), and returns a producer that streams
+caller may watch it (the thread's stored owner, or an admin: ``Principal.may_see``), and returns a producer that streams
 the run's events in the protocol's encoding to a transport's ``deliver(position, payload)``:
 
 * from the position after ``after`` (``Last-Event-ID``), or from the run's first event without one;

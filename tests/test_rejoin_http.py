@@ -1,7 +1,7 @@
 """Detached runs and rejoin over HTTP (issue 16): ``on_disconnect``, positions, the rejoin routes,
 several watchers, snapshots for lost positions, owner-only watching.
 
-Runs are held open by the ``gate`` tool (tests/plugins/gate.py), which the test opens: no timing windows.
+The routes are exercised on each built-in ledger backend. Runs are held open by the ``gate`` tool (tests/plugins/gate.py), which the test opens: no timing windows.
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ from awaken.ledger import Commit
 from awaken.runstate import RunStatus
 from awaken.testing.harness import assistant, run_record, user
 
-from .helpers import agui_body, default_config_data, live_server, make_config
+from .helpers import agui_body, default_config_data, held, live_server, make_config, release
 from .plugins import gate
 
 GATE = '/call gate {"name": "%s"}'
 
 
-def rejoin_config(tmp_path, **top: Any):
+def rejoin_config(tmp_path, backend: str = "sqlite", **top: Any):
     agents = default_config_data()["agents"]
     agents["held"] = {"model": "scripted", "tools": ["gate"]}
     agents["detached"] = {"model": "scripted", "tools": ["gate"], "on_disconnect": "continue"}
-    return make_config(tmp_path, agents=agents, tools={"plugins": ["tests.plugins.gate:gate"]}, **top)
+    return make_config(tmp_path, backend=backend, agents=agents, tools={"plugins": ["tests.plugins.gate:gate"]},
+                       **top)
 
 
 @pytest.fixture(autouse=True)
@@ -37,9 +38,10 @@ def fresh_gates():
     gate.reset()
 
 
-@pytest.fixture
-async def srv(tmp_path):
-    async with live_server(rejoin_config(tmp_path)) as server:
+@pytest.fixture(params=["sqlite", "files"])
+async def srv(tmp_path, request):
+    """A live server on each built-in ledger backend: detach and rejoin work on every one."""
+    async with live_server(rejoin_config(tmp_path, request.param)) as server:
         yield server
 
 
@@ -177,6 +179,51 @@ async def test_two_watchers_see_the_same_run_and_a_late_one_gets_it_from_the_sta
         await context.__aexit__(None, None, None)
     assert watched[-1][1]["type"] == "RUN_FINISHED"
     assert first + rest == watched  # the late watcher is replayed what the first saw, then both go live
+
+
+async def test_a_watcher_too_slow_to_keep_up_is_dropped_alone_and_the_run_and_the_other_watcher_go_on(tmp_path):
+    """A rejoined watcher whose client reads nothing is dropped at the transport's byte bound (as for any
+    stream), while the run streams on to its committed outcome and the run's own stream gets every event."""
+    from awaken.agui.adapter import PROTOCOL
+    from awaken.rejoin import rejoin_route
+
+    server_table = {**default_config_data().get("server", {}), "max_buffered_bytes": 32 * 1024}
+    words = 2000  # well over 32 KiB of frames
+    async with live_server(rejoin_config(tmp_path, server=server_table)) as server, server.client() as client:
+        body = agui_body("t-slow", "run-slow", [{"id": "u1", "role": "user", "content": held("slow1", words)}])
+        async with client.stream("POST", "/v1/ag-ui/agents/detached", json=body) as response:
+            frames = Frames(response)
+            first = await frames.until(is_type("TEXT_MESSAGE_CONTENT"))  # the run is held after this delta
+            stuck, dropped = trio.Event(), trio.Event()
+
+            async def send(message: dict) -> None:  # the slow client: its first body write never completes
+                if message["type"] == "http.response.body":
+                    stuck.set()
+                    await trio.sleep_forever()
+
+            async def receive() -> dict:  # and it never disconnects: only the byte bound can drop it
+                await trio.sleep_forever()
+
+            async def slow_watcher() -> None:
+                await rejoin_route(PROTOCOL)(server.ctx, {"type": "http", "headers": []}, receive, send,
+                                             {"thread": "t-slow"})
+                dropped.set()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(slow_watcher)
+                with trio.fail_after(5):
+                    await stuck.wait()
+                await release(server, "slow1")
+                rest = await frames.rest()
+                with trio.fail_after(5):
+                    await dropped.wait()
+        run = await wait_for_status(server.ctx.ledger, "t-slow", RunStatus.COMPLETED)
+    seen = first + rest
+    assert [p["type"] for _, p in seen].count("TEXT_MESSAGE_CONTENT") == words
+    assert seen[-1][1]["type"] == "RUN_FINISHED"
+    key = seen[0][0].rpartition(":")[0]
+    assert [p for p, _ in seen] == [f"{key}:{n}" for n in range(1, len(seen) + 1)]
+    assert run.error_code is None
 
 
 async def test_a_position_the_server_no_longer_holds_gets_a_snapshot_then_the_live_tail(srv):
