@@ -256,14 +256,15 @@ async def test_a_last_event_id_that_is_no_position_is_refused_400(srv):
     assert response.json()["error"]["code"] == "INVALID_POSITION"
 
 
-async def test_aisdk_resume_streams_the_whole_answer_to_done(srv):
+@pytest.mark.parametrize("resume", ["/v1/ai-sdk/chat/c-ai/stream", "/v1/ai-sdk/agents/detached/chat/c-ai/stream"])
+async def test_aisdk_resume_streams_the_whole_answer_to_done(srv, resume):
     async with srv.client() as client:
         body = {"id": "c-ai", "messages": [{"id": "u1", "role": "user",
                                             "parts": [{"type": "text", "text": GATE % "r1"}]}]}
         async with client.stream("POST", "/v1/ai-sdk/agents/detached/chat", json=body) as response:
             original = await read_frames_until(response, lambda p: isinstance(p, dict)
                                                and p.get("type") == "tool-input-available")
-        async with client.stream("GET", "/v1/ai-sdk/chat/c-ai/stream") as resumed:
+        async with client.stream("GET", resume) as resumed:
             assert resumed.status_code == 200
             gate.open_gate("r1")
             frames = frames_of(await resumed.aread())
