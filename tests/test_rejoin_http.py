@@ -141,6 +141,18 @@ async def test_a_continue_agents_run_outlives_its_connection_and_commits_its_out
     await wait_for_status(srv.ctx.ledger, "t-cont", RunStatus.COMPLETED)
 
 
+async def test_a_stop_interrupts_a_detached_run_that_nobody_watches_with_cause_stopped(srv):
+    async with srv.client() as client:
+        _, context = await start_held(client, "detached", "t-dstop", "ds1")
+        await context.__aexit__(None, None, None)
+        await watchers_gone(srv, "t-dstop")  # detached: the run goes on at its gate with nobody watching
+        stopped = await client.post("/v1/threads/t-dstop/stop")
+    assert (stopped.status_code, stopped.json()) == (200, {"runId": "run-t-dstop", "status": "interrupted"})
+    [run] = await srv.ctx.ledger.list_runs("t-dstop")
+    assert (run.status, run.cause) == (RunStatus.INTERRUPTED, "stopped")
+    assert not srv.ctx.app.is_active("t-dstop")
+
+
 # -- the rejoin routes -------------------------------------------------------------------------------
 
 
