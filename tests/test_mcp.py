@@ -200,7 +200,6 @@ async def test_no_stdio_child_survives_shutdown(tmp_path):
     assert [alive(p) for p in pids] == [False, False]
 
 
-@pytest.mark.parametrize("demo", ["stdio"], indirect=True)
 async def test_a_disconnect_mid_call_cancels_it_and_interrupts_the_run(tmp_path, demo):
     log = tmp_path / "demo.log"
     config = with_mcp(tmp_path, {"demo": {**demo, "timeout_seconds": 60}}, mcp=MCP_AGENT)
