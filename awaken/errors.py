@@ -20,8 +20,8 @@ CODES: dict[str, tuple[str, str]] = {
     "INVALID_REQUEST": ("input", "A field has the wrong type or a required field is missing."),
     "UNSUPPORTED_FIELD": (
         "input",
-        "The request uses a field this server does not implement (non-empty tools, context, "
-        "forwardedProps, resume or state, or any parentRunId).",
+        "The request uses a field this server does not implement (non-empty forwardedProps or resume, "
+        "a state that is not an object, or any parentRunId).",
     ),
     "UNSUPPORTED_CONTENT": ("input", "A message carries audio, video, document or binary content."),
     "NO_NEW_INPUT": ("input", "Every message in the request is already committed: nothing to run."),

@@ -25,6 +25,10 @@ Routes:
                                                      rejoin the chat's active run (useChat resume)
     WS   /v1/ag-ui/ws, /v1/ag-ui/agents/{agentId}/ws         AG-UI runs over WebSocket (transports/ws.py)
     WS   /v1/ai-sdk/ws, /v1/ai-sdk/agents/{agentId}/ws       AI SDK runs over WebSocket
+    GET  /v1/copilotkit/info                          CopilotKit runtime: agent discovery
+    POST /v1/copilotkit/agent/{agentId}/run|connect   CopilotKit runtime: a run (SSE), a replay of the thread
+    POST /v1/copilotkit/agent/{agentId}/stop/{threadId}   CopilotKit runtime: stop the thread's run
+    POST /v1/copilotkit                               CopilotKit runtime, single-endpoint envelopes
 
 A thread is visible to the subject that started it and to admins: every route on a thread answers
 another user 404 ``UNKNOWN_THREAD`` (``access.visible_thread``; runs check it at admission).
@@ -45,6 +49,7 @@ from .agui import adapter as agui_adapter
 from .aisdk import adapter as aisdk_adapter
 from .auth import AuthMiddleware, principal_of
 from .context import ServerContext
+from .copilotkit import routes as copilotkit_routes
 from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
 from .exchange import sse_route, ws_route
 from .history import parse_limit
@@ -129,6 +134,9 @@ STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
     ("WEBSOCKET", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
+    # the CopilotKit runtime: every route under the prefix, dispatched by copilotkit/runtime.py
+    ("POST", re.compile(r"^/v1/copilotkit(/.*)?$"), copilotkit_routes.route),
+    ("GET", re.compile(r"^/v1/copilotkit(/.*)?$"), copilotkit_routes.route),
 ]
 
 

@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ..agents import AgentRegistry
+from ..agents import Agent, AgentRegistry
 from ..auth.principal import ANONYMOUS, Principal
 from ..errors import InputRejected, UnknownThread
 from ..ledger import Commit, Ledger, PendingCall, ThreadView
+from ..models import ToolSpec
 from ..protocol import Asks, RunRequest, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
@@ -216,6 +217,8 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> No
     """
     run.request = request
     run.state = dict(view.thread.state) if view.thread else {}
+    if request.state is not None and request.state != run.state:
+        run.state, run.client_state = dict(request.state), True
     run.history = list(view.messages)
     pending = list(view.pending)
     if request.decisions:
@@ -229,9 +232,17 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> No
                             code="NO_NEW_INPUT")
 
 
+def offered_client_tools(agent: Agent, declared: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+    """The declared tools that become the run's client tools: a declaration naming one of the
+    agent's own tools never replaces it (for a server tool it is how the page renders its gate)."""
+    own = {t.name for t in agent.tools}
+    return tuple(t for t in declared if t.name not in own)
+
+
 def _prepare_fresh(run: AdmittedRun) -> None:
     """A new run: its record and input are written while the first step streams."""
     run.run_id = run.request.run_id or new_id("run")
+    run.client_tools = offered_client_tools(run.agent, run.request.tools)
     run.history.extend(attrs.evolve(m, run_id=run.run_id) for m in run.request.inputs)
     run.answer_message_id = new_id("msg")
     run.start = trio.Event()
@@ -278,6 +289,7 @@ async def _prepare_resume(run: AdmittedRun, pending: list[PendingCall]) -> None:
     run.status = RunStatus.WAITING
     run.usage = record.usage
     run.steps_done = record.steps
+    run.client_tools = record.tools
     run.answer_message_id = next(
         (m.id for m in run.history if m.run_id == run.run_id and m.role == "assistant"), new_id("msg")
     )

@@ -18,6 +18,7 @@ import trio
 from ..errors import AwakenError, InputRejected
 from ..events import RunFailed, RunStarted, RunStopped
 from ..messages import Message, Usage
+from ..models import ToolSpec
 from ..protocol import RunRequest, Sink, ToolDecision
 from ..runstate import Cause, RunStatus, describe
 from . import commit, outcome, policy, steps
@@ -35,7 +36,7 @@ class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
     __slots__ = ("_cause", "_released", "_scope", "_settled", "_streamed", "agent", "answer_message_id", "app",
-                 "broadcast", "decided", "owner", "owner_known",
+                 "broadcast", "client_state", "client_tools", "decided", "owner", "owner_known",
                  "history", "ledger", "remaining", "request", "resumed", "run_id", "start", "start_error", "state",
                  "status", "steps_done", "thread_id", "usage")
 
@@ -51,6 +52,10 @@ class AdmittedRun:
         self.resumed = False
         self.history: list[Message] = []
         self.state: dict[str, Any] = {}
+        #: the state came from the client and differs from the committed one: it is committed first
+        self.client_state = False
+        #: tools the client declared for this run (stored with its record; a call to one waits)
+        self.client_tools: tuple[ToolSpec, ...] = ()
         self.usage = Usage()
         self.steps_done = 0
         self.answer_message_id = ""
