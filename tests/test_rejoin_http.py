@@ -258,6 +258,39 @@ async def test_a_position_the_server_no_longer_holds_gets_a_snapshot_then_the_li
     assert tail == list(range(tail[0], tail[0] + len(tail)))
 
 
+async def test_a_snapshot_rejoin_of_a_run_stopped_before_its_next_step_ends_with_the_stop(srv):
+    """A rejoin from a lost position waits for the run's next step boundary; a stop is one (the run's
+    terminal event), so the stream ends: head, the committed messages, RUN_ERROR STOPPED."""
+    async with srv.client() as client:
+        _, context = await start_held(client, "detached", "t-snapstop", "ss1")
+        await context.__aexit__(None, None, None)
+        async with client.stream("GET", "/v1/ag-ui/threads/t-snapstop/stream",
+                                 headers={"last-event-id": "run_gone:7"}) as rejoined:
+            assert rejoined.status_code == 200
+            assert (await client.post("/v1/threads/t-snapstop/stop")).status_code == 200
+            with trio.fail_after(5):
+                frames = frames_of(await rejoined.aread())
+    assert [payload["type"] for _, payload in frames] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_ERROR"]
+    assert frames[1][1]["messages"][0]["role"] == "user" and frames[-1][1]["code"] == "STOPPED"
+
+
+async def test_a_snapshot_rejoin_of_a_run_that_ends_without_a_terminal_event_ends_too(srv):
+    """A cancel agent's run whose connection goes is interrupted with no terminal event for anyone; a
+    rejoin from a lost position waiting for the next step gets the head and the committed messages,
+    and its stream ends with the run (never left open)."""
+    async with srv.client() as client:
+        _, context = await start_held(client, "held", "t-snapgone", "sg1")
+        async with client.stream("GET", "/v1/ag-ui/threads/t-snapgone/stream",
+                                 headers={"last-event-id": "run_gone:7"}) as rejoined:
+            assert rejoined.status_code == 200
+            await context.__aexit__(None, None, None)  # the run's own connection goes: client_gone
+            with trio.fail_after(5):
+                frames = frames_of(await rejoined.aread())
+    assert [payload["type"] for _, payload in frames] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
+    run = await wait_for_status(srv.ctx.ledger, "t-snapgone", RunStatus.INTERRUPTED)
+    assert run.cause == "client_gone"
+
+
 async def test_a_last_event_id_that_is_no_position_is_refused_400(srv):
     async with srv.client() as client:
         _, context = await start_held(client, "detached", "t-bad", "b1")
