@@ -10,8 +10,9 @@ import trio
 
 from awaken.runstate import RunStatus
 
-from .helpers import agui_body, live_server, make_config, parse_sse, types
+from .helpers import agui_body, default_config_data, live_server, make_config, parse_sse, types
 from .helpers import agui_text as text_of
+from .plugins import gate
 
 CK = "/v1/copilotkit"
 
@@ -178,9 +179,6 @@ async def test_connect_while_a_run_is_active_joins_it_from_a_snapshot_to_its_end
     """A page reloaded while a run works (here: held in a server tool) gets the run's head, every committed
     message as one MESSAGES_SNAPSHOT at the run's next step, then the live tail to RUN_FINISHED: the
     conversation ends exactly as history has it (issue 14 §4 and issue 16 item 6)."""
-    from .helpers import default_config_data
-    from .plugins import gate
-
     agents = default_config_data()["agents"]
     agents["held"] = {"model": "scripted", "tools": ["gate"]}
     config = make_config(tmp_path, agents=agents, tools={"plugins": ["tests.plugins.gate:gate"]})
