@@ -195,12 +195,13 @@ async def test_two_watchers_see_the_same_run_and_a_late_one_gets_it_from_the_sta
 
 async def test_a_watcher_too_slow_to_keep_up_is_dropped_alone_and_the_run_and_the_other_watcher_go_on(tmp_path):
     """A rejoined watcher whose client reads nothing is dropped at the transport's byte bound (as for any
-    stream), while the run streams on to its committed outcome and the run's own stream gets every event."""
+    stream), while the run streams on to its committed outcome and the run's own stream, read as it
+    comes, gets every event."""
     from awaken.agui.adapter import PROTOCOL
     from awaken.rejoin import rejoin_route
 
-    server_table = {**default_config_data().get("server", {}), "max_buffered_bytes": 32 * 1024}
-    words = 2000  # well over 32 KiB of frames
+    server_table = {**default_config_data().get("server", {}), "max_buffered_bytes": 64 * 1024}
+    words = 3000  # well over 64 KiB of frames
     async with live_server(rejoin_config(tmp_path, server=server_table)) as server, server.client() as client:
         body = agui_body("t-slow", "run-slow", [{"id": "u1", "role": "user", "content": held("slow1", words)}])
         async with client.stream("POST", "/v1/ag-ui/agents/detached", json=body) as response:
@@ -221,12 +222,17 @@ async def test_a_watcher_too_slow_to_keep_up_is_dropped_alone_and_the_run_and_th
                                              {"thread": "t-slow"})
                 dropped.set()
 
+            rest: list[tuple[str | None, Any]] = []
+
+            async def fast_watcher() -> None:  # the run's own stream, read as it comes
+                rest.extend(await frames.rest())
+
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(slow_watcher)
                 with trio.fail_after(5):
                     await stuck.wait()
+                nursery.start_soon(fast_watcher)
                 await release(server, "slow1")
-                rest = await frames.rest()
                 with trio.fail_after(5):
                     await dropped.wait()
         run = await wait_for_status(server.ctx.ledger, "t-slow", RunStatus.COMPLETED)
