@@ -4,8 +4,8 @@ A reloaded CopilotKit page calls ``connect`` for its thread with an empty messag
 it gets rebuilds the conversation: ``RUN_STARTED`` (the newest message's run), ``MESSAGES_SNAPSHOT``
 with every committed message (the AG-UI history projection), ``STATE_SNAPSHOT`` when the thread has
 state, ``RUN_FINISHED``. A thread with nothing committed replays nothing (an empty stream, as the Node
-runtime's in-memory runner answers). A run streaming right now is not joined: its committed steps
-are in the snapshot; the rest arrives in history once it commits.
+runtime's in-memory runner answers). While a run is active, ``connect`` joins it instead (see
+``routes.py``): this replay is for a thread at rest.
 """
 
 from __future__ import annotations

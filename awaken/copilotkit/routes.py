@@ -1,8 +1,11 @@
 """The ASGI handler of ``/v1/copilotkit``: reads the request, names its call (``runtime.py``), answers.
 
 ``run`` is an AG-UI exchange over SSE (the same adapter, engine and ledger as ``/v1/ag-ui``);
-``connect`` streams the thread's committed history (``replay.py``) and ends (only to the subject
-that started the thread, or an admin; anyone else gets the empty replay of an unknown thread); ``stop`` stops the
+``connect`` streams the thread's committed history (``replay.py``) and ends, or, while a run is active
+on the thread, joins it as a rejoin from a snapshot does (``rejoin.watch_thread``): the run's head, every
+committed message as one ``MESSAGES_SNAPSHOT`` at the run's next step boundary, then the live tail to its
+terminal event. Only to the thread's owner or an admin; anyone else gets the empty replay of an unknown
+thread. ``stop`` stops the
 thread's active run through ``RunApplication.stop``; ``info`` lists the config's agents.
 """
 
@@ -19,8 +22,9 @@ from ..auth import principal_of
 from ..context import ServerContext
 from ..encoding import sse_frames
 from ..errors import InputRejected, StoreUnavailable
-from ..exchange import MAX_BODY, content_type_of, exchange
+from ..exchange import DETACHED, MAX_BODY, content_type_of, exchange
 from ..jsonbody import load_json_object
+from ..rejoin import watch_thread
 from ..transports import sse
 from . import runtime
 from .replay import replay_events
@@ -75,12 +79,13 @@ async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, rec
                                      keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
         await exchange(ctx, AGUI, transport, call.body, "application/json", call.agent_id, principal_of(scope))
     elif call.kind == "connect":
-        await _connect(ctx, call, scope, send)
+        await _connect(ctx, call, scope, receive, send)
     else:
         await _stop(ctx, call, scope, send)
 
 
-async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send: sse.ASGISend) -> None:
+async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, receive: sse.ASGIReceive,
+                   send: sse.ASGISend) -> None:
     try:
         data = load_json_object(call.body)
     except InputRejected as exc:
@@ -88,6 +93,17 @@ async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, s
     thread_id = data.get("threadId")
     if not isinstance(thread_id, str) or not thread_id:
         raise runtime.RuntimeError_(400, "threadId must be a non-empty string")
+    try:
+        live = await watch_thread(ctx, AGUI, thread_id, principal_of(scope), from_snapshot=True)
+    except StoreUnavailable as exc:
+        await _json(send, 503, {"error": exc.code, "message": exc.message})
+        return
+    if live is not None:  # a run is active and the caller may see it: join it
+        server = ctx.config.server
+        transport = sse.SseTransport(send, receive, sse.sse_headers(AGUI.sse_headers),
+                                     keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
+        await transport.stream(live, DETACHED)
+        return
     try:
         view = await ctx.ledger.thread_view(thread_id)
         _exists, owner = await ctx.app.owner_of(thread_id)
