@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from .browser_harness import Tab, read_history
+from .helpers import release
 
 CALC = '/call calculator {"expression":"6*7"}'
 MODES = pytest.mark.parametrize("mode", ["runtime", "direct"])
@@ -56,12 +57,118 @@ async def history(server, thread: str) -> list[dict[str, Any]]:  # noqa: ANN001
 
 @MODES
 async def test_text_streams_in(browser, cross_origin_server, mode):
+    """The run is held after its first word (scripted ``/hold``): the page shows it while the run goes on."""
     thread = f"ck-text-{mode}"
     tab = await open_app(browser, cross_origin_server, thread, mode)
-    await send(tab, "hello from CopilotKit")
+    await send(tab, f"hello from CopilotKit\n/hold {thread}")
+    partial = await tab.wait_for_state("s => s.running && s.messages.length === 2 && s.messages[1].content")
+    assert partial["messages"][1]["content"].strip() == "You"
+    await tab.screenshot(f"copilotkit-{mode}-streaming")
+    await release(cross_origin_server, thread)
     state = await settled(tab, answered(2))
     assert last_text(state) == 'You said: "hello from CopilotKit".'
     assert await tab.text("[data-testid=copilot-assistant-message]") == 'You said: "hello from CopilotKit".'
     assert state["messages"] == await history(cross_origin_server, thread)
     await tab.screenshot(f"copilotkit-{mode}-text")
+    assert await tab.page_errors() == []
+
+
+@MODES
+async def test_server_tool(browser, cross_origin_server, mode):
+    thread = f"ck-tool-{mode}"
+    tab = await open_app(browser, cross_origin_server, thread, mode)
+    await send(tab, CALC)
+    state = await settled(tab, answered(4))
+    assert last_text(state) == 'Here is what the tools said: calculator returned {"result":42}.'
+    assert await tab.text(".ck-tool[data-tool=calculator][data-status=complete]") == (
+        'calculator({"expression":"6*7"}) → {"result":42}')
+    assert state["messages"] == await history(cross_origin_server, thread)
+    await tab.screenshot(f"copilotkit-{mode}-server-tool")
+
+
+@MODES
+async def test_approval_runs_the_tool(browser, cross_origin_server, mode):
+    thread = f"ck-approve-{mode}"
+    tab = await open_app(browser, cross_origin_server, thread, mode, agent="guarded")
+    await send(tab, CALC)
+    await tab.wait_for("() => document.querySelector('.ck-tool[data-tool=calculator] button.approve')")
+    await tab.screenshot(f"copilotkit-{mode}-gate")
+    await tab.click(".ck-tool[data-tool=calculator] button.approve")
+    state = await settled(tab, "s => last(s) && last(s).includes('returned')".replace(
+        "last(s)", "(s.messages.at(-1).role === 'assistant' && s.messages.at(-1).content)"))
+    assert last_text(state) == 'Here is what the tools said: calculator returned {"result":42}.'
+    items = await history(cross_origin_server, thread)
+    (result,) = [m for m in items if m["role"] == "tool"]
+    assert result["content"] == '{"result":42}' and "error" not in result
+    runs = await cross_origin_server.ctx.ledger.list_runs(thread)
+    assert [r.status.value for r in runs][-1] == "completed"
+    await tab.screenshot(f"copilotkit-{mode}-approved")
+
+
+@MODES
+async def test_denial_does_not_run_the_tool(browser, cross_origin_server, mode):
+    thread = f"ck-deny-{mode}"
+    tab = await open_app(browser, cross_origin_server, thread, mode, agent="guarded")
+    await send(tab, CALC)
+    await tab.click(".ck-tool[data-tool=calculator] button.deny")
+    state = await settled(tab, "s => s.messages.at(-1).role === 'assistant' && s.messages.at(-1).content "
+                               "&& s.messages.at(-1).content.includes('denied')")
+    assert last_text(state) == ("Here is what the tools said: calculator failed: denied: the user did not allow "
+                                "this call: the user said no.")
+    items = await history(cross_origin_server, thread)
+    (result,) = [m for m in items if m["role"] == "tool"]
+    assert result["error"] == result["content"] and "42" not in result["content"]
+    await tab.screenshot(f"copilotkit-{mode}-denied")
+
+
+@MODES
+async def test_frontend_tool_answered_by_the_page(browser, cross_origin_server, mode):
+    thread = f"ck-front-{mode}"
+    tab = await open_app(browser, cross_origin_server, thread, mode)
+    await tab.fill("#color", "blue")
+    await send(tab, '/call pick_color {"question":"Which color?"}')
+    state = await settled(tab, "s => s.messages.at(-1).role === 'assistant' && s.messages.at(-1).content")
+    assert last_text(state) == (
+        'Here is what the tools said: pick_color returned {"question":"Which color?","color":"blue"}.')
+    items = await history(cross_origin_server, thread)
+    (result,) = [m for m in items if m["role"] == "tool"]
+    assert result["content"] == '{"question":"Which color?","color":"blue"}'
+    await tab.screenshot(f"copilotkit-{mode}-frontend-tool")
+
+
+@MODES
+async def test_shared_state_and_context_written_by_the_page_reach_the_agent(browser, cross_origin_server, mode):
+    thread = f"ck-state-{mode}"
+    tab = await open_app(browser, cross_origin_server, thread, mode)
+    await tab.fill("#color", "orange")
+    await tab.click("#set-state")
+    await send(tab, "/state")
+    state = await settled(tab, answered(2))
+    assert last_text(state) == 'State: {"color":"orange"}.'
+    await send(tab, "/context")
+    state = await settled(tab, answered(4))
+    assert last_text(state) == 'Context: favorite color = orange.'
+    thread_state = (await cross_origin_server.ctx.ledger.get_thread(thread)).state
+    assert thread_state == {"color": "orange"}
+    await tab.screenshot(f"copilotkit-{mode}-state")
+
+
+@MODES
+async def test_reload_shows_the_thread_and_a_next_turn_works(browser, cross_origin_server, mode):
+    thread = f"ck-reload-{mode}"
+    tab = await open_app(browser, cross_origin_server, thread, mode)
+    await send(tab, "first")
+    await settled(tab, answered(2))
+    await send(tab, CALC)
+    await settled(tab, answered(6))
+    before = await tab.text("[data-testid=copilot-message-list]")
+    await tab.reload()
+    state = await settled(tab, answered(6))
+    await tab.screenshot(f"copilotkit-{mode}-reloaded")
+    assert state["messages"] == await history(cross_origin_server, thread)
+    assert await tab.text("[data-testid=copilot-message-list]") == before
+    await send(tab, "after the reload")
+    state = await settled(tab, answered(8))
+    assert last_text(state) == 'You said: "after the reload".'
+    assert state["messages"] == await history(cross_origin_server, thread)
     assert await tab.page_errors() == []

@@ -4,16 +4,20 @@
 //   copilotkit.html?server=…&thread=…&agent=…&mode=direct    agents__unsafe_dev_only: an HttpAgent for
 //                                                            /v1/ag-ui/agents/{agent}
 //
-// `CopilotChat` (with the thread id, so it connects to the thread on load: a reload shows it) renders
+// `CopilotChat` (with the thread id, so it connects to the thread on load: through the runtime a reload
+// shows it; the direct HttpAgent answers connect from the history route, see ThreadHttpAgent) renders
 // the conversation; tools are declared with the hooks: `useFrontendTool` (`pick_color`, answered by the
 // page with the color in #color), `useHumanInTheLoop` named `calculator` (Approve / Deny buttons:
 // respond({approved: true}) or respond({approved: false, reason})), `useAgentContext` (the favorite
 // color) and the agent's shared state, which the page writes with `agent.setState` (#set-state).
 // Every tool call is rendered with data-tool / data-status / data-call attributes for the tests.
 import {
+  type BaseEvent,
   CopilotChat,
   CopilotKitProvider,
+  EventType,
   HttpAgent,
+  type RunAgentInput,
   useAgent,
   useAgentContext,
   useFrontendTool,
@@ -22,11 +26,34 @@ import {
 import "@copilotkit/react-core/v2/styles.css";
 import { useEffect, useMemo, useState } from "react";
 import { createRoot } from "react-dom/client";
+import { Observable } from "rxjs";
 import { z } from "zod";
 
-import { agentId, authHeaders, params, publish, server, thread } from "./common";
+import { agentId, authHeaders, params, publish, readHistory, server, thread } from "./common";
 
 const mode = params.get("mode") ?? "runtime";
+
+/**
+ * The direct agent: AG-UI's HttpAgent has no `connect` (it throws "not implemented", so CopilotKit's
+ * connect on load, which first clears the agent, would leave a reloaded page empty). This one answers
+ * `connect` with the thread's committed history, read from the AG-UI history route.
+ */
+class ThreadHttpAgent extends HttpAgent {
+  connect(input: RunAgentInput): Observable<BaseEvent> {
+    return new Observable<BaseEvent>((subscriber) => {
+      readHistory(`/v1/ag-ui/threads/${encodeURIComponent(input.threadId)}/messages`).then(({ items }) => {
+        if (items.length) {
+          const run = { threadId: input.threadId, runId: input.runId };
+          subscriber.next({ type: EventType.RUN_STARTED, ...run } as BaseEvent);
+          subscriber.next({ type: EventType.MESSAGES_SNAPSHOT, messages: items } as BaseEvent);
+          subscriber.next({ type: EventType.RUN_FINISHED, ...run } as BaseEvent);
+        }
+        subscriber.complete();
+      }, (err) => subscriber.error(err));
+    });
+  }
+}
+
 const errors: string[] = [];
 
 function ToolView(props: { name: string; status: string; args: any; result?: string; children?: any }) {
@@ -86,6 +113,7 @@ function Probe({ color }: { color: string }) {
     });
     return () => subscription.unsubscribe();
   }, [agent]);
+
   publish({
     page: "copilotkit", mode, thread, agent: agentId, ready: isReady, running: agent.isRunning,
     threadId: agent.threadId, messages: agent.messages, state: agent.state, errors,
@@ -101,7 +129,7 @@ function Probe({ color }: { color: string }) {
 function App() {
   const [color, setColor] = useState("teal");
   const agents = useMemo(() => mode === "direct" ? {
-    [agentId]: new HttpAgent({ url: `${server}/v1/ag-ui/agents/${encodeURIComponent(agentId)}`, headers: authHeaders }),
+    [agentId]: new ThreadHttpAgent({ url: `${server}/v1/ag-ui/agents/${encodeURIComponent(agentId)}`, headers: authHeaders }),
   } : undefined, []);
   const renderAny = useMemo(() => [{
     name: "*",
