@@ -81,8 +81,7 @@ function Tools({ color }: { color: string }) {
     render: ({ name, status, args, result, respond }) => (
       <ToolView name={name} status={status} args={args} result={result}>
         {status === "executing" && respond ? (
-          <span className="gate">
-            {" "}
+          <span className="gate" style={{ display: "inline-flex", gap: 8, marginLeft: 8 }}>
             <button className="approve" onClick={() => void respond({ approved: true })}>Approve</button>
             <button className="deny" onClick={() => void respond({ approved: false, reason: "the user said no" })}>
               Deny
