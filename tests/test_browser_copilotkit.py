@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from .browser_harness import Tab, read_history
-from .helpers import release
+from .helpers import default_config_data, live_server, make_config, release
 
 CALC = '/call calculator {"expression":"6*7"}'
 MODES = pytest.mark.parametrize("mode", ["runtime", "direct"])
@@ -171,4 +171,41 @@ async def test_reload_shows_the_thread_and_a_next_turn_works(browser, cross_orig
     state = await settled(tab, answered(8))
     assert last_text(state) == 'You said: "after the reload".'
     assert state["messages"] == await history(cross_origin_server, thread)
+    assert await tab.page_errors() == []
+
+
+@pytest.fixture
+async def continue_server(browser, tmp_path):
+    """A cross-origin server with agent ``detached``, whose runs outlive the page that started them."""
+    data = default_config_data()
+    agents = dict(data["agents"], detached={"model": "scripted", "tools": ["calculator"], "on_disconnect": "continue"})
+    server = dict(data["server"], cors_origins=[browser.pages_origin])
+    async with live_server(make_config(tmp_path, server=server, agents=agents)) as srv:
+        yield srv
+
+
+async def test_a_page_reloaded_mid_run_joins_the_run_through_the_runtime(browser, continue_server):
+    """The run is held after its first word; the page reloads; CopilotKit's connect replays the
+    finished turn and joins the held run, which the page then sees to its end."""
+    thread = "ck-join-runtime"
+    tab = await open_app(browser, continue_server, thread, "runtime", agent="detached")
+    await send(tab, "first")
+    await settled(tab, answered(2))
+    await send(tab, f"second\n/hold {thread}")
+    await tab.wait_for_state("s => s.running && s.messages.length === 4 && s.messages[3].content")
+    await tab.reload()
+    joined = await tab.wait_for_state("s => s.ready && s.running && s.messages.length === 4 "
+                                      "&& s.messages[3].content")
+    assert [m["role"] for m in joined["messages"]] == ["user", "assistant", "user", "assistant"]
+    assert joined["messages"][3]["content"].strip() == "You"
+    assert continue_server.ctx.app.active(thread) is not None  # still the held run
+    await tab.screenshot("copilotkit-runtime-joined")
+    await release(continue_server, thread)
+    state = await settled(tab, answered(4))
+    assert last_text(state) == 'You said: "second".'
+    assert state["messages"] == await history(continue_server, thread)
+    await send(tab, "third")
+    state = await settled(tab, answered(6))
+    assert last_text(state) == 'You said: "third".'
+    assert state["messages"] == await history(continue_server, thread)
     assert await tab.page_errors() == []
