@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..errors import StoreUnavailable
-from ..events import RunFailed, RunFinished
+from ..events import Gate, RunFailed, RunFinished
 from ..ledger import Commit, PendingCall
 from ..protocol import Sink
 from ..runstate import Cause, RunStatus
@@ -28,8 +28,17 @@ FINAL_COMMIT_TIMEOUT = 2.0
 
 
 def finish_waiting(run: AdmittedRun, sink: Sink, pending: Sequence[PendingCall]) -> None:
-    """The stream's end for a run that waits (its ``waiting`` status is already committed)."""
-    sink(RunFinished(run.thread_id, run.run_id, "waiting", run.usage, tuple(p.tool_call_id for p in pending)))
+    """The stream's end for a run that waits (its ``waiting`` status is already committed): the
+    pending call ids, the permission gates among them, and the thread as committed."""
+    tools = run.app.tools
+    gates = tuple(
+        Gate(p.tool_call_id, p.name, p.arguments, tools.get(p.name).parameters if p.name in tools else {})
+        for p in pending if p.kind == "approval"
+    )
+    # the thread's messages are numbered from 1: a history that holds message 1 is the whole thread
+    whole = min((m.seq for m in run.history if m.seq), default=1) == 1
+    sink(RunFinished(run.thread_id, run.run_id, "waiting", run.usage, tuple(p.tool_call_id for p in pending),
+                     gates, tuple(run.history), dict(run.state), whole))
 
 
 async def fail(run: AdmittedRun, sink: Sink, code: str, message: str) -> None:
@@ -37,7 +46,7 @@ async def fail(run: AdmittedRun, sink: Sink, code: str, message: str) -> None:
     committed = await commit_final(run, RunStatus.FAILED, code, message)
     if not committed and code != "STORE_UNAVAILABLE":
         code, message = "STORE_UNAVAILABLE", f"{message} (and the failure could not be committed)"
-    sink(RunFailed(code, message))
+    sink(RunFailed(code, message, run.usage))
 
 
 async def interrupt(run: AdmittedRun) -> None:

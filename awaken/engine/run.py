@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..errors import AwakenError, InputRejected
-from ..events import RunFailed, RunStarted, RunStopped
+from ..events import RunFailed, RunFinished, RunStarted, RunStopped
 from ..messages import Message, Usage
 from ..models import ToolSpec
-from ..protocol import RunRequest, Sink, ToolDecision
+from ..protocol import RunRequest, Sink, ToolDecision, new_id
 from ..runstate import Cause, RunStatus, describe
 from . import commit, outcome, policy, steps
 
@@ -36,9 +36,9 @@ class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
     __slots__ = ("_cause", "_released", "_scope", "_settled", "_streamed", "agent", "answer_message_id", "app",
-                 "broadcast", "client_state", "client_tools", "decided", "owner", "owner_known",
-                 "history", "ledger", "remaining", "request", "resumed", "run_id", "start", "start_error", "state",
-                 "status", "steps_done", "thread_id", "usage")
+                 "broadcast", "claim_token", "claimed", "client_state", "client_tools", "decided", "owner",
+                 "owner_known", "history", "ledger", "remaining", "replay", "request", "resumed", "run_id", "start",
+                 "start_error", "state", "status", "steps_done", "thread_id", "usage")
 
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
         self.app = app
@@ -47,9 +47,14 @@ class AdmittedRun:
         self.request = RunRequest(thread_id, agent.id)
         self.thread_id = thread_id
         self.run_id = ""
+        #: this run's claim on the thread (``ThreadClaims``): its token, and whether it is held
+        self.claim_token = new_id("claim")
+        self.claimed = False
         #: the run's committed status, as far as this process wrote it
         self.status = RunStatus.RUNNING
         self.resumed = False
+        #: the request only repeated committed decisions: the stream starts and finishes, nothing runs
+        self.replay = False
         self.history: list[Message] = []
         self.state: dict[str, Any] = {}
         #: the state came from the client and differs from the committed one: it is committed first
@@ -127,6 +132,9 @@ class AdmittedRun:
             await trio.lowlevel.checkpoint_if_cancelled()  # stopped before it started: nothing is streamed
             sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
             self._streamed = True
+            if self.replay:
+                sink(RunFinished(self.thread_id, self.run_id, "completed"))
+                return
             if self.resumed:
                 await policy.apply_decisions(self, sink)
             if self.remaining:
@@ -143,7 +151,7 @@ class AdmittedRun:
             log.exception("run %s failed", self.run_id)
             await outcome.fail(self, sink, "INTERNAL_ERROR", "the server failed while running the agent")
         finally:
-            self.release()
+            await self.release()
             if self.status is not RunStatus.RUNNING:
                 self._settled.set()
 
@@ -153,12 +161,12 @@ class AdmittedRun:
             await self.start.wait()
         return self.start_error is None
 
-    def release(self) -> None:
-        """Free the thread (a no-op after the first call)."""
+    async def release(self) -> None:
+        """Free the thread (a no-op after the first call); shielded, so a cancellation cannot skip it."""
         if not self._released:
             self._released = True
-            self.app._release(self)
+            await self.app._release(self)
 
-    def settle(self) -> None:
-        self.release()
+    async def settle(self) -> None:
+        await self.release()
         self._settled.set()
