@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-import trio
 
 from awaken.runstate import RunStatus
 
-from .helpers import agui_body, default_config_data, live_server, make_config, parse_sse, types
+from .helpers import agui_body, live_server, make_config, parse_sse, release, types
 from .helpers import agui_text as text_of
-from .plugins import gate
+from .test_rejoin_http import Frames, is_type
 
 CK = "/v1/copilotkit"
 
@@ -78,6 +77,40 @@ async def test_connect_replays_the_threads_committed_history_and_state(client):
     assert rest[1]["messages"] == history
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
     assert rest[2]["snapshot"] == {"color": "teal"}
+
+
+async def test_connect_joins_the_active_run_after_the_finished_runs_history(client, server):
+    """The second run commits a tool step, then is held (scripted ``/hold``) after its answer's first
+    word; a reloaded page's ``connect`` gets the finished history, then that run from its start to its
+    end, without the events of what the history already holds (the committed tool step)."""
+    await client.post(f"{CK}/agent/assistant/run", json=agui_body("t-join", "r1", [user("u1", "hello")]))
+    ask = '/call calculator {"expression": "6*7"}\n/hold ck-join'
+    body = agui_body("t-join", "r2", [user("u1", "hello"), user("u2", ask)])
+    async with client.stream("POST", f"{CK}/agent/assistant/run", json=body) as running:
+        streamed = Frames(running)
+        await streamed.until(is_type("TEXT_MESSAGE_CONTENT"))
+        connect = agui_body("t-join", "r-connect", [])
+        async with client.stream("POST", f"{CK}/agent/assistant/connect", json=connect) as joined:
+            assert joined.status_code == 200
+            assert joined.headers["content-type"].startswith("text/event-stream")
+            replay = Frames(joined)
+            before = [p for _, p in await replay.until(is_type("TEXT_MESSAGE_CONTENT"))]
+            assert server.ctx.app.active("t-join").run_id == "r2"  # joined while the run is held
+            await release(server, "ck-join")
+            after = [p for _, p in await replay.rest()]
+        await streamed.rest()
+    events = before + after
+    history = (await client.get("/v1/ag-ui/threads/t-join/messages")).json()["items"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant", "tool", "assistant"]
+    assert types(events[:3]) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert events[0]["runId"] == events[2]["runId"] == "r1"
+    assert events[1]["messages"] == history[:5]  # the finished run, the held run's input and committed tool step
+    live = events[3:]
+    assert types(live) == ["RUN_STARTED", "STEP_STARTED", "STEP_FINISHED", "STEP_STARTED", "TEXT_MESSAGE_START"] + \
+        ["TEXT_MESSAGE_CONTENT"] * (len(live) - 8) + ["TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED"]
+    assert live[0]["runId"] == live[-1]["runId"] == "r2"
+    assert live[4]["messageId"] == history[5]["id"]
+    assert text_of(live) == history[5]["content"] == 'Here is what the tools said: calculator returned {"result":42}.'
 
 
 async def test_connect_to_an_empty_thread_replays_nothing(client):
@@ -177,34 +210,3 @@ async def test_with_auth_on_the_owner_replays_its_thread_and_another_user_cannot
             assert mine.json()["stopped"] is True
         run = await srv.ctx.ledger.get_run("r2")
         assert (run.status, run.cause) == (RunStatus.INTERRUPTED, "stopped")
-
-
-async def test_connect_while_a_run_is_active_joins_it_from_a_snapshot_to_its_end(tmp_path):
-    """A page reloaded while a run works (here: held in a server tool) gets the run's head, every committed
-    message as one MESSAGES_SNAPSHOT at the run's next step, then the live tail to RUN_FINISHED: the
-    conversation ends exactly as history has it (issue 14 §4 and issue 16 item 6)."""
-    agents = default_config_data()["agents"]
-    agents["held"] = {"model": "scripted", "tools": ["gate"]}
-    config = make_config(tmp_path, agents=agents, tools={"plugins": ["tests.plugins.gate:gate"]})
-    gate.reset()
-    async with live_server(config) as server, server.client() as client:
-        await sse(await client.post(f"{CK}/agent/held/run", json=agui_body("t-live", "r1", [user("u1", "hello")])))
-        body = agui_body("t-live", "r2", [user("u1", "hello"), user("u2", '/call gate {"name": "ck1"}')])
-        async with client.stream("POST", f"{CK}/agent/held/run", json=body) as running:
-            chunks, seen = running.aiter_bytes(), b""
-            while b'"TOOL_CALL_END"' not in seen:  # then the run is held in its gate tool
-                seen += await chunks.__anext__()
-            async with client.stream("POST", f"{CK}/agent/held/connect",
-                                     json=agui_body("t-live", "r-connect", [])) as joined:
-                assert joined.status_code == 200
-                gate.open_gate("ck1")
-                with trio.fail_after(10):
-                    events = parse_sse(await joined.aread())
-            original = parse_sse(seen + b"".join([chunk async for chunk in chunks]))
-        history = (await client.get("/v1/ag-ui/threads/t-live/messages")).json()["items"]
-        gate.reset()
-    assert types(events)[:2] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"] and types(events)[-1] == "RUN_FINISHED"
-    assert events[0]["runId"] == "r2" and events[-1]["runId"] == "r2"
-    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant", "tool", "assistant"]
-    assert events[1]["messages"] == history[:5]  # both runs' committed messages, the tool's result included
-    assert text_of(events) == text_of(original) == history[-1]["content"]  # the live tail: the answer
