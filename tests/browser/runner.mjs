@@ -40,7 +40,7 @@ mkdirSync(shots, { recursive: true });
 const pagesDir = await buildPages();
 
 // -- the pages' origin -------------------------------------------------------------------------------
-const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".map": "application/json" };
+const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css", ".map": "application/json" };
 const pages = createServer((req, res) => {
   const path = normalize(decodeURIComponent(new URL(req.url, "http://x").pathname)).replace(/^\/+/, "");
   const file = join(pagesDir, path);
@@ -109,6 +109,15 @@ const ops = {
   },
   async fill({ tab: name, selector, value }) {
     await (await tab(name)).page.locator(selector).fill(value);
+    return null;
+  },
+  async select({ tab: name, selector, value }) {
+    await (await tab(name)).page.locator(selector).selectOption(value);
+    return null;
+  },
+  async press({ tab: name, key }) {
+    // a key on whatever has the focus, as a person types it (e.g. "Tab", "Shift+Tab", "Enter", " ")
+    await (await tab(name)).page.keyboard.press(key);
     return null;
   },
   async waitFor({ tab: name, predicate, arg = null, timeout = DEFAULT_TIMEOUT }) {
