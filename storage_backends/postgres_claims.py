@@ -52,6 +52,10 @@ class PostgresClaims(ThreadClaims):
         self.lease_seconds = lease_seconds
         self.id = secrets.randbits(63)
         self.process_id = f"{socket.gethostname()}:{os.getpid()}"
+        #: the heartbeat's own connection and thread slot: it never queues behind the runs' commits on
+        #: the pool's limiter, so a busy process keeps its lease however many commits are waiting
+        self._beat_conn: psycopg.Connection | None = None
+        self._beat_limiter = trio.CapacityLimiter(1)
         self._tokens: Callable[[], frozenset[str]] = frozenset
 
     def live_tokens(self, tokens: Callable[[], frozenset[str]]) -> None:
@@ -154,7 +158,7 @@ class PostgresClaims(ThreadClaims):
                 ).fetchall()
             return [bytes(r[0]).decode("utf-8") for r in rows]
 
-        interrupted = await self.ledger._call(q)
+        interrupted = await self._on_own_connection(q)
         if interrupted:
             log.warning("interrupted %d run(s) of a process whose lease lapsed", len(interrupted))
         return interrupted
@@ -180,6 +184,27 @@ class PostgresClaims(ThreadClaims):
                     await trio.sleep(1)
                 finally:
                     _close_later(conn)
+
+    async def _on_own_connection(self, fn: Callable[[psycopg.Connection], list[str]]) -> list[str]:
+        """Run the heartbeat on its own connection in its own thread slot (reconnecting after a failure)."""
+
+        def run() -> list[str]:
+            try:
+                if self._beat_conn is None or self._beat_conn.closed:
+                    self._beat_conn = psycopg.connect(self.ledger.dsn, **self.ledger._kwargs)
+                return fn(self._beat_conn)
+            except psycopg.Error as exc:
+                if self._beat_conn is not None:
+                    self._beat_conn.close()
+                    self._beat_conn = None
+                raise StoreUnavailable(f"the Postgres lease upkeep failed: {exc}".splitlines()[0]) from None
+
+        return await trio.to_thread.run_sync(run, limiter=self._beat_limiter)
+
+    def close_heartbeat(self) -> None:
+        if self._beat_conn is not None:
+            self._beat_conn.close()
+            self._beat_conn = None
 
     def _listener(self) -> psycopg.Connection:
         conn = psycopg.connect(self.ledger.dsn, **self.ledger._kwargs)

@@ -250,6 +250,7 @@ class PostgresLedger(Ledger):
                 pass  # the database is away: the lease lapses and another process cleans up
             finally:
                 self._registered = False
+                self._claims.close_heartbeat()
                 pool.close()
 
         with trio.CancelScope(shield=True):

@@ -315,3 +315,31 @@ async def test_a_history_moves_from_sqlite_to_postgres_and_back(tmp_path: Path) 
         await returned.aclose()
     assert [m.role for m in on_postgres["moving"]["messages"]] == ["user", "assistant", "tool", "assistant"]
 
+
+
+async def test_the_lease_heartbeat_never_queues_behind_the_runs_commits(tmp_path: Path) -> None:
+    """With every pool slot taken by a stalled ledger call (a busy process: commits queued), the lease
+    heartbeat still renews this process's lease at once, on its own connection, so no other process
+    takes it for dead and interrupts its live runs."""
+    import threading
+
+    ledger = PostgresLedger(pg_cluster.dsn_for(tmp_path), password_env=pg_cluster.PASSWORD_ENV, pool_size=1)
+    await ledger.open()
+    stalled = threading.Event()
+    release = threading.Event()
+
+    def stall(conn) -> None:  # noqa: ANN001 - a psycopg connection
+        stalled.set()
+        release.wait()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ledger._call, stall)
+            await trio.to_thread.run_sync(stalled.wait)
+            try:
+                with trio.fail_after(10):
+                    assert await ledger.claims().tick() == []
+            finally:
+                release.set()
+    finally:
+        await ledger.aclose()
