@@ -268,6 +268,40 @@ async def test_stop_in_a_session_stops_its_held_run(browser, server):
     assert await tab.command("eval", expression="document.querySelector('#delete').disabled") is False
 
 
+async def test_a_running_session_streams_live_then_shows_the_committed_history(browser, server):
+    """The session page of a running run follows it through the rejoin stream: the first word (written
+    before the /hold gate) shows while the run is held, before any poll could have read it from the
+    ledger; after the release the view shows the whole answer and equals the history route."""
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+
+    async def run() -> None:
+        async with server.client(timeout=60) as client:
+            await post_agui(client, agui_body("t-live", "r-live", [
+                {"id": "u1", "role": "user", "content": held("console-follow", 5)}]))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        with trio.fail_after(10):
+            while not await server.ctx.ledger.get_thread("t-live"):
+                await trio.sleep(0.02)
+        await goto(tab, server, "/sessions/t-live")
+        await tab.wait_for("() => document.querySelector('#history')?.dataset.live === 'true'"
+                           " && document.querySelector('#history .message[data-role=assistant] [data-part=text]')?.textContent.trim() === 'alpha'")
+        assert await tab.command("eval", expression="document.querySelector('#session-status').dataset.status") == "running"
+        async with server.client() as client:  # the ledger has no answer yet: the word came from the stream
+            history = await read_history(client, "/v1/ai-sdk/threads/t-live/messages")
+        assert [m["role"] for m in history] == ["user"]
+        await release(server, "console-follow")
+    await tab.wait_for("() => document.querySelector('#session-status')?.dataset.status === 'completed'"
+                       " && document.querySelector('#history').dataset.live === 'false'")
+    async with server.client() as client:
+        history = await read_history(client, "/v1/ai-sdk/threads/t-live/messages")
+    assert _visible(history)[-1]["parts"] == [{"part": "text", "text": "alpha bravo charlie delta echo"}]
+    assert await tab.command("eval", expression=READ_VIEW) == _visible(history)
+    assert await tab.page_errors() == []
+
+
 async def test_delete_in_a_session_asks_first_then_removes_the_thread(browser, server):
     tab = browser.tab("console")
     await tab.command("viewport", width=1280, height=900)

@@ -1,12 +1,14 @@
 // One session: its committed history as a person reads it (from the AI SDK history route, which
 // carries each gate's decision), its runs as a timeline, the calls waiting on a person with their
-// buttons, its state, stop and delete. While the page is open it re-reads every two seconds and
-// redraws only what changed.
+// buttons, its state, stop and delete. While a run streams the view follows it live through the
+// rejoin stream (text as it is written), and re-reads the committed history when the stream ends;
+// otherwise (or when the stream is refused) it re-reads every two seconds and redraws only what changed.
 
 import { ApiError, call, get, readHistory } from "./api";
 import { agents, clientTools } from "./agents";
 import { AiSdkChat } from "./clients";
 import { duration, h, json, time } from "./dom";
+import { followRun } from "./live";
 import { uiMessages } from "./render";
 
 const REFRESH_MS = 2000;
@@ -43,6 +45,11 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
   let confirming = false;
   let detail: any = null;
   let items: any[] = [];
+  // the active run's text as it streams, by message id (shown after the committed history)
+  const live = new Map<string, { role: string; text: string }>();
+  let following = false;
+  let streamRefused = false;
+  let followAfter = 0;
 
   async function act(work: () => Promise<unknown>, done: string): Promise<void> {
     busy = true;
@@ -86,6 +93,47 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
 
   function answer(tool: string, toolCallId: string, text: string): Promise<void> {
     return settle(toolCallId, (c) => c.answer(tool, toolCallId, text));
+  }
+
+  function drawHistory(): void {
+    const streaming = [...live].filter(([id]) => !items.some((m) => m.id === id))
+      .map(([id, m]) => ({ id, role: m.role, parts: [{ type: "text", text: m.text, state: "streaming" }] }));
+    const open = new Set([...history.querySelectorAll("details[open]")].map((d) => d.closest("[data-id]")?.getAttribute("data-id")));
+    history.replaceChildren(uiMessages([...items, ...streaming], clientTools(list, detail.agentId)));
+    for (const d of history.querySelectorAll("details")) {
+      if (open.has(d.closest("[data-id]")?.getAttribute("data-id"))) d.setAttribute("open", "");
+    }
+    history.dataset.live = streaming.length ? "true" : "false";
+  }
+
+  function onRunEvent(event: any): void {
+    if (event.type === "TEXT_MESSAGE_START") {
+      live.set(event.messageId, { role: event.role ?? "assistant", text: "" });
+    } else if (event.type === "TEXT_MESSAGE_CONTENT" || event.type === "TEXT_MESSAGE_CHUNK") {
+      const m = live.get(event.messageId) ?? { role: event.role ?? "assistant", text: "" };
+      m.text += event.delta ?? "";
+      live.set(event.messageId, m);
+    } else {
+      return;
+    }
+    if (!signal.aborted && detail) drawHistory();
+  }
+
+  // Follow the active run until its stream ends, then read what it committed.
+  async function follow(): Promise<void> {
+    following = true;
+    let outcome;
+    try {
+      outcome = await followRun(threadId, signal, onRunEvent);
+    } finally {
+      following = false;
+      live.clear();
+    }
+    if (signal.aborted) return;
+    if (outcome === "refused") streamRefused = true; // poll from here on
+    else if (outcome === "idle") followAfter = Date.now() + REFRESH_MS; // nothing ran yet: poll, then try again
+    last = "";
+    await refresh();
   }
 
   function draw(): void {
@@ -135,11 +183,7 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
                 onclick: () => act(() => answer(p.name, p.toolCallId, text.value), "Answered.") }, "Answer")));
       })),
     ]));
-    const open = new Set([...history.querySelectorAll("details[open]")].map((d) => d.closest("[data-id]")?.getAttribute("data-id")));
-    history.replaceChildren(uiMessages(items, clientTools(list, detail.agentId)));
-    for (const d of history.querySelectorAll("details")) {
-      if (open.has(d.closest("[data-id]")?.getAttribute("data-id"))) d.setAttribute("open", "");
-    }
+    drawHistory();
     runs.replaceChildren(detail.runs.length ? runsTable(detail.runs) : h("p", { class: "muted" }, "No runs."));
     state.replaceChildren(h("pre", { class: "value state" }, json(detail.state ?? {})));
   }
@@ -156,6 +200,9 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
       items = messages;
       view.dataset.loaded = "true";
       draw();
+      if (d.runs.at(-1)?.status === "running" && !following && !streamRefused && Date.now() >= followAfter) {
+        void follow();
+      }
     } catch (err) {
       if (signal.aborted) return;
       if (err instanceof ApiError && err.status === 404) {
@@ -170,6 +217,6 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
   }
 
   await refresh();
-  const timer = setInterval(() => { if (!busy && !document.hidden) void refresh(); }, REFRESH_MS);
+  const timer = setInterval(() => { if (!busy && !following && !document.hidden) void refresh(); }, REFRESH_MS);
   signal.addEventListener("abort", () => clearInterval(timer));
 }
