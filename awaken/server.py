@@ -26,6 +26,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import trio
 from quart import jsonify, request
 from quart_trio import QuartTrio
 
@@ -116,6 +117,13 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
     quart_app = build_quart(ctx)
 
     async def asgi(scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            # the server's own nursery: late run outcomes are committed here for as long as it serves
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ctx.app.reconcile_forever)
+                await quart_app(scope, receive, send)
+                nursery.cancel_scope.cancel()
+            return
         if scope["type"] in ("http", "websocket"):
             method = scope.get("method", "GET") if scope["type"] == "http" else "WEBSOCKET"
             path = scope["path"]

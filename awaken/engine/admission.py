@@ -9,12 +9,15 @@ new input superseding a waiting run (the only write before the stream starts, ``
 On exit a run that never reached a committed outcome is committed ``interrupted``.
 
 The registry (``active``) is what ``stop`` and a shutdown act on: ``stop(thread_id)`` cancels the
-thread's run with ``Cause.STOPPED`` and returns its committed status.
+thread's run with ``Cause.STOPPED`` and returns its committed status. A run whose outcome could
+not be committed in time stays in the registry (its thread busy) until ``reconcile_forever``, a
+task of the server's nursery, has committed it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import AsyncIterator, Callable
 
 import attrs
@@ -26,7 +29,7 @@ from ..ledger import Commit, Ledger, PendingCall, ThreadView
 from ..protocol import RunRequest, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
-from . import outcome
+from . import outcome, reconcile
 from .commit import write
 from .policy import superseded
 from .run import AdmittedRun
@@ -40,6 +43,7 @@ class RunApplication:
         self.agents = agents
         self.tools = tools
         self._active: dict[str, AdmittedRun] = {}
+        self._late_send, self._late_receive = trio.open_memory_channel[AdmittedRun](math.inf)
 
     def is_active(self, thread_id: str) -> bool:
         return thread_id in self._active
@@ -60,7 +64,11 @@ class RunApplication:
         first byte. On exit, a run that never reached a committed outcome is committed ``interrupted``.
         """
         agent = self.agents.get(agent_id)
-        if thread_id in self._active:
+        if (holder := self._active.get(thread_id)) is not None:
+            if holder.unsettled is not None:
+                raise InputRejected(
+                    f"thread {thread_id!r}: the outcome of run {holder.run_id!r} is still being committed; "
+                    "retry in a few seconds", code="THREAD_BUSY")
             raise InputRejected(
                 f"thread {thread_id!r} already has an active run; send the next input when it ends",
                 code="THREAD_BUSY",
@@ -72,6 +80,7 @@ class RunApplication:
             await prepare(run, build(view), view)
             yield run
         finally:
+            run.abandon()
             try:
                 await outcome.interrupt(run)
             finally:
@@ -93,6 +102,16 @@ class RunApplication:
         """The server is shutting down: a run cancelled from now on is interrupted for ``shutdown``."""
         for run in list(self._active.values()):
             run.blame(Cause.SHUTDOWN)
+
+    def reconcile(self, run: AdmittedRun) -> None:
+        """Hand a run whose outcome is not committed yet to ``reconcile_forever``."""
+        self._late_send.send_nowait(run)
+
+    async def reconcile_forever(self) -> None:
+        """Commit late outcomes as the store answers (the server's nursery runs this until shutdown)."""
+        async with trio.open_nursery() as nursery:
+            async for run in self._late_receive:
+                nursery.start_soon(reconcile.settle_late, run)
 
     def _release(self, run: AdmittedRun) -> None:
         if self._active.get(run.thread_id) is run:

@@ -5,7 +5,9 @@ the scope that stops it.
 beside itself (a fresh run's first write, shielded, concurrent with the first model step, so the
 write is off the path to the first delta). ``cancel(cause)`` cancels that scope and records why;
 a cancellation from outside (the connection's nursery) with no cause recorded is ``client_gone``.
-Either way the run is committed ``interrupted`` with its cause before ``execute`` ends.
+Either way the run is committed ``interrupted`` with its cause before ``execute`` ends, or, when
+the store cannot take that commit in time, the outcome waits in ``unsettled`` and the run keeps its
+thread until the reconciler has committed it (``settle``).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ log = logging.getLogger("awaken.engine")
 class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
-    __slots__ = ("_cause", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "decided",
+    __slots__ = ("_cause", "_executing", "_reconciling", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "decided",
                  "history", "ledger", "remaining", "request", "resumed", "run_id", "start", "start_error", "state",
-                 "status", "steps_done", "thread_id", "usage")
+                 "status", "steps_done", "thread_id", "unsettled", "usage")
 
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
         self.app = app
@@ -58,7 +60,11 @@ class AdmittedRun:
         #: the decided calls of a resume, in pending order, applied when the stream starts
         self.decided: list[tuple[PendingCall, ToolDecision]] = []
         self.remaining: list[PendingCall] = []
+        #: a terminal outcome decided but not yet committed (the store was too slow or failed)
+        self.unsettled: outcome.Final | None = None
         self._scope = trio.CancelScope()
+        self._executing = False
+        self._reconciling = False
         self._cause: Cause | None = None
         self._released = False
         self._settled = trio.Event()
@@ -94,6 +100,7 @@ class AdmittedRun:
         Never raises except a cancellation from outside (after committing ``interrupted``). A run
         stopped by ``cancel`` returns ``INTERRUPTED``: it streamed no terminal event.
         """
+        self._executing = True
         with self._scope:
             async with trio.open_nursery() as nursery:
                 if self.start is not None:
@@ -121,9 +128,10 @@ class AdmittedRun:
             log.exception("run %s failed", self.run_id)
             await outcome.fail(self, sink, "INTERNAL_ERROR", "the server failed while running the agent")
         finally:
-            self.release()
-            if self.status is not RunStatus.RUNNING:
-                self._settled.set()
+            if self.unsettled is None:  # else the thread stays claimed until the outcome is committed
+                self.release()
+                if self.status is not RunStatus.RUNNING:
+                    self._settled.set()
 
     async def started(self) -> bool:
         """Wait until the run record is written; False if it could not be."""
@@ -137,6 +145,19 @@ class AdmittedRun:
             self._released = True
             self.app._release(self)
 
+    def abandon(self) -> None:
+        """The run was admitted but never executed: its first write will never happen."""
+        if self.start is not None and not self._executing and not self.start.is_set():
+            self.start_error = InputRejected("the run never started")
+            self.start.set()
+
     def settle(self) -> None:
+        """Free the thread and wake ``settled`` — unless the outcome still waits for the store: then
+        the reconciler does both once it has committed it."""
+        if self.unsettled is not None:
+            if not self._reconciling:
+                self._reconciling = True
+                self.app.reconcile(self)
+            return
         self.release()
         self._settled.set()
