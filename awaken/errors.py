@@ -32,6 +32,8 @@ CODES: dict[str, tuple[str, str]] = {
     "INVALID_CURSOR": ("input", "History: the cursor is not in this thread's committed page sequence (400)."),
     "UNKNOWN_THREAD": ("input", "History: nothing was ever committed to this thread (404)."),
     "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
+    "NESTING_TOO_DEEP": ("input", "The request body nests arrays and objects deeper than 64 levels."),
+    "TOO_MANY_MESSAGES": ("input", "The request carries more than 10,000 messages."),
     "REQUEST_BUSY": ("input", "A run is already streaming on this socket; send the next request after it ends."),
     "ORIGIN_NOT_ALLOWED": ("input", "A browser preflight came from an origin not in server.cors_origins (403)."),
     "UNAUTHENTICATED": (

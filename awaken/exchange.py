@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from typing import Protocol as TypingProtocol
 
+import trio
+
 from .context import ServerContext
 from .encoding import EncoderBase, EncoderMisuse, WireEvent
 from .errors import InputRejected, StoreUnavailable
@@ -28,6 +30,8 @@ from .transports import sse, ws
 log = logging.getLogger("awaken.exchange")
 #: the largest request body accepted (base64 images make bodies large)
 MAX_BODY = 32 * 1024 * 1024
+#: a body larger than this is parsed in a worker thread, so decoding it never stalls the loop
+INLINE_PARSE_BYTES = 64 * 1024
 
 Emit = Callable[[list[WireEvent]], None]
 
@@ -72,7 +76,10 @@ async def exchange(
     try:
         if body is None:
             raise InputRejected(f"the body is larger than {MAX_BODY} bytes", code="BODY_TOO_LARGE")
-        parsed = protocol.parse(body, content_type)
+        if len(body) > INLINE_PARSE_BYTES:
+            parsed = await trio.to_thread.run_sync(protocol.parse, body, content_type)
+        else:
+            parsed = protocol.parse(body, content_type)
         encoder = protocol.encoder(parsed)
         thread, agent = protocol.target(parsed, agent_id)
         thread_id = thread or new_id("thread")
