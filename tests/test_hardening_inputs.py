@@ -8,12 +8,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from trio_websocket import open_websocket_url
+
 from awaken.jsonbody import MAX_DEPTH, MAX_MESSAGES
 from awaken.tools import MAX_STATE_BYTES
 
-from .helpers import agui_body, parse_sse, post_agui, types
+from .helpers import (
+    agui_body,
+    agui_text,
+    default_config_data,
+    live_server,
+    make_config,
+    parse_sse,
+    post_agui,
+    types,
+)
 from .test_aisdk_http import answered, history, post_chat, tool_call_id
 from .test_aisdk_http import user as ui_user
+from .test_ws_transport import run_over_ws, ws_url
 
 
 def nested(levels: int) -> Any:
@@ -82,3 +94,19 @@ async def test_an_ai_sdk_tool_output_nested_too_deep_is_a_coded_refusal_not_a_50
     chunks = parse_sse(response.content)
     assert chunks[-3]["type"] == "error" and chunks[-3]["errorText"].startswith("NESTING_TOO_DEEP: ")
     assert (await server.ctx.ledger.thread_view("deep")).pending[0].tool_call_id == call
+
+
+async def test_a_frame_larger_than_the_buffer_reaches_a_reading_client_whole(tmp_path):
+    data = default_config_data()
+    config = make_config(tmp_path, server={**data["server"], "max_buffered_bytes": 64 * 1024})
+    word = "x" * (200 * 1024)  # the scripted model echoes it as one delta: one frame over three times the buffer
+    async with live_server(config) as srv, srv.client() as client:
+        events = await post_agui(client, agui_body("wide", "r1", [user("m1", word)]))
+        assert events[-1]["type"] == "RUN_FINISHED", types(events)
+        assert agui_text(events) == f'You said: "{word}".'
+        assert (await srv.ctx.ledger.get_run("r1")).status.value == "completed"
+        async with open_websocket_url(ws_url(srv.base_url, "/v1/ag-ui/ws"), message_queue_size=4,
+                                      max_message_size=1024 * 1024) as ws:
+            ws_events = await run_over_ws(ws, agui_body("wide-ws", "r2", [user("m1", word)]))
+        assert ws_events[-1]["type"] == "RUN_FINISHED", types(ws_events)
+        assert agui_text(ws_events) == f'You said: "{word}".'
