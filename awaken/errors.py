@@ -32,6 +32,11 @@ CODES: dict[str, tuple[str, str]] = {
     "INVALID_CURSOR": ("input", "History: the cursor is not in this thread's committed page sequence (400)."),
     "UNKNOWN_THREAD": ("input", "History: nothing was ever committed to this thread (404)."),
     "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
+    "INVALID_ID": ("input", "A thread, run or message id breaks the id rule (1-256 printable characters, no "
+                   "surrounding whitespace, no / or \\, not . or ..)."),
+    "INVALID_LIMIT": ("input", "History: limit is not an integer from 1 to 500 (400)."),
+    "NOT_FOUND": ("input", "No route has this path (404)."),
+    "METHOD_NOT_ALLOWED": ("input", "The route exists but not for this method (405, with Allow)."),
     "NESTING_TOO_DEEP": ("input", "The request body nests arrays and objects deeper than 64 levels."),
     "TOO_MANY_MESSAGES": ("input", "The request carries more than 10,000 messages."),
     "REQUEST_BUSY": ("input", "A run is already streaming on this socket; send the next request after it ends."),

@@ -22,6 +22,7 @@ from .context import ServerContext
 from .encoding import EncoderBase, EncoderMisuse, WireEvent
 from .errors import InputRejected, StoreUnavailable
 from .events import AgentEvent, RunFailed
+from .ids import check_id, check_request_ids
 from .ledger import ThreadView
 from .protocol import Protocol, RunRequest, Sink, new_id
 from .runstate import Interruptible
@@ -83,9 +84,13 @@ async def exchange(
         encoder = protocol.encoder(parsed)
         thread, agent = protocol.target(parsed, agent_id)
         thread_id = thread or new_id("thread")
+        check_id("threadId", thread_id)
 
         def build(view: ThreadView) -> RunRequest:
-            return protocol.to_run_request(parsed, thread_id, agent, view)
+            request = protocol.to_run_request(parsed, thread_id, agent, view)
+            check_request_ids(thread_id, request.run_id, [m.id for m in request.inputs]
+                              + [d.message_id for d in request.decisions])
+            return request
 
         async with ctx.app.admit(thread_id, agent, build) as run:
 

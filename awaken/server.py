@@ -26,18 +26,21 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 import trio
 from quart import jsonify, request
 from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from . import cors
 from .agui import adapter as agui_adapter
 from .aisdk import adapter as aisdk_adapter
 from .auth import AuthMiddleware, principal_of
 from .context import ServerContext
-from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
+from .errors import AwakenError, BadCursor, InputRejected, StoreUnavailable, UnknownThread
 from .exchange import sse_route, ws_route
 from .history import parse_limit
+from .ids import id_problem
 from .ledger import Ledger
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
@@ -53,6 +56,18 @@ def _error(exc: AwakenError, status: int):  # noqa: ANN202 - a quart response tu
 def build_quart(ctx: ServerContext) -> QuartTrio:
     app = QuartTrio(__name__)
     app.config["RESPONSE_TIMEOUT"] = None
+    # ``threads//x/messages`` is a (refused) thread id, never a redirect to another path
+    app.url_map.merge_slashes = False
+
+    @app.errorhandler(HTTPException)
+    async def http_error(exc: HTTPException):  # noqa: ANN202
+        """Every routing error (404, 405, ...) as JSON with a code, never an HTML page."""
+        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.code or 500, "INVALID_REQUEST")
+        response = jsonify({"error": {"code": code, "message": exc.description or exc.name}})
+        response.status_code = exc.code or 500
+        if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+            response.headers["Allow"] = ", ".join(exc.valid_methods)
+        return response
 
     @app.get("/healthz")
     async def healthz():  # noqa: ANN202
@@ -81,9 +96,11 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
 
         async def history(thread_id: str):  # noqa: ANN202
             try:
+                if id_problem(thread_id):  # never accepted by a run route, so never committed
+                    raise UnknownThread(f"no thread {thread_id[:64]!r}")
                 limit = parse_limit(request.args.get("limit"))
                 items, cursor = await read(ctx.ledger, thread_id, request.args.get("cursor"), limit)
-            except BadCursor as exc:
+            except (BadCursor, InputRejected) as exc:
                 return _error(exc, 400)
             except UnknownThread as exc:
                 return _error(exc, 404)
@@ -113,6 +130,16 @@ STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
 ]
 
 
+async def method_not_allowed(send: Callable, method: str, allow: list[str]) -> None:
+    """405 with ``Allow`` and a JSON body, for a run route called with the wrong method."""
+    body = orjson.dumps({"error": {"code": "METHOD_NOT_ALLOWED",
+                                   "message": f"{method} is not allowed here; use {', '.join(allow)}"}})
+    await send({"type": "http.response.start", "status": 405, "headers": [
+        (b"content-type", b"application/json"), (b"allow", ", ".join(allow).encode()),
+        (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
 def build_asgi(ctx: ServerContext) -> ASGIApp:
     quart_app = build_quart(ctx)
 
@@ -127,15 +154,21 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
         if scope["type"] in ("http", "websocket"):
             method = scope.get("method", "GET") if scope["type"] == "http" else "WEBSOCKET"
             path = scope["path"]
+            allowed: set[str] = set()
             for route_method, pattern, handler in STREAM_ROUTES:
-                if route_method != method:
-                    continue
                 match = pattern.match(path)
-                if match:
-                    agent = match.groupdict().get("agent")
-                    # scope["path"] is already percent-decoded by the server
-                    await handler(ctx, scope, receive, send, agent)
-                    return
+                if not match:
+                    continue
+                if route_method != method:
+                    allowed.add(route_method)
+                    continue
+                agent = match.groupdict().get("agent")
+                # scope["path"] is already percent-decoded by the server
+                await handler(ctx, scope, receive, send, agent)
+                return
+            if scope["type"] == "http" and "POST" in allowed:
+                await method_not_allowed(send, method, ["POST"])
+                return
         await quart_app(scope, receive, send)
 
     # every /v1/ request is authenticated before routing; principal_of(scope) reads who is asking.
