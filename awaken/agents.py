@@ -2,6 +2,11 @@
 
 One ``Agent`` serves every protocol. ``AgentRegistry`` builds them once at start-up from
 ``AppConfig`` (checking that every named tool exists) and is what ``GET /v1/agents`` lists.
+
+An agent's server tools are resolved from the tool registry at each use, because MCP tools come and
+go with their servers: ``<server>__<tool>`` is that tool while its server lists it, and
+``<server>__*`` every tool the server lists now. A run sees the tools of the moment each step
+starts; a tool whose server has never connected is simply not offered.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import attrs
 
 from .config import AgentConfig, AppConfig, Permission
 from .errors import ConfigError, InputRejected
+from .mcp.config import SEP, agent_tool_problem
 from .models import Model, ToolSpec
 from .models.providers import Provider, resolve_model
 from .tools import ToolRegistry, load_plugin
@@ -23,13 +29,33 @@ class Agent:
     id: str
     config: AgentConfig
     model: Model
-    #: the server tools this agent may call
-    server_tools: tuple[ToolSpec, ...]
     #: tools the client executes
     client_tools: tuple[ToolSpec, ...]
+    #: where the server tools named in ``config.tools`` are looked up
+    registry: ToolRegistry
+
+    @property
+    def server_tools(self) -> tuple[ToolSpec, ...]:
+        """The server tools this agent may call now."""
+        return tuple(self.registry.get(name).spec for name in self._server_tool_names())
+
+    def _server_tool_names(self) -> list[str]:
+        names: dict[str, None] = {}
+        for entry in self.config.tools:
+            if entry.endswith(f"{SEP}*"):
+                prefix = entry[:-1]
+                names.update((n, None) for n in self.registry.names()
+                             if n.startswith(prefix) and self.registry.get(n).kind == "mcp")
+            elif entry in self.registry:
+                names[entry] = None
+        return list(names)
 
     def permission(self, tool: str) -> Permission:
-        return self.config.permissions.get(tool, self.config.default_permission)
+        """The agent's own setting for the tool, else the tool's (an MCP server's), else the default."""
+        if tool in self.config.permissions:
+            return self.config.permissions[tool]
+        own = self.registry.get(tool).permission if tool in self.registry else None
+        return own or self.config.default_permission  # type: ignore[return-value]
 
     def is_client_tool(self, name: str) -> bool:
         return any(t.name == name for t in self.client_tools)
@@ -44,11 +70,13 @@ class Agent:
             "description": self.config.description,
             "model": self.config.model,
             "tools": [
-                {"name": t.name, "description": t.description, "kind": "server", "permission": self.permission(t.name)}
+                {"name": t.name, "description": t.description, "kind": self.registry.get(t.name).kind,
+                 "permission": self.permission(t.name), "parameters": t.parameters}
                 for t in self.server_tools
             ]
             + [
-                {"name": t.name, "description": t.description, "kind": "client", "permission": self.permission(t.name)}
+                {"name": t.name, "description": t.description, "kind": "client", "permission": self.permission(t.name),
+                 "parameters": t.parameters}
                 for t in self.client_tools
             ],
         }
@@ -61,16 +89,17 @@ class AgentRegistry:
         self._agents: dict[str, Agent] = {}
         for agent_id, agent in config.agents.items():
             for name in agent.tools:
-                if name not in tools:
+                if name not in tools and (problem := agent_tool_problem(name, config.mcp_servers)):
                     raise ConfigError(
-                        f"agents.{agent_id}.tools: unknown tool {name!r}; known tools: {', '.join(tools.names())}"
+                        f"agents.{agent_id}.tools: {problem}; known tools: {', '.join(tools.names())}"
+                        + "".join(f", {server}{SEP}*" for server in config.mcp_servers)
                     )
             self._agents[agent_id] = Agent(
                 id=agent_id,
                 config=agent,
                 model=models[agent_id],
-                server_tools=tuple(tools.get(n).spec for n in agent.tools),
                 client_tools=tuple(ToolSpec(t.name, t.description, t.parameters) for t in agent.client_tools),
+                registry=tools,
             )
 
     def get(self, agent_id: str | None) -> Agent:

@@ -1,7 +1,8 @@
 """The ``awaken`` command: ``serve`` and ``ledger copy``.
 
 ``awaken serve [--config PATH] [--bind HOST:PORT]`` loads the config (one clear line and exit 2 on a
-bad one), opens the ledger and serves on hypercorn's trio worker until SIGINT/SIGTERM.
+bad one), opens the ledger, starts the MCP servers and serves on hypercorn's trio worker until
+SIGINT/SIGTERM; then the HTTP side stops first and the MCP servers (stdio children) after it.
 """
 
 from __future__ import annotations
@@ -50,12 +51,14 @@ async def serve(config: AppConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> N
                     return
 
             async with trio.open_nursery() as nursery:
-                binds = await nursery.start(
-                    lambda task_status=trio.TASK_STATUS_IGNORED: hypercorn_serve(
-                        build_asgi(ctx), hypercorn_config(config), shutdown_trigger=shutdown_trigger,
-                        task_status=task_status,
-                    )
-                )
+                await nursery.start(ctx.run_mcp)
+
+                async def web(task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+                    await hypercorn_serve(build_asgi(ctx), hypercorn_config(config),
+                                          shutdown_trigger=shutdown_trigger, task_status=task_status)
+                    nursery.cancel_scope.cancel()  # the web side is done: stop the MCP servers
+
+                binds = await nursery.start(web)
                 print(f"awaken: serving on {', '.join(binds)} (ledger: {config.ledger.backend} at "
                       f"{config.ledger.path})", flush=True)
                 task_status.started(binds)

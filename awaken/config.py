@@ -28,6 +28,7 @@ from cattrs.errors import (
 from . import cors
 from .auth import config as auth_config
 from .errors import ConfigError
+from .mcp.config import McpServerConfig, check_servers, covered
 from .models.providers import provider_class, resolve_model
 
 Permission = Literal["allow", "ask", "deny"]
@@ -73,7 +74,7 @@ class AgentConfig:
     #: ``<provider>:<model name>`` (``openai:gpt-4o-mini``), or ``scripted`` alone (see awaken/models/providers.py)
     model: str = "scripted"
     system_prompt: str = "You are a helpful assistant."
-    #: server tools by name (built-ins and plugins)
+    #: server tools by name (built-ins, plugins, MCP tools as ``<server>__<tool>`` or ``<server>__*``)
     tools: list[str] = attrs.field(factory=list)
     #: tools the browser executes
     client_tools: list[ClientToolConfig] = attrs.field(factory=list)
@@ -101,6 +102,8 @@ class AppConfig:
     providers: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     tools: ToolsConfig = ToolsConfig()
     auth: auth_config.AuthConfig = auth_config.AuthConfig()
+    #: MCP servers whose tools agents may use (``awaken.mcp``)
+    mcp_servers: dict[str, McpServerConfig] = attrs.field(factory=dict)
 
     def provider_for(self, agent: AgentConfig) -> Any:
         """The agent's provider settings: its ``[providers.<name>]`` table with the agent's ``provider``
@@ -232,8 +235,9 @@ def _check(config: AppConfig, source: str) -> None:
             raise ConfigError(f"{source}: agents.{agent_id}.max_steps: must be at least 1")
         names = set(agent.tools) | {t.name for t in agent.client_tools}
         for tool in agent.permissions:
-            if tool not in names:
+            if tool not in names and not covered(tool, agent.tools):
                 raise ConfigError(f"{source}: agents.{agent_id}.permissions.{tool}: the agent has no such tool")
+    check_servers(config.mcp_servers, source)
     server = config.server
     for key, value, ok in (
         ("keepalive_seconds", server.keepalive_seconds, server.keepalive_seconds > 0),

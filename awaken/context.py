@@ -1,14 +1,18 @@
 """ServerContext: the one place the server's parts are built, opened and closed.
 
-It owns the ledger, the tool registry, the published agents and the ``RunApplication``; the HTTP
-and WebSocket layers receive it and use only these handles.
+It owns the ledger, the tool registry, the published agents, the ``RunApplication`` and the MCP
+servers; the HTTP and WebSocket layers receive it and use only these handles. Its lifetime:
+``open()``, then ``run_mcp`` started in the server's nursery (it returns at once when no MCP
+server is configured), and ``aclose()`` after that nursery is done.
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import attrs
+import trio
 
 from . import auth
 from .agents import AgentRegistry, build_models, build_tools
@@ -17,6 +21,9 @@ from .engine import RunApplication
 from .errors import ConfigError
 from .ledger import Ledger, ledger_class
 from .models import Model
+
+if TYPE_CHECKING:
+    from .mcp.servers import McpServers
 
 
 def build_ledger(config: AppConfig) -> Ledger:
@@ -37,6 +44,8 @@ class ServerContext:
     models: dict[str, Model]
     #: who a request is: built at start-up from ``[auth]`` and the final bind
     auth: auth.Authenticator
+    #: the MCP servers' connections (None when none is configured: the SDK is not even imported)
+    mcp: McpServers | None = None
 
     @classmethod
     def build(cls, config: AppConfig) -> ServerContext:
@@ -47,10 +56,22 @@ class ServerContext:
         models = build_models(config)
         agents = AgentRegistry(config, tools, models)
         ledger = build_ledger(config)
-        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models, authenticator)
+        mcp = None
+        if config.mcp_servers:
+            from .mcp.servers import McpServers
+
+            mcp = McpServers(config.mcp_servers, tools)
+        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models, authenticator, mcp)
 
     async def open(self) -> None:
         await self.ledger.open()
+
+    async def run_mcp(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+        """Keep the MCP servers connected until cancelled (started once each made a first attempt)."""
+        if self.mcp is None:
+            task_status.started()
+            return
+        await self.mcp.run(task_status=task_status)
 
     async def aclose(self) -> None:
         for model in {id(m): m for m in self.models.values()}.values():

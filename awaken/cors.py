@@ -167,6 +167,16 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
     return None
 
 
+def same_origin(scope: dict[str, Any], origin: str) -> bool:
+    """The page was served by this server (the console, or an app behind the same host): its
+    ``Origin`` names the host the request was sent to. Browsers send ``Origin`` on every socket."""
+    host = _header(scope, b"host")
+    if host is None:
+        return False
+    scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
+    return origin == f"{scheme}://{host}"
+
+
 def is_preflight(scope: dict[str, Any]) -> bool:
     return (scope.get("method") == "OPTIONS" and _header(scope, b"origin") is not None
             and _header(scope, b"access-control-request-method") is not None)
@@ -181,7 +191,7 @@ def middleware(app: ASGIApp, policy: CorsPolicy) -> ASGIApp:
             return
         origin = _header(scope, b"origin")
         if scope["type"] == "websocket":
-            if origin is not None and not policy.allows(origin):
+            if origin is not None and not policy.allows(origin) and not same_origin(scope, origin):
                 message = await receive()
                 if message["type"] == "websocket.connect":
                     await send({"type": "websocket.close", "code": 1008, "reason": "origin not allowed"})

@@ -12,6 +12,8 @@ Routes:
     GET  /readyz                                     200 when the ledger answers, else 503
     GET  /v1/me                                      the caller's principal {subject, role}
     GET  /v1/agents                                  the published agents
+    GET  /v1/threads, /v1/threads/{threadId}         thread listing and one thread (threads_api.py)
+    GET  /console                                    the console (awaken/console/, built assets)
     POST /v1/ag-ui, /v1/ag-ui/agents/{agentId}       AG-UI runs (SSE)
     GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor}
     POST /v1/ai-sdk/chat, /v1/ai-sdk/agents/{agentId}/chat   AI SDK UI Message Stream runs (SSE)
@@ -32,7 +34,7 @@ from quart import jsonify, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from . import cors
+from . import console, cors, threads_api
 from .agui import adapter as agui_adapter
 from .aisdk import adapter as aisdk_adapter
 from .auth import AuthMiddleware, principal_of
@@ -114,6 +116,8 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
                      history_route(agui_adapter.read_history), methods=["GET"])
     app.add_url_rule("/v1/ai-sdk/threads/<path:thread_id>/messages", "aisdk_history",
                      history_route(aisdk_adapter.read_history), methods=["GET"])
+    threads_api.add_routes(app, ctx)
+    console.add_routes(app)
     return app
 
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 import math
 import pstats
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
+from .plan import Collected
 from .stats import median, ratio, summary
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .cli import Bench
 
 SECTIONS = ("meta", "latency", "lateness", "throughput", "sweep", "short_runs", "memory", "ledger", "targets",
             "profile", "skipped", "contention")
@@ -34,7 +32,7 @@ def _r(value: float | None, digits: int = 3) -> float | None:
 # summarise
 
 
-def summarise(bench: Bench) -> dict[str, Any]:
+def summarise(bench: Collected) -> dict[str, Any]:
     raw = bench.raw
     floor = bench.floor.name if bench.floor else "floor"
     out: dict[str, Any] = {k: [] for k in ("latency", "lateness", "throughput", "sweep", "short_runs", "ledger")}
@@ -202,7 +200,7 @@ def _contention(out: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def evaluate_targets(out: dict[str, Any], floor: str, bench: Bench) -> list[dict[str, Any]]:
+def evaluate_targets(out: dict[str, Any], floor: str, bench: Collected) -> list[dict[str, Any]]:
     awaken = {s.name for s in bench.subjects if s.kind == "awaken"}
     rows: list[dict[str, Any]] = []
 
@@ -581,7 +579,7 @@ def _profile_md(results: dict[str, Any]) -> list[str]:
     return md
 
 
-def plot(results: dict[str, Any], bench: Bench, out: Path) -> list[str]:
+def plot(results: dict[str, Any], bench: Collected, out: Path) -> list[str]:
     try:
         import matplotlib
 
@@ -674,7 +672,7 @@ def plot(results: dict[str, Any], bench: Bench, out: Path) -> list[str]:
     return written
 
 
-def write(results: dict[str, Any], bench: Bench, *, plots: bool = True) -> list[Path]:
+def write(results: dict[str, Any], bench: Collected, *, plots: bool = True) -> list[Path]:
     out = bench.out
     out.mkdir(parents=True, exist_ok=True)
     plot_files = plot(results, bench, out) if plots else []

@@ -53,6 +53,7 @@ async def live_server(config: AppConfig) -> AsyncIterator[LiveServer]:
     await ctx.open()
     try:
         async with trio.open_nursery() as nursery:
+            await nursery.start(ctx.run_mcp)
             hc = HypercornConfig()
             hc.bind = ["127.0.0.1:0"]
             hc.accesslog = None
@@ -124,3 +125,23 @@ def aisdk_kinds(chunks: list[Any]) -> list[str]:
 def aisdk_text(chunks: list[Any]) -> str:
     """The text an AI SDK stream carried (its text-delta chunks, joined)."""
     return "".join(c["delta"] for c in chunks if not isinstance(c, str) and c["type"] == "text-delta")
+
+
+# -- holding a run open (the scripted model's /hold and /release) ---------------------------------------
+
+
+def held(gate: str, words: int = 12) -> str:
+    """A scripted-model input that streams its first word, then holds until ``release(server, gate)``, then
+    the other ``words - 1``: a run that is still streaming whatever the machine's load. Its events are those
+    of ``/words N`` alone (the hold changes when, not what). A gate opens once per server: one name per use."""
+    return f"/hold {gate}\n/words {words}"
+
+
+async def release(server: LiveServer, gate: str) -> None:
+    """Open ``gate``: a run saying ``/release GATE`` on a thread of its own, read to its end. Whatever was
+    sent on another connection before must already have been read by the server (over a WebSocket: a
+    ``ping`` first, whose pong follows every earlier message into the server)."""
+    async with server.client() as c:
+        events = await post_agui(c, agui_body(f"release-{gate}", f"release-{gate}",
+                                              [{"id": f"release-{gate}", "role": "user", "content": f"/release {gate}"}]))
+    assert types(events)[-1] == "RUN_FINISHED", events

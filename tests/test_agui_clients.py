@@ -31,6 +31,8 @@ pytestmark = [
     pytest.mark.skipif(not (NODE_DIR / "node_modules" / "agui-client-1").is_dir(),
                        reason="run `npm ci` in tests/node first"),
     pytest.mark.parametrize("package", PACKAGES),
+    pytest.mark.slow,  # real client libraries in Node
+    pytest.mark.timeout(120),
 ]
 
 TEXT_RUN = ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",

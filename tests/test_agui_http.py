@@ -18,7 +18,7 @@ import trio
 from awaken.history import encode_cursor
 from awaken.runstate import RunStatus
 
-from .helpers import agui_body, live_server, make_config, parse_sse, post_agui, types
+from .helpers import agui_body, held, live_server, make_config, parse_sse, post_agui, release, types
 from .helpers import agui_text as text_of
 
 TEXT_RUN = ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", *["TEXT_MESSAGE_CONTENT"] * 3,
@@ -250,12 +250,13 @@ async def test_concurrent_input_on_a_busy_thread_is_thread_busy(server):
     """CONTRACT §5: one active run per thread; a second input is refused (THREAD_BUSY) and never
     interleaves with the first."""
     async with server.client() as first, server.client() as second:
-        body = agui_body("t-busy", "r-a", [user("ua", "/delay 50\n/words 6")])
+        body = agui_body("t-busy", "r-a", [user("ua", held("t-busy", 6))])
         async with first.stream("POST", "/v1/ag-ui", json=body) as response:
             lines = response.aiter_lines()
             seen = await read_until(lines, "TEXT_MESSAGE_CONTENT")
             refused = await post_agui(second, agui_body("t-busy", "r-b", [user("ub", "me too")]))
             assert refused == [{"type": "RUN_ERROR", "code": "THREAD_BUSY", "message": refused[0]["message"]}]
+            await release(server, "t-busy")
             seen += await read_until(lines, "RUN_FINISHED")
         assert types(seen).count("TEXT_MESSAGE_CONTENT") == 6
         items = (await history(first, "t-busy")).json()["items"]
@@ -271,7 +272,7 @@ async def test_a_client_disconnect_commits_interrupted_within_a_second(server):
     at once; a new run on the thread then succeeds."""
     ledger = server.ctx.ledger
     async with server.client() as client:
-        body = agui_body("t-drop", "r-drop", [user("u1", "/delay 100\n/words 50")])
+        body = agui_body("t-drop", "r-drop", [user("u1", held("t-drop", 50))])  # never released
         async with client.stream("POST", "/v1/ag-ui", json=body) as response:
             await read_until(response.aiter_lines(), "TEXT_MESSAGE_CONTENT")
         # leaving the block closes the connection mid-stream
@@ -291,9 +292,19 @@ async def test_keep_alive_comments_on_an_idle_stream(tmp_path):
     """CONTRACT §3: a ``: keep-alive`` comment on idle; clients ignore it."""
     config = make_config(tmp_path, server={"keepalive_seconds": 0.02})
     async with live_server(config) as srv, srv.client() as client:
-        response = await client.post("/v1/ag-ui", json=agui_body("t-ka", "r", [user("u1", "/delay 150\n/words 2")]))
-    assert b": keep-alive\n\n" in response.content
-    assert types(parse_sse(response.content))[-1] == "RUN_FINISHED"
+        content = b""
+        body = agui_body("t-ka", "r", [user("u1", held("t-ka", 2))])
+        async with client.stream("POST", "/v1/ag-ui", json=body) as response:
+            chunks = response.aiter_bytes()
+            async for data in chunks:
+                content += data
+                if b"TEXT_MESSAGE_CONTENT" in content and b": keep-alive\n\n" in content.split(b"TEXT_MESSAGE_CONTENT")[1]:
+                    break  # a comment while the run is held after its first delta
+            await release(srv, "t-ka")
+            async for data in chunks:
+                content += data
+    assert b": keep-alive\n\n" in content
+    assert types(parse_sse(content))[-1] == "RUN_FINISHED"
 
 
 # -- an unavailable store --------------------------------------------------------------------------

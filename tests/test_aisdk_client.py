@@ -26,10 +26,14 @@ NODE_DIR = ROOT / "tests" / "node"
 SCRIPT = NODE_DIR / "aisdk_client.mjs"
 LIBS = ["ai-6-0-0", "ai-6"]
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("node") is None or not (NODE_DIR / "node_modules" / "ai-6").is_dir(),
-    reason="node and tests/node/node_modules (npm ci in tests/node) are needed for the real-client tests",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("node") is None or not (NODE_DIR / "node_modules" / "ai-6").is_dir(),
+        reason="node and tests/node/node_modules (npm ci in tests/node) are needed for the real-client tests",
+    ),
+    pytest.mark.slow,  # real client libraries in Node
+    pytest.mark.timeout(120),
+]
 
 
 async def run_client(base_url: str, scenario: str, lib: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from awaken.aisdk.wire import check_chunk
 from awaken.errors import StoreUnavailable
 from awaken.history import encode_cursor
 
-from .helpers import agui_body, parse_sse, post_agui, types
+from .helpers import agui_body, held, parse_sse, post_agui, release, types
 from .helpers import aisdk_kinds as kinds
 from .helpers import aisdk_text as text_of
 
@@ -132,9 +132,9 @@ async def test_model_failure_closes_the_text_then_error_then_finish(client):
     assert error_text(chunks).startswith("MODEL_ERROR: ")
 
 
-async def test_a_second_input_for_a_busy_thread_is_refused(client):
+async def test_a_second_input_for_a_busy_thread_is_refused(server, client):
     """CONTRACT §5: one active run per thread; the second request gets THREAD_BUSY, nothing interleaves."""
-    body = {"id": "busy1", "messages": [user("u1", "/delay 40\n/words 5")]}
+    body = {"id": "busy1", "messages": [user("u1", held("busy1", 5))]}
     async with client.stream("POST", CHAT, json=body) as response:
         first = b""
         stream = response.aiter_bytes()
@@ -144,6 +144,7 @@ async def test_a_second_input_for_a_busy_thread_is_refused(client):
                 break
         chunks = await post_chat(client, {"id": "busy1", "messages": [user("u2", "me too")]})
         assert error_text(chunks).startswith("THREAD_BUSY: ")
+        await release(server, "busy1")
         async for data in stream:
             first += data
     assert text_of(parse_sse(first)) == "alpha bravo charlie delta echo"

@@ -18,6 +18,8 @@ import trio
 from .helpers import live_server, make_config, parse_sse
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # real client libraries in Node
 KEY = "client-key-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 

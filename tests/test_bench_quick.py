@@ -6,16 +6,29 @@ unit test (about a minute) but it is the only check that ``bench/`` still works 
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
 
+import pytest
+
 from .helpers import ROOT
+
+#: each target's figure in the report's sections: (section rows, the key its ``value`` comes from)
+FIGURES = {
+    "time to first text delta": ("latency", ("ratio", "first_delta_p50")),
+    "one-stream events/s": ("throughput", ("ratio", "events_per_s")),
+    "widest sweep": ("sweep", ("ratio", "wall_s")),
+    "per active stream": ("memory.active", ("kb_per_stream",)),
+    "per waiting run": ("memory.waiting", ("kb_per_run",)),
+}
 
 SECTIONS = ("meta", "latency", "lateness", "throughput", "sweep", "short_runs", "memory", "ledger", "targets",
             "profile", "skipped", "contention")
 
 
+@pytest.mark.slow  # real server subprocesses, about a minute
 def test_bench_quick_reports_every_section(tmp_path):
     out = tmp_path / "results"
     proc = subprocess.run(
@@ -47,6 +60,68 @@ def test_bench_quick_reports_every_section(tmp_path):
     assert any(r["backend"] == "sqlite" and r["commits_per_s"] > 0 for r in report["ledger"])
     targets = {t["target"].split(" ")[0] for t in report["targets"]}
     assert {"time", "one-stream", "widest", "<="} <= targets
-    assert all(t["met"] in (True, False, None) for t in report["targets"])
+    check_targets(report)
     assert {"one_stream", "first_delta", "paced"} <= set(report["profile"]), report["profile"]
     assert report["profile"]["one_stream"]["top_cumtime"], "the profile lists no functions"
+
+
+def check_targets(report: dict) -> None:
+    """Every target of an Awaken measurement has a number and a verdict, and both agree with the report:
+    the value is the figure in its section (a ratio: Awaken's measure over the floor's, as measured), the
+    verdict is that value against the limit with no errors, and no measured Awaken row lacks its target."""
+    floor = {(r["channel"], r.get("conn"), r.get("concurrency")): r for r in report["latency"] + report["throughput"]
+             + report["sweep"] if r["subject"] == "floor"}
+    seen = set()
+    for target in report["targets"]:
+        name = next(key for key in FIGURES if key in target["target"])
+        section, key = FIGURES[name]
+        rows = report
+        for part in section.split("."):
+            rows = rows[part]
+        channel, _, conn = target["channel"].partition(" ")
+        [row] = [r for r in rows if r["subject"] == target["subject"] and r["channel"] == channel
+                 and r.get("conn", "") == conn and ("concurrency" not in r or f"(C={r['concurrency']})" in target["target"])]
+        value, met = target["value"], target["met"]
+        assert isinstance(value, int | float) and value == value and value >= 0, target
+        assert isinstance(met, bool), target
+        figure = row
+        for part in key:
+            figure = figure[part]
+        assert value == figure, (target, row)
+        if key[0] == "ratio":  # the ratio is the two measures' quotient, as the report shows them
+            measure = {"first_delta_p50": ("first_delta_ms", "p50"), "events_per_s": ("events_per_s",),
+                       "wall_s": ("wall_s",)}[key[1]]
+            ours, theirs = row, floor[(channel, row.get("conn"), row.get("concurrency"))]
+            for part in measure:
+                ours, theirs = ours[part], theirs[part]
+            assert abs(value - ours / theirs) <= 0.006 + 0.001 * value, (target, ours, theirs)
+        op, bound = target["limit"].split(" ")[:2]
+        bound = float(bound.rstrip("x,"))
+        within = value <= bound if op == "<=" else value >= bound
+        assert met == (within and row["errors"] == 0), target
+        seen.add((section, target["subject"], target["channel"]))
+    awaken_latency = {("latency", r["subject"], f"{r['channel']} {r['conn']}") for r in report["latency"]
+                      if r["subject"].startswith("awaken[")}
+    widest = max(r["concurrency"] for r in report["sweep"])
+    awaken_rest = {(section, r["subject"], r["channel"]) for section, rows in (
+        ("throughput", report["throughput"]), ("sweep", [r for r in report["sweep"] if r["concurrency"] == widest]),
+        ("memory.active", report["memory"]["active"]), ("memory.waiting", report["memory"]["waiting"]))
+        for r in rows if r["subject"].startswith("awaken[")}
+    assert awaken_latency | awaken_rest <= seen, (awaken_latency | awaken_rest) - seen
+
+
+def test_bench_modules_import_one_another_without_a_cycle():
+    """``bench/``'s modules form a layered graph: following relative imports never leads back."""
+    graph = {}
+    for path in (ROOT / "bench").glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps |= {node.module} if node.module else {a.name for a in node.names}
+        graph[path.stem] = deps
+    assert {"cli", "report", "plan"} <= set(graph)
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(dep == goal or (dep not in seen and reaches(dep, goal, seen | {dep})) for dep in graph.get(start, ()))
+
+    assert [name for name in graph if reaches(name, name, set())] == []

@@ -236,6 +236,19 @@ async def test_a_socket_from_an_allowed_origin_or_without_origin_runs(server, or
     assert events[-1]["type"] == "RUN_FINISHED"
 
 
+async def test_a_socket_from_a_page_this_server_served_runs(server):
+    """The console (``/console``) opens sockets from the server's own origin, which no list names."""
+    own = server.base_url.rstrip("/")
+    headers = [(b"origin", own.encode())]
+    async with open_websocket_url(ws_url(server.base_url, "/v1/ag-ui/ws"), extra_headers=headers) as ws:
+        await ws.send_message(orjson.dumps(agui_body("ws-own", "r1",
+                                                     [{"id": "u1", "role": "user", "content": "hi"}])).decode())
+        events = []
+        while not events or events[-1]["type"] not in ("RUN_FINISHED", "RUN_ERROR"):
+            events.append(orjson.loads(await ws.get_message()))
+    assert events[-1]["type"] == "RUN_FINISHED"
+
+
 # -- the policy and its config ---------------------------------------------------------------------
 
 

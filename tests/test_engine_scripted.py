@@ -10,6 +10,7 @@ import json
 
 import pytest
 import trio
+import trio.testing
 
 from awaken.errors import ModelFailure
 from awaken.messages import Message, TextPart, ToolResultPart, Usage
@@ -155,6 +156,27 @@ def test_directive_parsing():
     assert script.text == "hello\n/delay soon"
     assert parse_script("/words many").words is None
 
+
+
+async def test_hold_streams_one_delta_then_waits_for_release():
+    """``/hold NAME``: the first delta, then nothing until a run says ``/release NAME``; then the rest."""
+    model = ScriptedModel()
+    held = Recorder()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(model.stream, ModelRequest("system", (user("/hold g1\n/words 3"),)), held)
+        await trio.testing.wait_all_tasks_blocked()
+        assert held.joined("text") == "alpha "
+        await trio.testing.wait_all_tasks_blocked()
+        assert held.joined("text") == "alpha "  # still held
+        releaser = Recorder()
+        await model.stream(ModelRequest("system", (user("/release g1"),)), releaser)
+        assert releaser.kinds() and "text" in releaser.kinds()
+    assert held.joined("text") == "alpha bravo charlie"
+    # an open gate stays open: a later hold on it passes at once
+    again = Recorder()
+    await model.stream(ModelRequest("system", (user("/hold g1\n/words 2"),)), again)
+    assert again.joined("text") == "alpha bravo"
+    assert (parse_script("/hold a b\n/release c").hold, parse_script("/hold a b\n/release c").release) == ("a b", "c")
 
 # -- the calculator --------------------------------------------------------------------------------
 

@@ -90,6 +90,8 @@ async def run_and_kill(
     return acks
 
 
+@pytest.mark.slow  # hundreds of child processes killed at random instants
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", list(BACKENDS))
 async def test_sigkill_at_random_instants_loses_nothing_acknowledged(backend: str, tmp_path: Path) -> None:
     """After SIGKILL at any instant, reopening shows every acknowledged commit, no partial step, gapless

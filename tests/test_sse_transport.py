@@ -6,7 +6,7 @@ import trio
 
 from awaken.transports.sse import FrameBuffer
 
-from .helpers import agui_body, live_server, make_config
+from .helpers import agui_body, held, live_server, make_config, release
 
 
 async def test_frames_queued_while_a_send_is_in_flight_are_coalesced():
@@ -74,9 +74,18 @@ async def test_idle_streams_carry_keepalive_comments(tmp_path):
     """CONTRACT §3: `: keep-alive` comments on idle (interval from config)."""
     config = make_config(tmp_path, server={"keepalive_seconds": 0.05})
     async with live_server(config) as server, server.client() as client:
-        body = agui_body("t", "r", [{"id": "u1", "role": "user", "content": "/delay 300\n/words 2"}])
-        response = await client.post("/v1/ag-ui", json=body)
-    raw = response.text
+        body = agui_body("t", "r", [{"id": "u1", "role": "user", "content": held("t", 2)}])
+        content = b""
+        async with client.stream("POST", "/v1/ag-ui", json=body) as response:
+            chunks = response.aiter_bytes()
+            async for data in chunks:
+                content += data
+                if b"TEXT_MESSAGE_CONTENT" in content and b": keep-alive\n\n" in content.split(b"TEXT_MESSAGE_CONTENT")[1]:
+                    break  # a comment while the run is held after its first delta
+            await release(server, "t")
+            async for data in chunks:
+                content += data
+    raw = content.decode()
     assert ": keep-alive\n\n" in raw
     assert response.headers["cache-control"] == "no-cache"
     assert response.headers["x-accel-buffering"] == "no"

@@ -18,12 +18,12 @@ from awaken.runstate import RunStatus
 
 from .helpers import aisdk_kinds as kinds
 from .helpers import aisdk_text as text_of
-from .helpers import parse_sse
+from .helpers import held, parse_sse, release
 from .test_ws_transport import run_node, ws_url
 
 DONE = "[DONE]"
-#: a run that streams long enough (12 deltas, 15 ms apart) for a few more messages to arrive meanwhile
-SLOW = "/delay 15\n/words 12"
+#: the Node client's held run (``ws_client.mjs`` ``SLOW``: 12 words, held after the first until released)
+SLOW = held("slow")
 SLOW_TEXT = "alpha bravo charlie delta echo foxtrot golf hotel india juliet alpha bravo"
 
 
@@ -114,11 +114,12 @@ async def test_requests_while_streaming_are_refused_after_the_runs_done_never_in
     """REQUEST_BUSY (and a binary message's refusal) as whole ``error``, ``finish``, ``[DONE]`` streams
     right after the running stream's ``[DONE]``, in arrival order: the socket carries exactly the chunks
     SSE gives for the same input, then the refusals; an AI SDK reader never stops inside the run."""
-    response = await client.post("/v1/ai-sdk/chat", json=chat("a-alone", [ui_user("a-a1", SLOW)]))
+    await release(server, "alone")  # an open gate: the same input streams at once (usage counts its words)
+    response = await client.post("/v1/ai-sdk/chat", json=chat("a-alone", [ui_user("a-a1", held("alone"))]))
     alone = normalized(parse_sse(response.content))
     assert kinds(alone)[-2:] == ["finish", DONE] and text_of(alone) == SLOW_TEXT
     async with open_websocket_url(ws_url(server.base_url, "/v1/ai-sdk/ws")) as ws:
-        await ws.send_message(orjson.dumps(chat("a-busy", [ui_user("a-b1", SLOW)])).decode())
+        await ws.send_message(orjson.dumps(chat("a-busy", [ui_user("a-b1", held("busy"))])).decode())
         received: list[Any] = []
         with trio.fail_after(10):
             while not received or received[-1] == DONE or received[-1]["type"] != "text-delta":
@@ -127,6 +128,8 @@ async def test_requests_while_streaming_are_refused_after_the_runs_done_never_in
         await ws.send_message(orjson.dumps(chat("a-later", [ui_user("a-l1", "hi")])).decode())
         await ws.send_message(b"\x01\x02")
         await ws.send_message(orjson.dumps(chat("a-later2", [ui_user("a-l2", "hi")])).decode())
+        await ws.ping()  # its pong: the server has read the three messages (the run is still held)
+        await release(server, "busy")
         for _ in range(4):  # the rest of the run, then three refusals (every stream ends with [DONE])
             received += await until_done(ws)
     run, refusals = received[: len(alone)], received[len(alone) :]
@@ -162,6 +165,8 @@ async def test_agent_socket_uses_the_path_agent(server):
     assert only(asked, "tool-input-available")["toolName"] == "ask_user"
 
 
+@pytest.mark.slow  # a real client in Node
+@pytest.mark.timeout(120)
 async def test_node_ws_client_runs_text_and_both_tool_flows_on_one_socket(server):
     """The Node ``ws`` package: a text run, an approval and a client result on one AI SDK socket."""
     out = await run_node("aisdk", ws_url(server.base_url, ""))
@@ -173,6 +178,8 @@ async def test_node_ws_client_runs_text_and_both_tool_flows_on_one_socket(server
     assert out["close"] == 1000
 
 
+@pytest.mark.slow  # a real client in Node
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("lib", ["ai-6-0-0", "ai-6", "ai-7"])
 async def test_real_ai_sdk_chats_sharing_a_socket_see_whole_runs_and_whole_refusals(server, lib):
     """The AI SDK's own chat machinery over the socket's actual output: AbstractChats whose

@@ -30,7 +30,17 @@ from awaken.runstate import RunStatus
 from awaken.server import build_asgi
 from awaken.transports import ws as ws_transport
 
-from .helpers import LiveServer, agui_body, default_config_data, live_server, make_config, post_agui, types
+from .helpers import (
+    LiveServer,
+    agui_body,
+    default_config_data,
+    held,
+    live_server,
+    make_config,
+    post_agui,
+    release,
+    types,
+)
 from .helpers import agui_text as text_of
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
@@ -285,8 +295,10 @@ async def test_permission_gate_and_client_tool_each_resume_on_their_socket(serve
 # -- one request at a time; bad input -----------------------------------------------------------------
 
 
-#: a run that streams long enough (12 deltas, 15 ms apart) for a few more messages to arrive meanwhile
-SLOW = "/delay 15\n/words 12"
+#: what the held runs stream (``held(gate)``: 12 words, held after the first until ``release``); the Node
+#: client's held run (``ws_client.mjs`` ``SLOW``) is this with the gate "slow"
+SLOW = held("slow")
+WORDS = "/words 12"
 SLOW_TEXT = "alpha bravo charlie delta echo foxtrot golf hotel india juliet alpha bravo"
 
 
@@ -303,14 +315,16 @@ async def test_requests_while_streaming_are_refused_after_the_run_never_inside_i
     """REQUEST_BUSY for a request sent mid-run, and the binary message's refusal, come right after the
     run's terminal event, in arrival order, each a stream of its own: the socket carries exactly the run
     SSE gives for the same input, then the three refusals, then nothing until the next request."""
-    alone = normalized(await post_agui(client, agui_body("t-alone", "r-alone", [user("u-alone", SLOW)])))
+    alone = normalized(await post_agui(client, agui_body("t-alone", "r-alone", [user("u-alone", WORDS)])))
     assert types(alone)[-1] == "RUN_FINISHED" and text_of(alone) == SLOW_TEXT
     async with open_websocket_url(ws_url(server.base_url, "/v1/ag-ui/ws")) as ws:
-        await send(ws, agui_body("t-busy", "r-slow", [user("u-slow", SLOW)]))
+        await send(ws, agui_body("t-busy", "r-slow", [user("u-slow", held("busy"))]))
         received = await until_streaming(ws)
         await send(ws, agui_body("t-other", "r-refused", [user("u-refused", "hi")]))
         await ws.send_message(b"\x00binary")
         await send(ws, agui_body("t-other", "r-refused2", [user("u-refused2", "hi")]))
+        await ws.ping()  # its pong: the server has read the three messages (the run is still held)
+        await release(server, "busy")
         with trio.fail_after(10):
             while len(received) < len(alone) + 3:
                 received.append(orjson.loads(await ws.get_message()))
@@ -335,7 +349,7 @@ async def test_more_refusals_than_max_deferred_close_with_1008_after_the_run(ser
     limit = ws_transport.MAX_DEFERRED
     raw = await RawWs.connect(server.base_url, "/v1/ag-ui/ws")
     try:
-        await raw.send_text(orjson.dumps(agui_body("t-flood", "r-flood", [user("u-flood", SLOW)])).decode())
+        await raw.send_text(orjson.dumps(agui_body("t-flood", "r-flood", [user("u-flood", held("flood"))])).decode())
         events: list[dict[str, Any]] = []
         with trio.fail_after(10):
             while not events or events[-1]["type"] != "TEXT_MESSAGE_CONTENT":
@@ -346,6 +360,10 @@ async def test_more_refusals_than_max_deferred_close_with_1008_after_the_run(ser
         for i in range(limit + 4):  # the first ``limit`` wait; the next one closes; the rest are ignored
             body = agui_body(f"t-flood{i}", f"r-flood{i}", [user(f"u-f{i}", "hi")])
             await raw.send_text(orjson.dumps(body).decode())
+        await raw.send_frame(0x9, b"read?")  # a ping: its pong follows every earlier message into the server
+        with trio.fail_after(10):
+            assert await raw.read_frame() == (0xA, b"read?")  # the run is held: nothing else comes meanwhile
+        await release(server, "flood")
         with trio.fail_after(10):
             texts, code = await raw.read_until_close()
         events += [orjson.loads(t) for t in texts]
@@ -407,7 +425,7 @@ async def test_unknown_agent_in_the_path_is_a_coded_error_per_request(server):
 async def test_closing_the_socket_mid_run_commits_interrupted_within_a_second(server):
     """§5: socket close = disconnect: the run is cancelled and committed ``interrupted`` at once."""
     async with open_websocket_url(ws_url(server.base_url, "/v1/ag-ui/ws")) as ws:
-        await send(ws, agui_body("t-close", "r-close", [user("u-close", "/delay 20\n/words 500")]))
+        await send(ws, agui_body("t-close", "r-close", [user("u-close", held("close", 500))]))
         while orjson.loads(await ws.get_message())["type"] != "TEXT_MESSAGE_CONTENT":
             pass
         assert await run_status(server, "r-close") is RunStatus.RUNNING
@@ -498,7 +516,7 @@ async def test_shutdown_closes_idle_sockets_at_once_and_streaming_ones_after_the
     async with stoppable_server(make_config(tmp_path), graceful=0.5) as (base, ctx, stop):
         idle = await RawWs.connect(base, "/v1/ag-ui/ws")
         busy = await RawWs.connect(base, "/v1/ag-ui/ws")
-        await busy.send_text(orjson.dumps(agui_body("t-shut", "r-shut", [user("u-shut", "/delay 50\n/words 100")])).decode())
+        await busy.send_text(orjson.dumps(agui_body("t-shut", "r-shut", [user("u-shut", held("shut", 100))])).decode())
         await wait_status(ctx, "r-shut", RunStatus.RUNNING, 2.0)
         started = time.perf_counter()
         stop.set()
@@ -543,6 +561,8 @@ async def run_node(mode: str, base_url: str, *args: str) -> Any:
     return orjson.loads(result.stdout)
 
 
+@pytest.mark.slow  # a real client in Node
+@pytest.mark.timeout(120)
 async def test_node_ws_client_runs_text_tools_busy_and_bad_frames(server):
     """The Node ``ws`` package (permessage-deflate on, as browsers negotiate it) against the AG-UI sockets."""
     out = await run_node("agui", ws_url(server.base_url, ""))
@@ -564,6 +584,8 @@ async def test_node_ws_client_runs_text_tools_busy_and_bad_frames(server):
 
 
 @pytest.mark.parametrize("package", ["agui-client-1", "agui-client-0059"])
+@pytest.mark.slow  # a real client in Node
+@pytest.mark.timeout(120)
 async def test_real_agui_clients_sharing_a_socket_see_whole_runs_and_whole_refusals(server, package):
     """@ag-ui/client (1.x, and 0.0.59 as CopilotKit pins it) over the socket's actual output: HttpAgents
     whose ``fetch`` is a WebSocket adapter (``ws_client.mjs`` ``openShared``), so every reply runs

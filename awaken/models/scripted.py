@@ -8,6 +8,9 @@ It reads directives from the lines of the newest user text:
 * ``/words N`` — answer with exactly N words, one word per text delta.
 * ``/delay MS`` — wait MS milliseconds before each delta.
 * ``/fail`` — fail with ``MODEL_ERROR`` after the first delta.
+* ``/hold NAME`` — after the first delta, wait until a run on this server says ``/release NAME`` (at once
+  if one already has); ``/release NAME`` opens that gate, then answers as usual. Tests use it to keep a
+  run streaming, whatever the machine's load, until they have seen what they wait for.
 
 Without a directive it answers ``You said: "<input>".`` in one-word deltas. It never loops: a
 history whose newest user message already has tool results after it always gets a final answer.
@@ -46,6 +49,8 @@ class Script:
     words: int | None = None
     delay_ms: float = 0.0
     fail: bool = False
+    hold: str | None = None
+    release: str | None = None
 
 
 def parse_script(text: str) -> Script:
@@ -54,6 +59,7 @@ def parse_script(text: str) -> Script:
     words = None
     delay = 0.0
     fail = False
+    gates: dict[str, str] = {}
     plain: list[str] = []
     for line in text.splitlines():
         stripped = line.strip()
@@ -73,9 +79,12 @@ def parse_script(text: str) -> Script:
                 plain.append(stripped)
         elif head == "/fail":
             fail = True
+        elif head in ("/hold", "/release") and rest:
+            gates[head] = rest
         else:
             plain.append(line)
-    return Script("\n".join(plain).strip(), tuple(calls), think, words, delay, fail)
+    return Script("\n".join(plain).strip(), tuple(calls), think, words, delay, fail, gates.get("/hold"),
+                  gates.get("/release"))
 
 
 def _count_words(messages: tuple[Message, ...]) -> int:
@@ -83,7 +92,14 @@ def _count_words(messages: tuple[Message, ...]) -> int:
 
 
 class ScriptedModel:
-    """``model = "scripted"``. Stateless; one instance serves every run."""
+    """``model = "scripted"``. One instance serves every run; its only state is the ``/hold`` gates."""
+
+    def __init__(self) -> None:
+        #: ``/hold`` gates by name; an opened gate stays open
+        self._gates: dict[str, trio.Event] = {}
+
+    def _gate(self, name: str) -> trio.Event:
+        return self._gates.setdefault(name, trio.Event())
 
     async def aclose(self) -> None:
         return None
@@ -97,6 +113,8 @@ class ScriptedModel:
         results = [m.tool_result for m in after if m.tool_result is not None]
         pacer = _Pacer(script.delay_ms / 1000.0)
         emitted = 0
+        if script.release:
+            self._gate(script.release).set()
 
         async def emit(kind: str, delta: str) -> None:
             nonlocal emitted
@@ -106,6 +124,8 @@ class ScriptedModel:
             else:
                 out.reasoning(delta)
             emitted += 1
+            if script.hold and emitted == 1:
+                await self._gate(script.hold).wait()
             if script.fail:
                 raise ModelFailure("the scripted model failed as asked by /fail", code="MODEL_ERROR")
 
@@ -167,7 +187,7 @@ class ScriptedConfig:
 
 
 class ScriptedProvider:
-    """``model = "scripted"``: one stateless ``ScriptedModel`` for every agent."""
+    """``model = "scripted"``: one ``ScriptedModel`` for every agent (so ``/hold`` gates are per server)."""
 
     config_class: ClassVar[type] = ScriptedConfig
     takes_model_name: ClassVar[bool] = False

@@ -3,10 +3,13 @@
 A ``Tool`` has a name, a description, JSON-schema ``parameters`` and an async ``call(args, ctx)``
 returning any JSON value. ``ToolRegistry.execute`` validates the arguments with ``jsonschema``
 before the call; bad arguments and tool exceptions become an error result the model sees, never a
-failed run. What a tool leaves behind is checked before it can be committed: a result nested
-deeper than ``jsonbody.MAX_DEPTH`` or longer than ``MAX_RESULT_BYTES``, or a state that grew past
+failed run. A tool that returns ``ToolText`` gives the model that text as it is (not JSON-encoded).
+What a tool leaves behind is checked before it can be committed: a result nested deeper than
+``jsonbody.MAX_DEPTH`` or longer than ``MAX_RESULT_BYTES``, or a state that grew past
 ``MAX_STATE_BYTES`` or ``MAX_DEPTH`` (the state is then put back as it was), is an error result
-instead, so nothing committed is ever impossible to send. Built-ins live in ``builtins.py``; plugin tools load by dotted path (``pkg.mod:obj``,
+instead, so nothing committed is ever impossible to send.
+MCP tools (``awaken.mcp``) are entries like any other, of kind ``mcp``, added and removed as their
+servers' tool lists change. Built-ins live in ``builtins.py``; plugin tools load by dotted path (``pkg.mod:obj``,
 where ``obj`` is a ``Tool`` or a zero-argument callable returning one).
 """
 
@@ -44,10 +47,21 @@ class Tool:
     description: str
     parameters: dict[str, Any]
     call: Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+    #: ``server`` (built-ins and plugins) or ``mcp``
+    kind: str = "server"
+    #: the gate when the agent's ``permissions`` names none (None: the agent's ``default_permission``)
+    permission: str | None = None
 
     @property
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)
+
+
+@attrs.frozen
+class ToolText:
+    """A tool's result that is already the text the model should see."""
+
+    text: str
 
 
 @attrs.frozen
@@ -81,6 +95,10 @@ class ToolRegistry:
             raise ConfigError(f"tool {tool.name}: parameters is not a valid JSON schema: {exc.message}") from None
         self._tools[tool.name] = tool
         self._validators[tool.name] = cls(tool.parameters)
+
+    def remove(self, name: str) -> None:
+        self._tools.pop(name, None)
+        self._validators.pop(name, None)
 
     def __contains__(self, name: str) -> bool:
         return name in self._tools
@@ -120,6 +138,10 @@ class ToolRegistry:
             return ToolOutcome(str(exc), False)
         except Exception as exc:  # a plugin's bug is the model's error result, not a dead run
             return ToolOutcome(f"{name} failed: {type(exc).__name__}", False)
+        if isinstance(value, ToolText):
+            if len(value.text.encode()) > MAX_RESULT_BYTES:
+                return ToolOutcome(f"{name} failed: its result is larger than {MAX_RESULT_BYTES} bytes", False)
+            return ToolOutcome(value.text, True)
         if isinstance(value, (dict, list)) and too_deep(value):
             return ToolOutcome(f"{name} failed: its result nests deeper than {MAX_DEPTH} levels", False)
         try:

@@ -8,7 +8,9 @@
 // page makes to the server is cross-origin, as for a real app.
 //
 // Control: POST / with {"op": ..., ...} answers {"ok": true, "value": ...} or {"ok": false, "error": ...}.
-//   open {tab, path}          open (or reuse) tab `tab` and navigate it to pages/<path> (path has the query)
+//   open {tab, path}          open (or reuse) tab `tab` and navigate it to pages/<path> (path has the query),
+//                             or to `path` itself when it is an absolute http(s) URL
+//   viewport {tab, width, height}   resize the tab's viewport
 //   reload {tab}              reload the tab
 //   click {tab, selector}     click an element (waits until it is visible and enabled)
 //   fill {tab, selector, value}
@@ -88,8 +90,13 @@ function fn(source) {
 const ops = {
   async open({ tab: name, path }) {
     const { page } = await tab(name);
-    await page.goto(`${pagesOrigin}/${path.replace(/^\//, "")}`, { waitUntil: "load" });
+    const url = /^https?:/.test(path) ? path : `${pagesOrigin}/${path.replace(/^\//, "")}`;
+    await page.goto(url, { waitUntil: "load" });
     return page.url();
+  },
+  async viewport({ tab: name, width, height }) {
+    await (await tab(name)).page.setViewportSize({ width, height });
+    return null;
   },
   async reload({ tab: name }) {
     const { page } = await tab(name);

@@ -117,9 +117,10 @@ const scenarios = {
     return agent;
   },
   // guarded: both calls wait at their permission gates; tool messages without error allow them.
-  async approve() {
-    const agent = makeAgent("/v1/ag-ui/agents/guarded");
-    say(agent, `${calc("2 ** 10")}\n/call current_time {}`);
+  // extra {path, text}: another agent and tool behind the gate (e.g. an MCP tool)
+  async approve({ path = "/v1/ag-ui/agents/guarded", text = `${calc("2 ** 10")}\n/call current_time {}` } = {}) {
+    const agent = makeAgent(path);
+    say(agent, text);
     await run(agent);
     for (const call of pendingCalls(agent)) answerTool(agent, call.id, "approved");
     await run(agent);
@@ -127,9 +128,9 @@ const scenarios = {
     await run(agent);
     return agent;
   },
-  async deny() {
-    const agent = makeAgent("/v1/ag-ui/agents/guarded");
-    say(agent, calc("1 + 1"));
+  async deny({ path = "/v1/ag-ui/agents/guarded", text = calc("1 + 1") } = {}) {
+    const agent = makeAgent(path);
+    say(agent, text);
     await run(agent);
     for (const call of pendingCalls(agent)) answerTool(agent, call.id, "no", "the user said no");
     await run(agent);

@@ -2,18 +2,20 @@
 // an AbstractChat subclass over a plain state object (reference/aisdk.md §5), DefaultChatTransport,
 // and the sendAutomaticallyWhen predicates for client tools and approvals.
 //
-//   node tests/node/aisdk_client.mjs <baseUrl> <scenario> <lib: ai-6-0-0 | ai-6 | ai-7> <chatId> [headers JSON]
+//   node tests/node/aisdk_client.mjs <baseUrl> <scenario> <lib: ai-6-0-0 | ai-6 | ai-7> <chatId> [headers JSON] [extra JSON]
 //
 // [headers JSON] (optional) is passed as DefaultChatTransport's `headers` (e.g. {"Authorization": "Bearer …"})
 // and sent with the history GETs too.
+// [extra JSON] (optional) {agent, text} points approve/deny at another agent and tool call (e.g. an MCP tool).
 //
 // Prints one JSON object on stdout: {status, error, messages, requests: [{url, body, sse}], history}.
 // `requests` counts every POST the client made (fetch is wrapped), `sse` is each raw response body,
 // `history` is the whole GET /v1/ai-sdk/threads/{chatId}/messages, paged with a small limit.
 // Exit code 0 unless the script itself failed (a chat error is reported in `status`/`error`).
 
-const [baseUrl, scenario, lib = "ai-6", chatId = `chat-${Date.now()}`, headersArg] = process.argv.slice(2);
+const [baseUrl, scenario, lib = "ai-6", chatId = `chat-${Date.now()}`, headersArg, extraArg] = process.argv.slice(2);
 const headers = headersArg ? JSON.parse(headersArg) : {};
+const extra = extraArg ? JSON.parse(extraArg) : {};
 const ai = await import(lib);
 const { AbstractChat, DefaultChatTransport } = ai;
 
@@ -75,10 +77,10 @@ function lastToolPart(chat, state) {
 }
 
 async function approval(approved, reason) {
-  const chat = makeChat("guarded", {
+  const chat = makeChat(extra.agent ?? "guarded", {
     sendAutomaticallyWhen: ai.lastAssistantMessageIsCompleteWithApprovalResponses,
   });
-  await chat.sendMessage({ text: '/call calculator {"expression":"2+3"}' });
+  await chat.sendMessage({ text: extra.text ?? '/call calculator {"expression":"2+3"}' });
   await settled(chat);
   const part = lastToolPart(chat, "approval-requested");
   if (!part) throw new Error(`no approval request; status ${chat.status}: ${JSON.stringify(chat.messages)}`);

@@ -46,6 +46,7 @@ function open(url) {
                 waiters.push((m) => (clearTimeout(timer), res(m)));
               }),
         send: (body) => ws.send(typeof body === "string" ? body : JSON.stringify(body)),
+        ping: () => pingPong(ws),
         close: () =>
           new Promise((res) => {
             ws.on("close", (code) => ((closeCode = code), res(closeCode)));
@@ -54,6 +55,27 @@ function open(url) {
       }),
     );
   });
+}
+
+/** Resolves on the pong to a ping sent now: the server has read every message sent before it. */
+function pingPong(ws) {
+  return within(new Promise((res) => (ws.once("pong", () => res()), ws.ping())), "a pong");
+}
+
+// The runs that must still stream while other messages arrive say `/hold NAME` (the scripted model
+// streams one delta, then waits for a run saying `/release NAME`): no timing window, whatever the load.
+// Each test has a server of its own, so the gate is new. The release waits until the held socket's
+// earlier messages were read: a ping on that socket first (the pong follows every earlier message into
+// the server), then the releasing run on a socket of its own.
+const HOLD = "slow";
+const SLOW = `/hold ${HOLD}\n/words 12`;
+
+async function release(url, body, isEnd, held) {
+  await held.ping();
+  const r = await open(url);
+  r.send(body);
+  await until(r, isEnd);
+  await r.close();
 }
 
 const isAguiTerminal = (m) => m.type === "RUN_FINISHED" || m.type === "RUN_ERROR";
@@ -80,7 +102,7 @@ async function aguiMode() {
   // default agent: a text run, a busy request mid-run, bad frames, and a run after them
   const d = await open(`${base}/v1/ag-ui/ws`);
   const text = (d.send(agui("n-t", "n-r1", [user("n-u1", "hi from node")])), await until(d, isAguiTerminal));
-  d.send(agui("n-t", "n-r2", [user("n-u2", "/delay 15\n/words 12")]));
+  d.send(agui("n-t", "n-r2", [user("n-u2", SLOW)]));
   const busy = [];
   for (;;) {
     const m = await d.next();
@@ -88,6 +110,7 @@ async function aguiMode() {
     if (m.type === "TEXT_MESSAGE_CONTENT") break;
   }
   d.send(agui("n-other", "n-r3", [user("n-u3", "too soon")]));
+  await release(`${base}/v1/ag-ui/ws`, agui("n-rel", "n-rel", [user("n-rel", `/release ${HOLD}`)]), isAguiTerminal, d);
   busy.push(...(await until(d, (m) => m.type === "RUN_FINISHED")));
   busy.push(await d.next()); // the refusal: after the run's terminal event, never inside the run
   const bad = [];
@@ -231,6 +254,7 @@ function openShared(url, isEnd) {
             log.some(pred) ? Promise.resolve() : new Promise((resolve) => seenWaiters.push({ pred, resolve })),
             `a message the test waits for (log: ${JSON.stringify(log)})`,
           ),
+        ping: () => pingPong(ws),
         sent: (n) =>
           sent >= n ? Promise.resolve() : new Promise((res) => sentWaiters.push({ n, resolve: res })),
         close: () =>
@@ -262,10 +286,9 @@ function captureConsole() {
   return logs;
 }
 
-// A run that streams long enough (12 deltas, 15 ms apart) for three more messages to arrive meanwhile:
+// A run that streams (12 deltas, held after the first: SLOW) until three more messages have arrived:
 // a request, a binary message and a second request, sent in that order while it streams; then the
 // run's thread takes its next turn on the same socket.
-const SLOW = "/delay 15\n/words 12";
 // Thread and chat ids are new per invocation: a rerun against the same server starts fresh threads.
 const tag = Math.random().toString(36).slice(2, 8);
 
@@ -298,6 +321,9 @@ async function aguiSharedMode(pkg) {
   await s.sent(2);
   const binary = s.request(Buffer.from([0, 1, 2]), true).done;
   const busy2 = run(agent(`n-busy2-${tag}`, "still too soon"), `n-busy2-r1-${tag}`);
+  await s.sent(4);
+  await within(release(`${base}/v1/ag-ui/ws`, agui(`n-rel-${tag}`, `n-rel-${tag}`, [user(`n-rel-${tag}`, `/release ${HOLD}`)]),
+                       isAguiTerminal, s), "the release");
   const all = Promise.all([first, busy, binary, busy2]);
   const [slowRun, busyRun, binaryReply, busy2Run] = await within(all, "the four replies");
   slow.addMessage(user(`n-slow-u2-${tag}`, "again"));
@@ -340,6 +366,9 @@ async function aisdkSharedMode(lib) {
   await s.sent(2);
   const binary = s.request(Buffer.from([1, 2]), true).done;
   const busy2 = ask(new Chat(`n-a-busy2-${tag}`), "still too soon");
+  await s.sent(4);
+  await within(release(`${base}/v1/ai-sdk/ws`, chat(`n-a-rel-${tag}`, [uiUser(`n-a-rel-${tag}`, `/release ${HOLD}`)]),
+                       isDone, s), "the release");
   const all = Promise.all([first, busy, binary, busy2]);
   const [slowView, busyView, binaryReply, busy2View] = await within(all, "the four replies");
   const again = await within(ask(slow, "again"), "the next turn");

@@ -1,0 +1,234 @@
+"""The console in headless Chromium (tests/browser harness), against a live server on its own origin.
+
+Each test drives the console a person would: the chat over each protocol and transport with a
+server tool, an approval, a denial and a client tool; the sessions list; a session compared with the
+history route; a 503 banner. Screenshots of each page at 1280 px and 390 px go to ``docs/``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from awaken.errors import StoreUnavailable
+
+from .browser_harness import Tab, read_history
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+COMBOS = [("ai-sdk", "sse"), ("ai-sdk", "ws"), ("ag-ui", "sse"), ("ag-ui", "ws")]
+
+
+
+async def goto(tab: Tab, server, hash_: str) -> None:
+    await tab.command("open", path=f"{server.base_url}/console#{hash_}")
+
+
+async def wait_text(tab: Tab, selector: str, needle: str, within: float = 15) -> str:
+    return await tab.wait_for(
+        "([s, n]) => [...document.querySelectorAll(s)].map((e) => e.innerText).find((t) => t.includes(n)) ?? null",
+        arg=[selector, needle], within=within)
+
+
+async def chat_to(tab: Tab, server, protocol: str, transport: str, agent: str) -> str:
+    """Open a fresh chat with these choices; the thread id it will use."""
+    await goto(tab, server, f"/chat?agent={agent}&protocol={protocol}&transport={transport}")
+    await tab.wait_for("() => document.querySelector('#chat-status')?.dataset.status === 'ready'")
+    return await tab.command("eval", expression="document.querySelector('#chat-thread').textContent")
+
+
+async def say(tab: Tab, text: str) -> None:
+    await tab.fill("#chat-input", text)
+    await tab.click("#chat-send")
+
+
+async def settled(tab: Tab) -> None:
+    await tab.wait_for("() => ['ready', 'error'].includes(document.querySelector('#chat-status')?.dataset.status)"
+                       " && !document.querySelector('#chat-send').disabled")
+
+
+async def tool_state(tab: Tab, tool: str, state: str) -> None:
+    await tab.wait_for(f"() => document.querySelector('#transcript [data-tool=\"{tool}\"][data-state=\"{state}\"]')")
+
+
+@pytest.mark.parametrize(("protocol", "transport"), COMBOS)
+async def test_chat_over_each_protocol_runs_server_tool_approval_denial_and_client_tool(
+        browser, server, protocol, transport):
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+    # a server tool
+    thread = await chat_to(tab, server, protocol, transport, "assistant")
+    await say(tab, '/call calculator {"expression": "6*7"}')
+    await tool_state(tab, "calculator", "output-available")
+    await wait_text(tab, "#transcript .message[data-role=assistant]", "42")
+    await settled(tab)
+    async with server.client() as client:
+        history = await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
+    assert [m["role"] for m in history] == ["user", "assistant"]
+    # an approval, then a denial with its reason
+    thread = await chat_to(tab, server, protocol, transport, "guarded")
+    await say(tab, '/call calculator {"expression": "2+3"}')
+    await tool_state(tab, "calculator", "approval-requested")
+    await settled(tab)
+    await tab.click("#transcript .approve")
+    await tool_state(tab, "calculator", "output-available")
+    await wait_text(tab, "#transcript .message[data-role=assistant]", "5")
+    await settled(tab)
+    await say(tab, '/call calculator {"expression": "1/1"}')
+    await tab.wait_for("() => document.querySelectorAll('#transcript [data-tool=calculator]').length === 2"
+                       " && document.querySelector('#transcript [data-state=approval-requested] .deny')")
+    await settled(tab)
+    await tab.fill("#transcript [data-state=approval-requested] .reason", "not today")
+    await tab.click("#transcript [data-state=approval-requested] .deny")
+    await settled(tab)
+    async with server.client() as client:
+        history = await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
+        runs = (await client.get(f"/v1/threads/{thread}")).json()["runs"]
+    tools = [p for m in history for p in m["parts"] if p["type"] == "tool-calculator"]
+    assert [(p["state"], p["approval"]["approved"]) for p in tools] == [("output-available", True), ("output-denied", False)]
+    assert [r["status"] for r in runs] == ["completed", "completed"]
+    # a client tool answered in the page
+    thread = await chat_to(tab, server, protocol, transport, "frontend")
+    await say(tab, '/call ask_user {"question": "Which colour?"}')
+    await tool_state(tab, "ask_user", "input-available")
+    await settled(tab)
+    await tab.fill("#transcript .answer-text", "teal")
+    await tab.click("#transcript .answer")
+    await tool_state(tab, "ask_user", "output-available")
+    await wait_text(tab, "#transcript .message[data-role=assistant]", "teal")
+    await settled(tab)
+    async with server.client() as client:
+        history = await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
+    (answer,) = [p for m in history for p in m["parts"] if p["type"] == "tool-ask_user"]
+    assert answer["output"] == {"answer": "teal"}
+    assert await tab.page_errors() == []
+
+
+async def test_sessions_list_shows_a_thread_made_over_each_protocol(browser, server):
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+    threads = []
+    for protocol, transport in COMBOS:
+        threads.append(await chat_to(tab, server, protocol, transport, "assistant"))
+        await say(tab, f"hello over {protocol} {transport}")
+        await wait_text(tab, "#transcript .message[data-role=assistant]", "You said")
+        await settled(tab)
+    await goto(tab, server, "/sessions")
+    await tab.wait_for("() => document.querySelector('#sessions')?.dataset.loaded === 'true'")
+    shown = await tab.command("eval", expression="[...document.querySelectorAll('tr.session')].map((r) => r.dataset.thread)")
+    assert shown == list(reversed(threads))  # newest first
+    text = await tab.text("#sessions")
+    for protocol, transport in COMBOS:
+        assert f"hello over {protocol} {transport}" in text
+    # search by title, and the status filter never shows a false empty list
+    await tab.fill("#search", "ag-ui ws")
+    await tab.wait_for("() => document.querySelectorAll('tr.session').length === 1")
+    assert await tab.command("eval", expression="document.querySelector('tr.session').dataset.thread") == threads[3]
+    await tab.fill("#search", "")
+    await tab.wait_for("() => document.querySelectorAll('tr.session').length === 4")
+    await tab.screenshot("sessions-1280")
+    await tab.command("viewport", width=390, height=844)
+    await tab.screenshot("sessions-390")
+
+
+def _visible(items: list[dict]) -> list[dict]:
+    """What the session view must show of each history message, from the route's JSON."""
+    out = []
+    for m in items:
+        parts = []
+        for p in m["parts"]:
+            if p["type"] in ("text", "reasoning"):
+                parts.append({"part": p["type"], "text": p["text"]})
+            elif p["type"].startswith("tool-"):
+                part = {"part": "tool", "tool": p["type"][5:], "call": p["toolCallId"], "state": p["state"],
+                        "input": json.dumps(p.get("input"), indent=2)}
+                if "output" in p:
+                    part["output"] = json.dumps(p["output"], indent=2)
+                if "errorText" in p:
+                    part["error"] = p["errorText"]
+                approval = p.get("approval", {}).get("approved")
+                part["decision"] = {True: "approved", False: "denied", None: None}[approval]
+                if p["state"] == "approval-requested":
+                    part["decision"] = "pending"
+                part["reason"] = p.get("approval", {}).get("reason")
+                parts.append(part)
+        out.append({"id": m["id"], "role": m["role"], "parts": parts})
+    return out
+
+
+READ_VIEW = """[...document.querySelectorAll('#history .message')].map((m) => ({
+  id: m.dataset.id, role: m.dataset.role,
+  parts: [...m.querySelectorAll('[data-part]')].map((p) => p.dataset.part === 'tool' ? {
+      part: 'tool', tool: p.dataset.tool, call: p.dataset.call, state: p.dataset.state,
+      input: p.querySelector('.input pre')?.textContent,
+      ...(p.querySelector('.output pre') ? {output: p.querySelector('.output pre').textContent} : {}),
+      ...(p.querySelector('.error pre') ? {error: p.querySelector('.error pre').textContent} : {}),
+      decision: p.querySelector('.gate')?.dataset.decision ?? null,
+      reason: p.querySelector('.gate-reason')?.textContent.replace(/^ — /, '') ?? null,
+    } : {part: p.dataset.part, text: p.querySelector('pre')?.textContent ?? p.textContent})}))"""
+
+
+async def test_session_view_matches_the_history_route_field_for_field(browser, server):
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+    thread = await chat_to(tab, server, "ai-sdk", "sse", "guarded")
+    await say(tab, '/think weighing it\n/call calculator {"expression": "3*3"}\n/call current_time {}')
+    await tab.wait_for("() => document.querySelectorAll('#transcript [data-state=approval-requested]').length === 2")
+    await settled(tab)
+    await goto(tab, server, f"/sessions/{thread}")
+    await tab.wait_for("() => document.querySelector('#view')?.dataset.loaded === 'true'")
+    # both calls wait on a person: approve one, deny the other with a reason, from the session view
+    await tab.click("#pending li:first-child .approve")
+    await tab.wait_for("() => document.querySelector('#pending li:first-child[data-decided]')")
+    await tab.fill("#pending li:last-child .reason", "no clocks")
+    await tab.click("#pending li:last-child .deny")
+    await tab.wait_for("() => document.querySelector('#session-status')?.dataset.status === 'completed'")
+    async with server.client() as client:
+        history = await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
+        detail = (await client.get(f"/v1/threads/{thread}")).json()
+    await tab.wait_for("(n) => document.querySelectorAll('#history .message').length === n", arg=len(history))
+    assert await tab.command("eval", expression=READ_VIEW) == _visible(history)
+    decisions = [p["decision"] for m in _visible(history) for p in m["parts"] if p["part"] == "tool"]
+    assert sorted(decisions) == ["approved", "denied"]
+    runs = await tab.command("eval", expression="[...document.querySelectorAll('tr.run')].map((r) => [r.dataset.run, r.dataset.status])")
+    assert runs == [[r["runId"], r["status"]] for r in detail["runs"]]
+    await tab.screenshot("session-1280")
+    await tab.command("viewport", width=390, height=844)
+    await tab.screenshot("session-390")
+
+
+async def test_agents_and_chat_pages_render_at_both_widths(browser, server):
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+    await goto(tab, server, "/agents")
+    await tab.wait_for("() => document.querySelectorAll('.agent').length === 3")
+    text = await tab.text(".agent[data-agent=guarded]")
+    assert "scripted" in text and "calculator" in text and "ask" in text
+    await tab.screenshot("agents-1280")
+    await chat_to(tab, server, "ag-ui", "sse", "guarded")
+    await say(tab, '/think about it\n/call calculator {"expression": "7+8"}')
+    await tool_state(tab, "calculator", "approval-requested")
+    await settled(tab)
+    await tab.screenshot("chat-1280")
+    await tab.command("viewport", width=390, height=844)
+    await tab.screenshot("chat-390")
+    await goto(tab, server, "/agents")
+    await tab.wait_for("() => document.querySelectorAll('.agent').length === 3")
+    await tab.screenshot("agents-390")
+
+
+async def test_an_unavailable_ledger_shows_the_banner_not_an_empty_list(browser, server):
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+
+    async def unavailable():
+        raise StoreUnavailable("the ledger is down")
+
+    server.ctx.ledger.list_threads = unavailable  # the ledger fails every read of the listing
+    await goto(tab, server, "/sessions")
+    banner = await tab.wait_for("() => { const b = document.querySelector('#banner'); return b && !b.hidden && b.innerText; }")
+    assert banner.startswith("The server is unavailable (503 STORE_UNAVAILABLE)")
+    assert await tab.command("eval", expression="document.querySelector('#sessions').dataset.loaded") == "error"
+    assert await tab.command("eval", expression="document.querySelectorAll('.empty, tr.session').length") == 0
+    await tab.screenshot("banner-1280")
