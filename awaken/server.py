@@ -9,7 +9,7 @@ preflights for every ``/v1/`` path and puts CORS headers on every answer, a 401 
 
 Routes:
     GET  /healthz                                    200 while the process serves
-    GET  /readyz                                     200 when the ledger answers, else 503
+    GET  /readyz                                     200 when the ledger can commit (write probe), else 503
     GET  /v1/me                                      the caller's principal {subject, role}
     GET  /v1/agents                                  the published agents
     GET  /v1/threads, /v1/threads/{threadId}         thread listing and one thread (threads_api.py)
@@ -24,6 +24,7 @@ Routes:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -51,6 +52,10 @@ PageReader = Callable[[Ledger, str, "str | None", int], Awaitable[tuple[list, st
 StreamRoute = Callable[[ServerContext, dict, Any, Any, "str | None"], Awaitable[None]]
 
 
+#: how long /readyz reuses its write probe's answer (a probe per request would be a write per request)
+READY_CACHE_SECONDS = 1.0
+
+
 def _error(exc: AwakenError, status: int):  # noqa: ANN202 - a quart response tuple
     return jsonify({"error": {"code": exc.code, "message": exc.message}}), status
 
@@ -75,12 +80,20 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
     async def healthz():  # noqa: ANN202
         return jsonify({"status": "ok"})
 
+    probe: dict[str, Any] = {"at": -math.inf, "error": None}
+
     @app.get("/readyz")
     async def readyz():  # noqa: ANN202
-        try:
-            await ctx.ledger.ping()
-        except StoreUnavailable as exc:
-            return _error(exc, 503)
+        """Ready when the ledger can commit: a real write probe, its answer cached ``READY_CACHE_SECONDS``."""
+        if trio.current_time() - probe["at"] > READY_CACHE_SECONDS:
+            try:
+                await ctx.ledger.probe_write()
+                probe["error"] = None
+            except StoreUnavailable as exc:
+                probe["error"] = exc
+            probe["at"] = trio.current_time()
+        if probe["error"] is not None:
+            return _error(probe["error"], 503)
         return jsonify({"status": "ready"})
 
     @app.get("/v1/me")

@@ -8,15 +8,20 @@ answers, and only then frees the thread.
 from __future__ import annotations
 
 import logging
+import os
 
+import attrs
 import pytest
 import trio
 
 from awaken import events as ev
+from awaken import server as server_module
+from awaken.context import build_ledger
 from awaken.engine import outcome
-from awaken.errors import InputRejected
+from awaken.errors import ConfigError, InputRejected
 from awaken.runstate import RunStatus
 
+from .helpers import agui_body, live_server, make_config, post_agui
 from .test_engine_runs import ask, engine, run_once
 
 
@@ -61,3 +66,42 @@ async def test_a_final_commit_the_store_cannot_take_in_time_keeps_the_thread_bus
         _, status = await run_once(ctx.app, "t1", ask("t1", "next"))
         assert status is RunStatus.COMPLETED
         server.cancel_scope.cancel()
+
+
+# -- the store: readiness, a vanished file, durability (findings 8 and 10) -------------------------
+
+
+async def test_readyz_is_503_and_runs_refuse_once_the_sqlite_file_is_deleted(tmp_path, monkeypatch):
+    monkeypatch.setattr(server_module, "READY_CACHE_SECONDS", 0.0)
+    async with live_server(make_config(tmp_path)) as srv, srv.client() as client:
+        first = await post_agui(client, agui_body("t1", "r1", [{"id": "m1", "role": "user", "content": "hi"}]))
+        assert first[-1]["type"] == "RUN_FINISHED"
+        assert (await client.get("/readyz")).status_code == 200
+        os.unlink(tmp_path / "awaken.db")
+        response = await client.get("/readyz")
+        assert response.status_code == 503 and response.json()["error"]["code"] == "STORE_UNAVAILABLE"
+        again = await post_agui(client, agui_body("t1", "r2", [{"id": "m1", "role": "user", "content": "hi"},
+                                                               {"id": "m2", "role": "user", "content": "more"}]))
+        assert again[-1]["type"] == "RUN_ERROR" and again[-1]["code"] == "STORE_UNAVAILABLE"
+
+
+def test_sqlite_durability_is_a_config_choice_defaulting_to_full(tmp_path):
+    from storage_backends.sqlite_ledger import SqliteLedger
+
+    assert SqliteLedger(str(tmp_path / "a.db")).synchronous == "full"
+    assert SqliteLedger(str(tmp_path / "a.db"), synchronous="normal").synchronous == "normal"
+    with pytest.raises(ConfigError, match="synchronous"):
+        build_ledger(attrs.evolve(make_config(tmp_path), ledger=attrs.evolve(
+            make_config(tmp_path).ledger, options={"synchronous": "off"})))
+
+
+async def test_the_sqlite_ledger_runs_with_the_synchronous_mode_it_was_given(tmp_path):
+    from storage_backends.sqlite_ledger import SqliteLedger
+
+    for mode, pragma in (("full", 2), ("normal", 1)):
+        ledger = SqliteLedger(str(tmp_path / f"{mode}.db"), synchronous=mode)
+        await ledger.open()
+        try:
+            assert await ledger._call(lambda db: db.conn.execute("PRAGMA synchronous").fetchone()[0]) == pragma
+        finally:
+            await ledger.aclose()
