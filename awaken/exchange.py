@@ -104,11 +104,15 @@ async def exchange(
         await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
 
 
-def content_type_of(scope: dict[str, Any]) -> str | None:
+def header_of(scope: dict[str, Any], header: bytes) -> str | None:
     for name, value in scope.get("headers", []):
-        if name == b"content-type":
+        if name == header:
             return value.decode("latin-1")
     return None
+
+
+def content_type_of(scope: dict[str, Any]) -> str | None:
+    return header_of(scope, b"content-type")
 
 
 async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, receive: sse.ASGIReceive,
@@ -117,10 +121,14 @@ async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, rece
     server = ctx.config.server
     transport = sse.SseTransport(send, receive, sse.sse_headers(protocol.sse_headers),
                                  keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
-    try:
-        body = await sse.read_body(receive, MAX_BODY)
-    except sse.ClientGone:
-        return
+    declared = header_of(scope, b"content-length")
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY:
+        body = None  # refused from the header: the body is never read
+    else:
+        try:
+            body = await sse.read_body(receive, MAX_BODY)
+        except sse.ClientGone:
+            return
     await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import trio
 from trio_websocket import open_websocket_url
 
 from awaken.jsonbody import MAX_DEPTH, MAX_MESSAGES
@@ -110,3 +111,17 @@ async def test_a_frame_larger_than_the_buffer_reaches_a_reading_client_whole(tmp
             ws_events = await run_over_ws(ws, agui_body("wide-ws", "r2", [user("m1", word)]))
         assert ws_events[-1]["type"] == "RUN_FINISHED", types(ws_events)
         assert agui_text(ws_events) == f'You said: "{word}".'
+
+
+async def test_a_declared_content_length_over_the_limit_is_refused_before_the_body_is_read(server):
+    """Only the head and a few bytes are sent: the refusal arrives without waiting for the rest."""
+    host, port = server.base_url.removeprefix("http://").split(":")
+    stream = await trio.open_tcp_stream(host, int(port))
+    async with stream:
+        await stream.send_all(b"POST /v1/ag-ui HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                              b"content-length: 500000000\r\n\r\n{")
+        received = b""
+        with trio.fail_after(5):
+            while b"RUN_ERROR" not in received:
+                received += await stream.receive_some(65536)
+    assert b"BODY_TOO_LARGE" in received
