@@ -201,9 +201,11 @@ class SqliteLedger(Ledger):
         await self._call(lambda db: db.conn.execute("SELECT count(*) FROM threads LIMIT 1").fetchone())
 
     async def probe_write(self) -> None:
-        """A real (tiny) committed write: a full disk, a read-only filesystem or a deleted file fail it."""
+        """A read of the ledger's tables and a real (tiny) committed write: a full disk, a read-only
+        filesystem or a deleted file fail it."""
 
         def probe(db: sqlite_utils.Database) -> None:
+            db.conn.execute("SELECT count(*) FROM threads LIMIT 1").fetchone()
             db.conn.execute("CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, at REAL)")
             self._transaction(db, lambda conn: conn.execute("INSERT OR REPLACE INTO probe VALUES (1, ?)",
                                                             (time.time(),)))
