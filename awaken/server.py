@@ -84,8 +84,9 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
 
     @app.get("/readyz")
     async def readyz():  # noqa: ANN202
-        """Ready when the ledger can commit: a real write probe, its answer cached ``READY_CACHE_SECONDS``."""
-        if trio.current_time() - probe["at"] > READY_CACHE_SECONDS:
+        """Ready when the ledger can commit: a real write probe. A success is reused for
+        ``READY_CACHE_SECONDS``; while it fails, every call probes again (recovery shows at once)."""
+        if probe["error"] is not None or trio.current_time() - probe["at"] > READY_CACHE_SECONDS:
             try:
                 await ctx.ledger.probe_write()
                 probe["error"] = None
