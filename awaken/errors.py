@@ -33,7 +33,7 @@ CODES: dict[str, tuple[str, str]] = {
     "UNKNOWN_THREAD": ("input", "History: nothing was ever committed to this thread (404)."),
     "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
     "INVALID_ID": ("input", "A thread, run or message id breaks the id rule (1-256 printable characters, no "
-                   "surrounding whitespace, no / or \\, not . or ..)."),
+                   "surrounding whitespace, no leading /, not . or ..)."),
     "INVALID_LIMIT": ("input", "History: limit is not an integer from 1 to 500 (400)."),
     "NOT_FOUND": ("input", "No route has this path (404)."),
     "METHOD_NOT_ALLOWED": ("input", "The route exists but not for this method (405, with Allow)."),

@@ -1,8 +1,9 @@
 """The one rule for client-chosen ids (thread, run, message and tool call ids), checked at the door.
 
 An id is 1 to ``MAX_ID_LENGTH`` characters, all printable (no control characters or line breaks),
-without leading or trailing whitespace, without ``/`` or ``\\``, and not ``.`` or ``..``. Every id
-that passes can be put in a URL path segment (percent-encoded) and read back on every route; a
+without leading or trailing whitespace, not starting with ``/``, and not ``.`` or ``..`` (``/``
+inside an id is allowed: the history routes take the rest of the path and never merge slashes). Every id that passes can be put in a
+URL path segment (percent-encoded) and read back on every route; a
 request carrying one that does not is refused ``INVALID_ID`` before anything is written.
 """
 
@@ -21,8 +22,8 @@ def id_problem(value: str) -> str | None:
         return "must be printable (no control characters or line breaks)"
     if value != value.strip():
         return "must not start or end with whitespace"
-    if "/" in value or "\\" in value:
-        return "must not contain / or \\"
+    if value.startswith("/"):
+        return "must not start with /"
     if value in (".", ".."):
         return "must not be . or .."
     return None
