@@ -50,7 +50,9 @@ async def serve(config: AppConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> N
                     ctx.app.shutting_down()  # a run the graceful timeout cuts off is interrupted for it
                     return
 
-            async with trio.open_nursery() as nursery:
+            # runs execute in the server's own nursery (they may outlive their connection); leaving it
+            # after hypercorn's graceful shutdown interrupts what still runs for ``shutdown``
+            async with ctx.app.hosting(), trio.open_nursery() as nursery:
                 await nursery.start(ctx.run_mcp)
 
                 async def web(task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001

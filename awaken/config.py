@@ -32,6 +32,7 @@ from .mcp.config import McpServerConfig, check_servers, covered
 from .models.providers import provider_class, resolve_model
 
 Permission = Literal["allow", "ask", "deny"]
+OnDisconnect = Literal["cancel", "continue"]
 
 
 @attrs.frozen
@@ -41,6 +42,8 @@ class ServerConfig:
     keepalive_seconds: float = 15.0
     #: bytes a slow reader may leave unsent before the connection is dropped (and the run interrupted)
     max_buffered_bytes: int = 4 * 1024 * 1024
+    #: bytes of encoded events each active run keeps per protocol for watchers that join late (rejoin)
+    replay_bytes: int = 1024 * 1024
     #: seconds between WebSocket pings
     ws_ping_seconds: float = 20.0
     #: seconds a shutdown waits for streams to end
@@ -82,8 +85,15 @@ class AgentConfig:
     permissions: dict[str, Permission] = attrs.field(factory=dict)
     default_permission: Permission = "allow"
     max_steps: int = 8
+    #: how many of the thread's latest messages the model receives (the history budget); older ones
+    #: stay in the ledger and in history pages. A window never starts with a tool result cut off from
+    #: its call. It is also how much history admission reads.
+    history_messages: int = 200
     #: overrides of its provider's ``[providers.<name>]`` table for this agent (validated by the provider)
     provider: dict[str, Any] | None = None
+    #: what a run does when the connection that started it goes: ``cancel`` (interrupted, ``client_gone``)
+    #: or ``continue`` (it runs on to its committed outcome in the server's nursery; rejoinable)
+    on_disconnect: OnDisconnect = "cancel"
 
 
 @attrs.frozen
@@ -233,6 +243,8 @@ def _check(config: AppConfig, source: str) -> None:
             raise ConfigError(f"{source}: {exc}") from None
         if agent.max_steps < 1:
             raise ConfigError(f"{source}: agents.{agent_id}.max_steps: must be at least 1")
+        if agent.history_messages < 1:
+            raise ConfigError(f"{source}: agents.{agent_id}.history_messages: must be at least 1")
         names = set(agent.tools) | {t.name for t in agent.client_tools}
         for tool in agent.permissions:
             if tool not in names and not covered(tool, agent.tools):

@@ -58,6 +58,13 @@ def sse_frame(payload: Any) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
+def sse_frame_at(position: bytes | None, payload: bytes) -> bytes:
+    """One SSE frame of an encoded payload, with its ``id:`` line when it has a position."""
+    if position is None:
+        return b"data: " + payload + b"\n\n"
+    return b"id: " + position + b"\ndata: " + payload + b"\n\n"
+
+
 def text_payload(payload: Any) -> bytes:
     """The payload of one wire event as a text message carries it (what SSE puts after ``data: ``)."""
     return payload.encode() if type(payload) is Verbatim else orjson.dumps(payload)

@@ -46,6 +46,9 @@ CODES: dict[str, tuple[str, str]] = {
         "A /v1/ route was called without valid credentials (HTTP 401 with WWW-Authenticate: Bearer; a "
         "WebSocket upgrade is refused the same way).",
     ),
+    "INVALID_POSITION": ("input", "Rejoin: Last-Event-ID is not a stream position this server writes (400)."),
+    "FORBIDDEN": ("input", "Rejoin: only the thread's owner or an admin may watch its run (403)."),
+    "REPLAY_GONE": ("run", "Rejoin: the run's stream start is no longer held; read the history instead."),
     "MODEL_ERROR": ("run", "The model failed or answered with something unusable."),
     "MODEL_UNAVAILABLE": ("run", "The model endpoint could not be reached or refused the credentials."),
     "MODEL_RATE_LIMITED": ("run", "The model endpoint rate-limited the request."),

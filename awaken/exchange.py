@@ -18,14 +18,16 @@ from typing import Protocol as TypingProtocol
 
 import trio
 
+from .auth.principal import PRINCIPAL_KEY
+from .broadcast import RunBroadcast
 from .context import ServerContext
-from .encoding import EncoderBase, EncoderMisuse, WireEvent
+from .encoding import WireEvent
+from .engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
 from .errors import InputRejected, StoreUnavailable
-from .events import AgentEvent, RunFailed
 from .ids import check_id, check_request_ids
 from .ledger import ThreadView
-from .protocol import Protocol, RunRequest, Sink, new_id
-from .runstate import Interruptible
+from .protocol import Protocol, RunRequest, new_id
+from .runstate import Cause, Interruptible
 from .transports import sse, ws
 
 log = logging.getLogger("awaken.exchange")
@@ -34,34 +36,37 @@ MAX_BODY = 32 * 1024 * 1024
 #: a body larger than this is parsed in a worker thread, so decoding it never stalls the loop
 INLINE_PARSE_BYTES = 64 * 1024
 
-Emit = Callable[[list[WireEvent]], None]
+#: a transport's writer of one encoded wire event: ``deliver(position or None, payload)``
+Deliver = Callable[[bytes | None, bytes], None]
 
 
 class Transport(TypingProtocol):
-    async def stream(self, producer: Callable[[Emit], Awaitable[None]], run: Interruptible) -> None:
-        """Write what ``producer(emit)`` emits until it returns. A disconnect cancels the producer;
-        a transport that must stop the run for its own reason calls ``run.cancel(cause)``."""
+    async def stream(self, producer: Callable[[Deliver], Awaitable[None]], run: Interruptible) -> None:
+        """Write what ``producer(deliver)`` delivers until it returns. A disconnect cancels the
+        producer; a transport that must stop the run for its own reason calls ``run.cancel(cause)``."""
 
     async def reject(self, wire: list[WireEvent]) -> None:
         """Write a whole refusal stream."""
 
 
-def make_sink(encoder: EncoderBase, emit: Emit) -> Sink:
-    """The engine's sink: encode each AgentEvent and hand the wire events to the transport."""
+class Detached:
+    """The ``Interruptible`` a transport gets for a run it does not own: stopping it only ends this
+    connection's watching (the transport cancels its own producer), never the run."""
 
-    def sink(event: AgentEvent) -> None:
-        try:
-            wire = encoder.feed(event)
-        except EncoderMisuse:
-            log.exception("encoder refused %r", event)
-            if encoder.closed:
-                return
-            encoder.closed = True
-            wire = encoder.on_run_failed(RunFailed("INTERNAL_ERROR", "the server produced an invalid stream"))
-        if wire:
-            emit(wire)
+    def cancel(self, cause: Cause) -> None:
+        return None
 
-    return sink
+    def blame(self, cause: Cause) -> None:
+        return None
+
+
+DETACHED = Detached()
+
+
+def owner_of(scope: dict[str, Any]) -> str | None:
+    """The subject asking (None without authentication, or for a scope the auth middleware never saw)."""
+    principal = scope.get(PRINCIPAL_KEY)
+    return principal.subject if principal is not None else None
 
 
 async def exchange(
@@ -71,8 +76,15 @@ async def exchange(
     body: bytes | None,
     content_type: str | None,
     agent_id: str | None,
+    owner: str | None = None,
 ) -> None:
-    """Serve one request body (None: larger than ``MAX_BODY``) as one stream on ``transport``."""
+    """Serve one request body (None: larger than ``MAX_BODY``) as one stream on ``transport``.
+
+    The run executes in the server's nursery (``RunApplication.launch``) into its broadcast; this
+    connection is its first watcher. When the connection goes while the run streams, an agent with
+    ``on_disconnect = "cancel"`` takes the run along (``client_gone``, or the transport's own cause);
+    a ``continue`` agent's run goes on to its committed outcome, rejoinable.
+    """
     encoder = protocol.encoder(None)
     try:
         if body is None:
@@ -85,23 +97,50 @@ async def exchange(
         thread, agent = protocol.target(parsed, agent_id)
         thread_id = thread or new_id("thread")
         check_id("threadId", thread_id)
-
-        def build(view: ThreadView) -> RunRequest:
-            request = protocol.to_run_request(parsed, thread_id, agent, view)
-            check_request_ids(thread_id, request.run_id, [m.id for m in request.inputs]
-                              + [d.message_id for d in request.decisions])
-            return request
-
-        async with ctx.app.admit(thread_id, agent, build) as run:
-
-            async def produce(emit: Emit) -> None:
-                await run.execute(make_sink(encoder, emit))
-                if encoder.closed and (closing := protocol.closing()):  # after the terminal event only
-                    emit(closing)
-
-            await transport.stream(produce, run)
-    except (InputRejected, StoreUnavailable) as exc:
+    except InputRejected as exc:
         await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
+        return
+
+    def build(view: ThreadView) -> RunRequest:
+        request = protocol.to_run_request(parsed, thread_id, agent, view)
+        check_request_ids(thread_id, request.run_id, [m.id for m in request.inputs]
+                          + [d.message_id for d in request.decisions])
+        return request
+
+    def broadcast(run: AdmittedRun) -> RunBroadcast:
+        out = RunBroadcast(run.run_id, thread_id, ctx.config.server.replay_bytes, owner)
+        out.open_channel(protocol, encoder)
+        return out
+
+    async with trio.open_nursery() as local:  # holds the run only when the server hosts none
+        try:
+            run = await ctx.app.launch(thread_id, agent, build, broadcast, local, protocol.asks(parsed))
+        except (InputRejected, StoreUnavailable) as exc:
+            await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
+            return
+        attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
+        await origin(run, protocol, transport, attached=attached)
+
+
+async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, *, attached: bool) -> None:
+    """Watch ``run`` from its first event on ``transport``; an ``attached`` watcher that goes before
+    the run ended stops it (``client_gone`` unless a cause was recorded first) and waits for its outcome."""
+    assert run.broadcast is not None
+    channel = run.broadcast.open_channel(protocol)
+
+    async def produce(deliver: Deliver) -> None:
+        watcher = channel.watch(deliver, 0)
+        assert watcher is not None  # the origin joins before the run's first checkpoint
+        try:
+            await watcher.done.wait()
+        finally:
+            watcher.leave()
+            if attached and not channel.closed:
+                run.cancel(Cause.CLIENT_GONE)
+                with trio.move_on_after(FINAL_COMMIT_TIMEOUT + 1, shield=True):
+                    await run.settled()
+
+    await transport.stream(produce, run if attached else DETACHED)
 
 
 def header_of(scope: dict[str, Any], header: bytes) -> str | None:
@@ -129,15 +168,15 @@ async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, rece
             body = await sse.read_body(receive, MAX_BODY)
         except sse.ClientGone:
             return
-    await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id)
+    await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, owner_of(scope))
 
 
 def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
     """The ASGI handler of a protocol's POST route over SSE: ``route(ctx, scope, receive, send, agent_id)``."""
 
     async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
-                    agent_id: str | None) -> None:
-        await sse_exchange(ctx, protocol, scope, receive, send, agent_id)
+                    params: dict[str, str]) -> None:
+        await sse_exchange(ctx, protocol, scope, receive, send, params.get("agent"))
 
     return route
 
@@ -149,7 +188,7 @@ async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, r
 
     async def handle(request: ws.RequestStream, body: bytes) -> None:
         await exchange(ctx, protocol, request, body if len(body) <= MAX_BODY else None, ws.CONTENT_TYPE,
-                       agent_id)
+                       agent_id, owner_of(scope))
 
     await ws.serve_websocket(scope, receive, send, handle, protocol.refusal, ping_seconds=server.ws_ping_seconds,
                              max_buffered=server.max_buffered_bytes)
@@ -159,7 +198,7 @@ def ws_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
     """The ASGI handler serving ``protocol`` over WebSocket: ``route(ctx, scope, receive, send, agent_id)``."""
 
     async def route(ctx: ServerContext, scope: dict, receive: ws.ASGIReceive, send: ws.ASGISend,
-                    agent_id: str | None) -> None:
-        await serve_websocket(ctx, protocol, scope, receive, send, agent_id)
+                    params: dict[str, str]) -> None:
+        await serve_websocket(ctx, protocol, scope, receive, send, params.get("agent"))
 
     return route

@@ -1,7 +1,7 @@
 """``awaken ledger copy --from CONFIG_A --to CONFIG_B``: move the whole history between backends.
 
-Every thread of the source ledger (its runs, messages with their ids and sequence numbers, pending
-calls and agent state) is written to the destination in one ``import_thread`` transaction per
+Every thread of the source ledger (its owner, runs, messages with their ids and sequence numbers,
+pending calls, agent state and last-update time) is written to the destination in one ``import_thread`` transaction per
 thread; then the counts are read back from both and compared. A thread that already exists in
 the destination stops the copy before anything is written for it.
 """
@@ -44,12 +44,16 @@ async def copy_ledger(source: Ledger, dest: Ledger, progress=None) -> CopyReport
         thread_runs = await source.list_runs(thread.thread_id)
         thread_messages = await source.read_messages(thread.thread_id, 0, _ALL)
         thread_pending = await source.pending_calls(thread.thread_id)
-        await dest.import_thread(thread, thread_runs, thread_messages, thread_pending)
+        summary = await source.thread_summary(thread.thread_id)
+        updated_at = summary.updated_at if summary is not None else None
+        await dest.import_thread(thread, thread_runs, thread_messages, thread_pending, updated_at)
         copied = await dest.read_messages(thread.thread_id, 0, _ALL)
         if [m.id for m in copied] != [m.id for m in thread_messages]:
             raise ValueError(f"thread {thread.thread_id!r}: the copied messages differ from the source")
         if len(await dest.list_runs(thread.thread_id)) != len(thread_runs):
             raise ValueError(f"thread {thread.thread_id!r}: the copied runs differ from the source")
+        if await dest.thread_summary(thread.thread_id) != summary:
+            raise ValueError(f"thread {thread.thread_id!r}: the copied summary (owner, title, times) differs")
         runs += len(thread_runs)
         messages += len(thread_messages)
         pending += len(thread_pending)

@@ -123,6 +123,11 @@ class Message:
         return None
 
 
+def result_id(tool_call_id: str) -> str:
+    """The message id of a tool result the server commits (stable, so a replayed decision is found)."""
+    return f"tr_{tool_call_id}"
+
+
 def part_to_json(part: Part) -> dict[str, Any]:
     out = attrs.asdict(part)
     return {k: v for k, v in out.items() if v is not None}

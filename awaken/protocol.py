@@ -18,7 +18,7 @@ import attrs
 from .encoding import EncoderBase, WireEvent
 from .events import AgentEvent
 from .ledger import ThreadView
-from .messages import Message
+from .messages import Message, result_id  # noqa: F401 - re-exported: adapters and the engine import it here
 
 #: what the engine streams a run into (synchronous: it never awaits the client)
 Sink = Callable[[AgentEvent], None]
@@ -30,11 +30,6 @@ SUPERSEDED = "cancelled: new input arrived before this call was answered"
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
-
-
-def result_id(tool_call_id: str) -> str:
-    """The message id of a tool result the server commits (stable, so a replayed decision is found)."""
-    return f"tr_{tool_call_id}"
 
 
 @attrs.frozen
@@ -65,6 +60,14 @@ class RunRequest:
     run_id: str | None = None
 
 
+@attrs.frozen
+class Asks:
+    """What a request asks the ledger at admission (see ``Protocol.asks``)."""
+
+    message_ids: frozenset[str]
+    calls: dict[str, str | None]
+
+
 class Protocol(abc.ABC):
     """A wire protocol's request side, encoder factory and stream ends. Every method is pure."""
 
@@ -84,9 +87,25 @@ class Protocol(abc.ABC):
         """Drop what ``view`` (the thread as committed) already holds; split the rest into new input
         and tool decisions. Raise ``InputRejected`` for what cannot be run."""
 
+    def asks(self, parsed: Any) -> Asks | None:
+        """The ids ``to_run_request`` will ask the view about: the message ids it dedups and the tool
+        call ids it may take as decisions (call id -> the request message carrying it, or None).
+        Admission then reads a bounded view (``Ledger.admission_view``) instead of the whole history.
+        None (the default): the whole history is read."""
+        return None
+
     @abc.abstractmethod
     def encoder(self, parsed: Any | None) -> EncoderBase:
         """The encoder for this request (``parsed`` is None when the body could not be parsed)."""
+
+    def watch_encoder(self, thread_id: str, run_id: str) -> EncoderBase:
+        """The encoder of a watcher that joins a run this protocol did not start (a rejoin)."""
+        return self.encoder(None)
+
+    def snapshot(self, messages: list[Message]) -> list[WireEvent] | None:
+        """The committed messages as one wire event, for a rejoin whose position is gone (None: the
+        protocol has no such event)."""
+        return None
 
     def closing(self) -> list[WireEvent]:
         """What follows the terminal event of every stream, run or refusal (the AI SDK's ``[DONE]``)."""

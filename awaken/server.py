@@ -18,6 +18,9 @@ Routes:
     GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor}
     POST /v1/ai-sdk/chat, /v1/ai-sdk/agents/{agentId}/chat   AI SDK UI Message Stream runs (SSE)
     GET  /v1/ai-sdk/threads/{threadId}/messages      AI SDK history page {items: UIMessage[], cursor}
+    GET  /v1/ag-ui/threads/{threadId}/stream         rejoin the thread's active run (AG-UI, Last-Event-ID)
+    GET  /v1/ai-sdk/chat/{chatId}/stream, /v1/ai-sdk/agents/{agentId}/chat/{chatId}/stream
+                                                     rejoin the chat's active run (useChat resume)
     WS   /v1/ag-ui/ws, /v1/ag-ui/agents/{agentId}/ws         AG-UI runs over WebSocket (transports/ws.py)
     WS   /v1/ai-sdk/ws, /v1/ai-sdk/agents/{agentId}/ws       AI SDK runs over WebSocket
 """
@@ -45,11 +48,13 @@ from .exchange import sse_route, ws_route
 from .history import parse_limit
 from .ids import id_problem
 from .ledger import Ledger
+from .rejoin import rejoin_route
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 #: a protocol's history page: (ledger, thread id, cursor, limit) -> (items, cursor after them)
 PageReader = Callable[[Ledger, str, "str | None", int], Awaitable[tuple[list, str]]]
-StreamRoute = Callable[[ServerContext, dict, Any, Any, "str | None"], Awaitable[None]]
+#: ``route(ctx, scope, receive, send, params)``: params are the path pattern's groups (``agent``, ``thread``)
+StreamRoute = Callable[[ServerContext, dict, Any, Any, dict[str, str]], Awaitable[None]]
 
 
 #: how long /readyz reuses its write probe's answer (a probe per request would be a write per request)
@@ -141,6 +146,10 @@ STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
     ("POST", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/?$"), sse_route(agui_adapter.PROTOCOL)),
     ("POST", re.compile(r"^/v1/ai-sdk/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
     ("POST", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
+    ("GET", re.compile(r"^/v1/ag-ui/threads/(?P<thread>.+)/stream/?$"), rejoin_route(agui_adapter.PROTOCOL)),
+    ("GET", re.compile(r"^/v1/ai-sdk/chat/(?P<thread>.+)/stream/?$"), rejoin_route(aisdk_adapter.PROTOCOL)),
+    ("GET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/(?P<thread>.+)/stream/?$"),
+     rejoin_route(aisdk_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ag-ui/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
@@ -180,12 +189,11 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
                 if route_method != method:
                     allowed.add(route_method)
                     continue
-                agent = match.groupdict().get("agent")
                 # scope["path"] is already percent-decoded by the server
-                await handler(ctx, scope, receive, send, agent)
+                await handler(ctx, scope, receive, send, match.groupdict())
                 return
-            if scope["type"] == "http" and "POST" in allowed:
-                await method_not_allowed(send, method, ["POST"])
+            if scope["type"] == "http" and (allow := sorted(allowed - {"WEBSOCKET"})):
+                await method_not_allowed(send, method, allow)
                 return
         await quart_app(scope, receive, send)
 

@@ -282,6 +282,8 @@ class HttpConnection:
             frames = data.split(b"\n\n")
             pending = frames.pop()
             for frame in frames:
+                if frame.startswith(b"id:"):
+                    frame = frame.partition(b"\n")[2]  # the event's position line
                 if not frame.startswith(b"data:"):
                     continue  # keep-alive comments
                 result.events += 1

@@ -27,7 +27,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,29 +36,45 @@ import trio
 
 from awaken.errors import StoreUnavailable
 from awaken.ledger import (
+    ALL_OWNERS,
+    RESTART_CAUSE,
     Commit,
     DuplicateRun,
     Ledger,
+    OwnerFilter,
     PendingCall,
     RunRecord,
+    RunSummary,
+    ThreadPage,
     ThreadRecord,
+    ThreadSummary,
     ThreadView,
-    Usage,
+    WriteClock,
+    answered_in,
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    imported_updated_at,
+    last_run_of,
+    resolve_answered,
+    thread_title,
 )
-from awaken.messages import Message, parts_from_json, parts_to_json
+from awaken.messages import Message, Usage, parts_from_json, parts_to_json, result_id
 from awaken.runstate import RunStatus
 
 T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
-    id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, state TEXT NOT NULL, last_seq INTEGER NOT NULL
+    id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, state TEXT NOT NULL, last_seq INTEGER NOT NULL,
+    owner TEXT, title TEXT, agent_id TEXT, updated_at INTEGER NOT NULL DEFAULT 0,
+    message_count INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, agent_id TEXT NOT NULL, status TEXT NOT NULL,
     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, error_code TEXT, error_message TEXT,
     input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
-    steps INTEGER NOT NULL DEFAULT 0
+    steps INTEGER NOT NULL DEFAULT 0, cause TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, status);
 CREATE TABLE IF NOT EXISTS messages (
@@ -72,6 +88,74 @@ CREATE TABLE IF NOT EXISTS pending (
     PRIMARY KEY (thread_id, tool_call_id)
 );
 """
+
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS threads_updated ON threads (updated_at, id);
+CREATE INDEX IF NOT EXISTS threads_owner_updated ON threads (owner, updated_at, id);
+CREATE INDEX IF NOT EXISTS threads_agent_updated ON threads (agent_id, updated_at, id);
+CREATE INDEX IF NOT EXISTS runs_thread_created ON runs (thread_id, created_at);
+"""
+
+#: Schema changes since the first release, in order; ``PRAGMA user_version`` counts those applied.
+#: A new database gets ``_SCHEMA`` (which includes them all); an existing one runs the missing ones.
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    # 1: why an interrupted run stopped
+    lambda conn: conn.execute("ALTER TABLE runs ADD COLUMN cause TEXT"),
+    # 2: thread owner and the columns a thread listing reads
+    lambda conn: _add_thread_summaries(conn),
+)
+
+
+def _add_thread_summaries(conn: sqlite3.Connection) -> None:
+    """Migration 2: owner (NULL for every existing thread) and the listing columns, filled from history."""
+    for column in ("owner TEXT", "title TEXT", "agent_id TEXT", "updated_at INTEGER NOT NULL DEFAULT 0",
+                   "message_count INTEGER NOT NULL DEFAULT 0"):
+        conn.execute(f"ALTER TABLE threads ADD COLUMN {column}")
+    conn.execute(
+        "UPDATE threads SET "
+        "message_count = (SELECT count(*) FROM messages m WHERE m.thread_id = threads.id), "
+        "updated_at = max(created_at, coalesce((SELECT max(updated_at) FROM runs r WHERE r.thread_id = threads.id), 0)), "
+        "agent_id = (SELECT agent_id FROM runs r WHERE r.thread_id = threads.id ORDER BY created_at DESC, rowid DESC LIMIT 1)"
+    )
+    titles = []
+    for (thread_id,) in conn.execute("SELECT id FROM threads").fetchall():
+        for role, parts in conn.execute(
+            "SELECT role, parts FROM messages WHERE thread_id = ? AND role = 'user' ORDER BY seq", (thread_id,)
+        ):
+            title = thread_title([Message("", role, parts_from_json(json.loads(parts)))])
+            if title is not None:
+                titles.append((title, thread_id))
+                break
+    conn.executemany("UPDATE threads SET title = ? WHERE id = ?", titles)
+    for statement in _INDEXES.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Create the schema, or bring an existing database up to date, in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'threads'").fetchone()
+        if not exists:
+            for statement in (_SCHEMA + _INDEXES).split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        elif version > len(_MIGRATIONS):
+            raise StoreUnavailable(
+                f"the database schema (version {version}) is newer than this Awaken understands "
+                f"({len(_MIGRATIONS)}); upgrade Awaken"
+            )
+        else:
+            for migration in _MIGRATIONS[version:]:
+                migration(conn)
+        conn.execute(f"PRAGMA user_version = {len(_MIGRATIONS)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _now_ms() -> int:
@@ -104,6 +188,7 @@ class SqliteLedger(Ledger):
         #: the descriptor holding ``<db>.lock``: one process owns a ledger (recovery at open marks the
         #: runs another live process is streaming as interrupted, so two owners would corrupt history)
         self._lock_fd: int | None = None
+        self._clock = WriteClock()
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -167,13 +252,14 @@ class SqliteLedger(Ledger):
                 # this access pattern (appends, and reads of recent threads); 512 KiB keeps the
                 # server's memory flat as history grows.
                 conn.execute("PRAGMA cache_size = -512")
-                conn.executescript(_SCHEMA)
+                _migrate(conn)
                 now = _now_ms()
                 conn.execute(
-                    "UPDATE runs SET status = ?, error_code = NULL, updated_at = ? WHERE status = ?",
-                    (RunStatus.INTERRUPTED.value, now, RunStatus.RUNNING.value),
+                    "UPDATE runs SET status = ?, error_code = NULL, cause = ?, updated_at = ? WHERE status = ?",
+                    (RunStatus.INTERRUPTED.value, RESTART_CAUSE, now, RunStatus.RUNNING.value),
                 )
                 self._threads = {row[0] for row in conn.execute("SELECT id FROM threads")}
+                self._clock.advance_to(conn.execute("SELECT coalesce(max(updated_at), 0) FROM threads").fetchone()[0])
             except BaseException:
                 conn.close()  # a failed open must not leak the connection (or its locks)
                 self._unlock()
@@ -217,27 +303,9 @@ class SqliteLedger(Ledger):
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         def q(db: sqlite_utils.Database) -> ThreadRecord | None:
             row = db.conn.execute(
-                "SELECT id, created_at, state, last_seq FROM threads WHERE id = ?", (thread_id,)
+                "SELECT id, created_at, state, last_seq, owner FROM threads WHERE id = ?", (thread_id,)
             ).fetchone()
-            return None if row is None else ThreadRecord(row[0], row[1], json.loads(row[2]), row[3])
-
-        return await self._call(q)
-
-    async def committed_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
-        ids = list(ids)
-        if not ids:
-            return set()
-
-        def q(db: sqlite_utils.Database) -> set[str]:
-            found: set[str] = set()
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = db.conn.execute(
-                    f"SELECT id FROM messages WHERE thread_id = ? AND id IN ({marks})", (thread_id, *chunk)
-                )
-                found.update(r[0] for r in rows)
-            return found
+            return None if row is None else ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4])
 
         return await self._call(q)
 
@@ -254,16 +322,6 @@ class SqliteLedger(Ledger):
                 f"SELECT {_RUN_COLS} FROM runs WHERE thread_id = ? ORDER BY created_at, rowid", (thread_id,)
             )
             return [_run(r) for r in rows]
-
-        return await self._call(q)
-
-    async def waiting_run(self, thread_id: str) -> RunRecord | None:
-        def q(db: sqlite_utils.Database) -> RunRecord | None:
-            row = db.conn.execute(
-                f"SELECT {_RUN_COLS} FROM runs WHERE thread_id = ? AND status = ?",
-                (thread_id, RunStatus.WAITING.value),
-            ).fetchone()
-            return None if row is None else _run(row)
 
         return await self._call(q)
 
@@ -290,11 +348,11 @@ class SqliteLedger(Ledger):
 
         def q(db: sqlite_utils.Database) -> ThreadView:
             conn = db.conn
-            row = conn.execute("SELECT id, created_at, state, last_seq FROM threads WHERE id = ?",
+            row = conn.execute("SELECT id, created_at, state, last_seq, owner FROM threads WHERE id = ?",
                                (thread_id,)).fetchone()
             if row is None:
                 return ThreadView(None, (), ())
-            thread = ThreadRecord(row[0], row[1], json.loads(row[2]), row[3])
+            thread = ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4])
             messages = tuple(
                 Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5])
                 for r in conn.execute(
@@ -314,6 +372,63 @@ class SqliteLedger(Ledger):
 
         return await self._call(q)
 
+    async def committed_ids(self, thread_id: str, ids: Collection[str]) -> frozenset[str]:
+        """From the ``(thread_id, id)`` index: no message body is read."""
+        if not ids or thread_id not in self._threads:
+            return frozenset()
+
+        def q(db: sqlite_utils.Database) -> frozenset[str]:
+            return _committed_ids(db.conn, thread_id, ids)
+
+        return await self._call(q)
+
+    async def admission_view(
+        self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
+    ) -> ThreadView:
+        """One worker-thread round trip: the thread, its latest ``tail`` messages, its pending calls,
+        and the asked ids looked up in the ``(thread_id, id)`` index."""
+        if thread_id not in self._threads:
+            return ThreadView(None, (), (), frozenset(), frozenset())
+
+        def q(db: sqlite_utils.Database) -> ThreadView:
+            conn = db.conn
+            row = conn.execute("SELECT id, created_at, state, last_seq, owner FROM threads WHERE id = ?",
+                               (thread_id,)).fetchone()
+            if row is None:
+                return ThreadView(None, (), (), frozenset(), frozenset())
+            thread = ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4])
+            messages = tuple(
+                Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5])
+                for r in conn.execute(
+                    "SELECT id, role, parts, run_id, seq, created_at FROM messages WHERE thread_id = ? AND seq > ? "
+                    "ORDER BY seq",
+                    (thread_id, thread.last_seq - max(0, tail)),
+                )
+            )
+            pending = tuple(
+                PendingCall(*r)
+                for r in conn.execute(
+                    "SELECT tool_call_id, run_id, thread_id, name, arguments, kind, message_id "
+                    "FROM pending WHERE thread_id = ? ORDER BY ord",
+                    (thread_id,),
+                )
+            )
+            waiting = {p.tool_call_id for p in pending}
+            candidates = {c: result_id(c) for c in calls if c not in waiting}
+            asked = {*message_ids, *(m for m in calls.values() if m is not None)}
+            found = _committed_ids(conn, thread_id, asked | set(candidates.values()))
+            answered, unresolved = resolve_answered(candidates, calls, found, messages)
+            if unresolved:
+                results = (
+                    answered_in([Message("", "tool", parts_from_json(json.loads(r[0])))])
+                    for r in conn.execute("SELECT parts FROM messages WHERE thread_id = ? AND role = 'tool'",
+                                          (thread_id,))
+                )
+                answered |= frozenset().union(*results) & unresolved
+            return ThreadView(thread, messages, pending, found & frozenset(asked), answered)
+
+        return await self._call(q)
+
     async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
         def q(db: sqlite_utils.Database) -> list[Message]:
             rows = db.conn.execute(
@@ -327,23 +442,28 @@ class SqliteLedger(Ledger):
 
     async def list_threads(self) -> list[ThreadRecord]:
         def q(db: sqlite_utils.Database) -> list[ThreadRecord]:
-            rows = db.conn.execute("SELECT id, created_at, state, last_seq FROM threads ORDER BY created_at, id")
-            return [ThreadRecord(r[0], r[1], json.loads(r[2]), r[3]) for r in rows]
+            rows = db.conn.execute("SELECT id, created_at, state, last_seq, owner FROM threads ORDER BY created_at, id")
+            return [ThreadRecord(r[0], r[1], json.loads(r[2]), r[3], r[4]) for r in rows]
 
         return await self._call(q)
 
     # -- writes ---------------------------------------------------------------------------------
 
-    async def start_run(self, run: RunRecord, inputs: Sequence[Message]) -> list[Message]:
+    async def start_run(
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+    ) -> list[Message]:
         def body(conn: sqlite3.Connection) -> list[Message]:
             if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.run_id,)).fetchone():
                 raise DuplicateRun(run.run_id)
             conn.execute(
-                "INSERT OR IGNORE INTO threads (id, created_at, state, last_seq) VALUES (?, ?, '{}', 0)",
-                (run.thread_id, run.created_at),
+                "INSERT OR IGNORE INTO threads (id, created_at, state, last_seq, owner) VALUES (?, ?, '{}', 0, ?)",
+                (run.thread_id, run.created_at, owner),
             )
             _insert_run(conn, run)
-            return _append(conn, run.thread_id, inputs)
+            appended = _append(conn, run.thread_id, inputs)
+            conn.execute("UPDATE threads SET agent_id = ?, updated_at = ? WHERE id = ?",
+                         (run.agent_id, self._clock.now(), run.thread_id))
+            return appended
 
         committed = await self._call(lambda db: self._transaction(db, body))
         self._threads.add(run.thread_id)
@@ -371,15 +491,18 @@ class SqliteLedger(Ledger):
                 )
             if commit.state is not None:
                 conn.execute("UPDATE threads SET state = ? WHERE id = ?", (_dumps(commit.state), thread_id))
+            now = self._clock.now()
+            conn.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (now, thread_id))
             conn.execute(
-                "UPDATE runs SET status = ?, updated_at = ?, error_code = ?, error_message = ?, "
+                "UPDATE runs SET status = ?, updated_at = ?, error_code = ?, error_message = ?, cause = ?, "
                 "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, steps = steps + ? "
                 "WHERE id = ?",
                 (
                     commit.status.value,
-                    _now_ms(),
+                    now,
                     commit.error_code,
                     commit.error_message,
+                    commit.cause,
                     commit.usage.input_tokens,
                     commit.usage.output_tokens,
                     commit.steps,
@@ -396,8 +519,13 @@ class SqliteLedger(Ledger):
         runs: Sequence[RunRecord],
         messages: Sequence[Message],
         pending: Sequence[PendingCall],
+        updated_at: int | None = None,
     ) -> None:
         thread_id = thread.thread_id
+        if updated_at is None:
+            updated_at = imported_updated_at(thread, runs, messages)
+        ordered = sorted(messages, key=lambda m: m.seq)
+        latest = last_run_of(runs)
         if any(r.thread_id != thread_id for r in runs) or any(p.thread_id != thread_id for p in pending):
             raise ValueError(f"import of thread {thread_id!r}: a run or pending call is of another thread")
         if any(not 0 < m.seq <= thread.last_seq for m in messages):
@@ -407,8 +535,10 @@ class SqliteLedger(Ledger):
             if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone():
                 raise ValueError(f"thread {thread_id!r} already exists in the ledger")
             conn.execute(
-                "INSERT INTO threads (id, created_at, state, last_seq) VALUES (?, ?, ?, ?)",
-                (thread_id, thread.created_at, _dumps(thread.state), thread.last_seq),
+                "INSERT INTO threads (id, created_at, state, last_seq, owner, title, agent_id, updated_at, "
+                "message_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (thread_id, thread.created_at, _dumps(thread.state), thread.last_seq, thread.owner,
+                 thread_title(ordered), latest.agent_id if latest else None, updated_at, len(messages)),
             )
             for run in runs:
                 if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.run_id,)).fetchone():
@@ -435,6 +565,53 @@ class SqliteLedger(Ledger):
 
         await self._call(lambda db: self._transaction(db, body))
         self._threads.add(thread.thread_id)
+        self._clock.advance_to(updated_at)
+
+    # -- listing and deletion ---------------------------------------------------------------------
+
+    async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
+        def q(db: sqlite_utils.Database) -> ThreadSummary | None:
+            row = db.conn.execute(f"SELECT {_SUMMARY_COLS} FROM threads t WHERE id = ?", (thread_id,)).fetchone()
+            return None if row is None else _summary(db.conn, row)
+
+        return await self._call(q)
+
+    async def list_thread_summaries(
+        self, owner: OwnerFilter, agent: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> ThreadPage:
+        check_limit(limit)
+        where: list[str] = []
+        args: list[Any] = []
+        if owner is not ALL_OWNERS:
+            where.append("owner IS ?")
+            args.append(owner)
+        if agent is not None:
+            where.append("agent_id = ?")
+            args.append(agent)
+        if cursor is not None:
+            after_updated, after_id = decode_cursor(cursor)
+            where.append("(updated_at, id) < (?, ?)")  # a row value: the index seeks to the cursor
+            args += [after_updated, after_id]
+        sql = (f"SELECT {_SUMMARY_COLS} FROM threads t {'WHERE ' + ' AND '.join(where) if where else ''} "
+               "ORDER BY updated_at DESC, id DESC LIMIT ?")
+
+        def q(db: sqlite_utils.Database) -> ThreadPage:
+            rows = db.conn.execute(sql, (*args, limit + 1)).fetchall()
+            items = tuple(_summary(db.conn, row) for row in rows[:limit])
+            more = len(rows) > limit
+            return ThreadPage(items, encode_cursor(items[-1].updated_at, items[-1].thread_id) if more else None)
+
+        return await self._call(q)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        def body(conn: sqlite3.Connection) -> bool:
+            for table, column in (("messages", "thread_id"), ("pending", "thread_id"), ("runs", "thread_id")):
+                conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (thread_id,))
+            return conn.execute("DELETE FROM threads WHERE id = ?", (thread_id,)).rowcount > 0
+
+        deleted = await self._call(lambda db: self._transaction(db, body))
+        self._threads.discard(thread_id)
+        return deleted
 
 
 def _lock(path: Path) -> int:
@@ -451,8 +628,33 @@ def _lock(path: Path) -> int:
 
 _RUN_COLS = (
     "id, thread_id, agent_id, status, created_at, updated_at, error_code, error_message, "
-    "input_tokens, output_tokens, steps"
+    "input_tokens, output_tokens, steps, cause"
 )
+
+
+_SUMMARY_COLS = (
+    "id, title, agent_id, created_at, updated_at, message_count, owner, "
+    "EXISTS (SELECT 1 FROM pending p WHERE p.thread_id = t.id)"
+)
+
+
+def _summary(conn: sqlite3.Connection, row: tuple[Any, ...]) -> ThreadSummary:
+    run = conn.execute(
+        "SELECT id, status, cause, error_code FROM runs WHERE thread_id = ? ORDER BY created_at DESC, rowid DESC "
+        "LIMIT 1",
+        (row[0],),
+    ).fetchone()
+    return ThreadSummary(
+        thread_id=row[0],
+        title=row[1],
+        agent_id=row[2],
+        created_at=row[3],
+        updated_at=row[4],
+        message_count=row[5],
+        last_run=None if run is None else RunSummary(run[0], RunStatus(run[1]), run[2], run[3]),
+        waiting=bool(row[7]),
+        owner=row[6],
+    )
 
 
 def _run(row: tuple[Any, ...]) -> RunRecord:
@@ -467,12 +669,13 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
         error_message=row[7],
         usage=Usage(row[8], row[9]),
         steps=row[10],
+        cause=row[11],
     )
 
 
 def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
     conn.execute(
-        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             run.run_id,
             run.thread_id,
@@ -485,6 +688,7 @@ def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
             run.usage.input_tokens,
             run.usage.output_tokens,
             run.steps,
+            run.cause,
         ),
     )
 
@@ -498,6 +702,17 @@ def _insert_pending(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> No
         )
     except sqlite3.IntegrityError:
         raise ValueError("a pending tool call id is already pending on the thread") from None
+
+
+def _committed_ids(conn: sqlite3.Connection, thread_id: str, ids: Collection[str]) -> frozenset[str]:
+    """Which of ``ids`` are committed on the thread, by the ``(thread_id, id)`` index."""
+    if not ids:
+        return frozenset()
+    rows = conn.execute(
+        "SELECT id FROM messages WHERE thread_id = ? AND id IN (SELECT value FROM json_each(?))",
+        (thread_id, json.dumps(list(ids))),
+    )
+    return frozenset(r[0] for r in rows)
 
 
 def _append(conn: sqlite3.Connection, thread_id: str, messages: Sequence[Message]) -> list[Message]:
@@ -517,5 +732,8 @@ def _append(conn: sqlite3.Connection, thread_id: str, messages: Sequence[Message
         except sqlite3.IntegrityError:
             raise ValueError(f"message id {m.id!r} is already committed on thread {thread_id!r}") from None
         out.append(Message(m.id, m.role, m.parts, m.run_id, last, created))
-    conn.execute("UPDATE threads SET last_seq = ? WHERE id = ?", (last, thread_id))
+    conn.execute(
+        "UPDATE threads SET last_seq = ?, message_count = message_count + ?, title = coalesce(title, ?) WHERE id = ?",
+        (last, len(out), thread_title(out), thread_id),
+    )
     return out

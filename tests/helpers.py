@@ -52,7 +52,7 @@ async def live_server(config: AppConfig) -> AsyncIterator[LiveServer]:
     ctx = ServerContext.build(config)
     await ctx.open()
     try:
-        async with trio.open_nursery() as nursery:
+        async with ctx.app.hosting(), trio.open_nursery() as nursery:
             await nursery.start(ctx.run_mcp)
             hc = HypercornConfig()
             hc.bind = ["127.0.0.1:0"]

@@ -7,12 +7,13 @@ CONTRACT §1 (encoders are pure state machines), §3 (stream rules), and ``refer
 from __future__ import annotations
 
 import jsonpatch
+import orjson
 import pytest
 
 from awaken import events as ev
 from awaken.agui.encoder import AguiEncoder
+from awaken.broadcast import Channel
 from awaken.encoding import EncoderClosed, EncoderMisuse
-from awaken.exchange import make_sink
 from awaken.messages import Usage
 
 from .helpers import parse_sse
@@ -253,7 +254,9 @@ def test_nothing_after_the_terminal_event(terminal):
 def test_the_sink_turns_misuse_into_one_run_error_and_then_drops_everything():
     """CONTRACT §3: the wire still ends with exactly one terminal event when the server misbehaves."""
     emitted: list[dict] = []
-    sink = make_sink(AguiEncoder(T, R), emitted.extend)
+    channel = Channel(b"r", AguiEncoder(T, R), [], 1 << 20)
+    channel.watch(lambda position, payload: emitted.append(orjson.loads(payload)))
+    sink = channel.feed
     sink(ev.RunStarted(T, R, "m1"))
     sink(ev.TextDelta("m1", "orphan"))
     sink(ev.TextStart("m1"))

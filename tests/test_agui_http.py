@@ -68,7 +68,8 @@ async def read_until(lines, event_type: str) -> list[dict[str, Any]]:
 
 
 async def test_a_run_streams_sse_with_the_contracted_headers_and_framing(client):
-    """CONTRACT §3: text/event-stream, no-cache, X-Accel-Buffering: no; ``data: <json>\\n\\n`` frames."""
+    """CONTRACT §3: text/event-stream, no-cache, X-Accel-Buffering: no; ``id: <run>:<seq>\\ndata: <json>\\n\\n``
+    frames, positions numbered from 1."""
     response = await client.post("/v1/ag-ui", json=agui_body("t-h", "r-h", [user("u1", "hi")]))
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/event-stream"
@@ -76,7 +77,9 @@ async def test_a_run_streams_sse_with_the_contracted_headers_and_framing(client)
     assert response.headers["x-accel-buffering"] == "no"
     raw = response.content
     assert b"\r" not in raw and raw.endswith(b"\n\n")
-    assert all(frame.startswith(b"data: {") for frame in raw.split(b"\n\n") if frame)
+    frames = [frame for frame in raw.split(b"\n\n") if frame]
+    assert [frame.split(b"\n")[0] for frame in frames] == [b"id: r-h:%d" % n for n in range(1, len(frames) + 1)]
+    assert all(frame.split(b"\n")[1].startswith(b"data: {") and frame.count(b"\n") == 1 for frame in frames)
     events = parse_sse(raw)
     assert types(events) == TEXT_RUN
     assert events[0] == {"type": "RUN_STARTED", "threadId": "t-h", "runId": "r-h", "protocolVersion": "1.0"}

@@ -79,9 +79,13 @@ async def test_headers_frames_and_done(client):
                         ("x-accel-buffering", "no")]:
         assert response.headers[name] == value
     body = response.content
-    assert body.endswith(b"\n\ndata: [DONE]\n\n")
     frames = body.split(b"\n\n")
-    assert frames[-1] == b"" and all(f.startswith(b"data: ") and b"\n" not in f for f in frames[:-1])
+    assert frames[-1] == b"" and frames[-2].endswith(b"\ndata: [DONE]")
+    # every frame: ``id: <run>:<seq>`` (one run, numbered from 1) and one ``data:`` line
+    ids = [f.split(b"\n")[0] for f in frames[:-1]]
+    key = ids[0].removeprefix(b"id: ").rpartition(b":")[0]
+    assert key.startswith(b"run_") and ids == [b"id: %s:%d" % (key, n) for n in range(1, len(ids) + 1)]
+    assert all(f.count(b"\n") == 1 and f.split(b"\n")[1].startswith(b"data: ") for f in frames[:-1])
     chunks = parse_sse(body)
     assert kinds(chunks) == ["start", "start-step", "text-start"] + ["text-delta"] * 3 + [
         "text-end", "finish-step", "finish", "[DONE]"]

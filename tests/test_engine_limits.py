@@ -59,3 +59,29 @@ async def test_the_step_limit_counts_steps_across_resumes(tmp_path, nursery, mon
             runs = await server.ctx.ledger.list_runs("t")
     assert endings == ["RUN_FINISHED", "RUN_FINISHED", "RUN_FINISHED", "STEP_LIMIT"]
     assert [(r.status, r.steps, r.error_code) for r in runs] == [("failed", 3, "STEP_LIMIT")]
+
+
+async def test_a_call_id_reused_from_beyond_the_history_budget_gets_a_fresh_id(tmp_path, nursery, monkeypatch):
+    """The run reads only its history budget, so it cannot see a ``call_0`` committed long ago; the
+    step still commits with a fresh id (the thread never holds two calls with one id) and the run
+    completes, turn after turn."""
+    monkeypatch.setenv("FAKE_OPENAI_API_KEY", "k")
+    turns = 3
+    script = [step for _ in range(turns) for step in (_calls_calculator_as_call_0(), text_reply("two"))]
+    async with fake_openai_server(nursery, script) as upstream:
+        config = make_config(tmp_path, providers={"openai": {"base_url": upstream.base_url,
+                                                             "api_key_env": "FAKE_OPENAI_API_KEY"}},
+                             agents={"assistant": {"model": "openai:m", "tools": ["calculator"],
+                                                   "history_messages": 1}})
+        async with live_server(config) as server, server.client() as client:
+            replies = [await post_agui(client, agui_body("t", f"r{n}", [{"id": f"u{n}", "role": "user",
+                                                                          "content": "a"}]))
+                       for n in range(turns)]
+            runs = await server.ctx.ledger.list_runs("t")
+            view = await server.ctx.ledger.thread_view("t")
+    assert [types(r)[-1] for r in replies] == ["RUN_FINISHED"] * turns
+    assert [r.status for r in runs] == ["completed"] * turns
+    committed = [c.tool_call_id for m in view.messages for c in m.tool_calls]
+    assert committed[0] == "call_0" and len(set(committed)) == turns
+    results = [m.tool_result.tool_call_id for m in view.messages if m.tool_result is not None]
+    assert results == committed

@@ -395,9 +395,9 @@ async def test_an_sse_reader_that_stops_reading_cancels_the_run_as_too_slow():
     async def receive():
         await trio.sleep_forever()
 
-    async def producer(emit):
-        for _ in range(100):
-            emit([{"type": "x", "pad": "a" * 1000}])
+    async def producer(deliver):
+        for n in range(100):
+            deliver(b"r:%d" % (n + 1), b'{"type":"x","pad":"' + b"a" * 1000 + b'"}')
             await trio.lowlevel.checkpoint()
 
     run = RecordingRun()

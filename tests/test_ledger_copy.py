@@ -7,7 +7,13 @@ import tomllib
 
 import trio
 
+from awaken.ledger import ALL_OWNERS, Commit
+from awaken.ledger_copy import copy_ledger
+from awaken.runstate import RunStatus
+from awaken.testing.harness import opened, run_record, user
+
 from .helpers import ROOT, agui_body, live_server, make_config, post_agui, types
+from .ledger_harness import file_ledger, sqlite_ledger
 
 
 def _write_config(path, ledger_backend: str, ledger_path) -> None:
@@ -76,3 +82,21 @@ async def test_a_second_process_cannot_open_a_live_sqlite_ledger(tmp_path):
     assert copy.returncode == 1
     assert "is in use by another process (stop it first)" in copy.stderr.decode()
     assert [r.status for r in runs] == ["completed"]
+
+
+async def test_copy_keeps_owners_titles_and_listing_order(tmp_path):
+    """Issue 13.5: owners travel with their threads, and the destination lists the same summaries in
+    the same order (updated_at is copied, not reset), in both directions."""
+    async with opened(sqlite_ledger, tmp_path / "a") as source:
+        for n, owner in enumerate(["alice", None, "bob", "alice"]):
+            await source.start_run(run_record(f"r{n}", f"t{n}"), [user("u1", f"thread {n}")], owner=owner)
+        await source.commit("t0", "r0", Commit(RunStatus.COMPLETED))
+        listing = await source.list_thread_summaries(ALL_OWNERS, limit=10)
+        async with opened(file_ledger, tmp_path / "b") as files:
+            report = await copy_ledger(source, files)
+            assert report.threads == 4
+            assert await files.list_thread_summaries(ALL_OWNERS, limit=10) == listing
+            assert [t.owner for t in await files.list_threads()] == ["alice", None, "bob", "alice"]
+            async with opened(sqlite_ledger, tmp_path / "c") as back:
+                await copy_ledger(files, back)
+                assert await back.list_thread_summaries(ALL_OWNERS, limit=10) == listing

@@ -8,11 +8,12 @@ WebSocket routes serve; ``read_history`` answers the history route (``{items, cu
 
 from __future__ import annotations
 
+from ..encoding import WireEvent
 from ..errors import InputRejected
 from ..history import read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
-from ..protocol import Protocol, RunRequest, ToolDecision
+from ..protocol import Asks, Protocol, RunRequest, ToolDecision
 from .encoder import AguiEncoder
 from .history import project_history
 from .request import AguiInput, InputMessage, ToolMessage, parse_run_input
@@ -30,8 +31,22 @@ class AguiProtocol(Protocol):
         client_held = frozenset(m.id for m in parsed.messages if isinstance(m, ToolMessage))
         return AguiEncoder(parsed.thread_id, parsed.run_id, modern=parsed.modern, client_held=client_held)
 
+    def watch_encoder(self, thread_id: str, run_id: str) -> AguiEncoder:
+        return AguiEncoder(thread_id, run_id)
+
+    def snapshot(self, messages: list[Message]) -> list[WireEvent]:
+        return [{"type": "MESSAGES_SNAPSHOT", "messages": project_history(messages)}]
+
     def target(self, parsed: AguiInput, route_agent: str | None) -> tuple[str, str | None]:
         return parsed.thread_id, route_agent
+
+    def asks(self, parsed: AguiInput) -> Asks:
+        calls: dict[str, str | None] = {}
+        for m in parsed.messages:
+            if isinstance(m, ToolMessage):
+                # a call carried by two messages is asked about whatever becomes of either
+                calls[m.tool_call_id] = m.id if m.tool_call_id not in calls else None
+        return Asks(frozenset(m.id for m in parsed.messages), calls)
 
     def to_run_request(self, parsed: AguiInput, thread_id: str, agent_id: str | None,
                        view: ThreadView) -> RunRequest:

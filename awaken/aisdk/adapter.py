@@ -27,7 +27,7 @@ from ..errors import InputRejected
 from ..history import encode_cursor, read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
-from ..protocol import Protocol, RunRequest, ToolDecision
+from ..protocol import Asks, Protocol, RunRequest, ToolDecision
 from .encoder import AiSdkEncoder
 from .history import project_history, same_group
 from .request import AiSdkInput, ToolPartAnswer, parse_chat_request
@@ -65,6 +65,9 @@ class AiSdkProtocol(Protocol):
 
     def target(self, parsed: AiSdkInput, route_agent: str | None) -> tuple[str | None, str | None]:
         return parsed.thread_id, route_agent or parsed.agent_id  # the route's agent wins over the body's
+
+    def asks(self, parsed: AiSdkInput) -> Asks:
+        return Asks(frozenset(m.id for m in parsed.inputs), dict.fromkeys(a.tool_call_id for a in parsed.answers))
 
     def to_run_request(self, parsed: AiSdkInput, thread_id: str, agent_id: str | None,
                        view: ThreadView) -> RunRequest:

@@ -12,13 +12,22 @@ The registry (``active``) is what ``stop`` and a shutdown act on: ``stop(thread_
 thread's run with ``Cause.STOPPED`` and returns its committed status. A run whose outcome could
 not be committed in time stays in the registry (its thread busy) until ``reconcile_forever``, a
 task of the server's nursery, has committed it.
+
+Hosting. ``launch`` admits a run and executes it as a task of the server-owned nursery that
+``hosting()`` opens (``cli.serve`` and the test server hold it open around hypercorn): a run is
+owned by the server, not by the connection that asked for it, and streams into its
+``RunBroadcast`` for whoever watches. Whether a connection that goes away takes its run along is
+the connection's decision (``exchange``: the agent's ``on_disconnect``). Leaving ``hosting()``
+interrupts every run still in it for ``shutdown``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -26,13 +35,18 @@ import trio
 from ..agents import AgentRegistry
 from ..errors import InputRejected
 from ..ledger import Commit, Ledger, PendingCall, ThreadView
-from ..protocol import RunRequest, ToolDecision, new_id
+from ..protocol import Asks, RunRequest, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
 from . import outcome, reconcile
 from .commit import write
 from .policy import superseded
 from .run import AdmittedRun
+
+if TYPE_CHECKING:
+    from ..broadcast import RunBroadcast
+
+log = logging.getLogger("awaken.engine")
 
 
 class RunApplication:
@@ -44,6 +58,48 @@ class RunApplication:
         self.tools = tools
         self._active: dict[str, AdmittedRun] = {}
         self._late_send, self._late_receive = trio.open_memory_channel[AdmittedRun](math.inf)
+        self._host: trio.Nursery | None = None
+
+    @property
+    def hosting_runs(self) -> bool:
+        """Whether runs execute in the server's own nursery (``hosting`` is open)."""
+        return self._host is not None
+
+    @contextlib.asynccontextmanager
+    async def hosting(self) -> AsyncIterator[None]:
+        """Hold the server-owned nursery that ``launch`` runs in; on exit every run still active is
+        interrupted for ``shutdown`` (and its outcome committed) before this returns."""
+        async with trio.open_nursery() as nursery:
+            self._host = nursery
+            try:
+                yield
+            finally:
+                self._host = None
+                for run in list(self._active.values()):
+                    run.cancel(Cause.SHUTDOWN)
+
+    async def launch(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+                     broadcast: Callable[[AdmittedRun], RunBroadcast], nursery: trio.Nursery,
+                     asks: Asks | None = None) -> AdmittedRun:
+        """Admit a request (raising ``InputRejected``/``StoreUnavailable`` having changed nothing, as
+        ``admit``) and execute the run into ``broadcast(run)`` as a task of the server's nursery (of
+        ``nursery`` when no ``hosting`` is open). Returns the admitted run once it is streaming;
+        its broadcast closes after its outcome is committed."""
+        host = self._host or nursery
+        return await host.start(self._hosted, thread_id, agent_id, build, broadcast, asks)
+
+    async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+                      broadcast: Callable[[AdmittedRun], RunBroadcast], asks: Asks | None = None,
+                      task_status: trio.TaskStatus[AdmittedRun] = trio.TASK_STATUS_IGNORED) -> None:
+        async with self.admit(thread_id, agent_id, build, asks) as run:
+            run.broadcast = out = broadcast(run)
+            task_status.started(run)
+            try:
+                await run.execute(out.sink)
+            except Exception:  # never: execute commits every failure; a bug must not take the server down
+                log.exception("run %s: unexpected error", run.run_id)
+            finally:
+                out.close()
 
     def is_active(self, thread_id: str) -> bool:
         return thread_id in self._active
@@ -54,14 +110,17 @@ class RunApplication:
 
     @contextlib.asynccontextmanager
     async def admit(
-        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest]
+        self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+        asks: Asks | None = None,
     ) -> AsyncIterator[AdmittedRun]:
         """Admit a request or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
 
         The thread is reserved first; then its committed view is read once and handed to ``build``
         (the adapter's pure dedup: replayed history out, new input and decisions in); then the run is
         prepared against that same view. A fresh run costs one ledger read and one write before its
-        first byte. On exit, a run that never reached a committed outcome is committed ``interrupted``.
+        first byte. With ``asks`` (the ids ``build`` will ask about) the read is bounded: the
+        thread's latest ``history_messages`` (the agent's history budget), its pending calls and the
+        answers for those ids (``Ledger.admission_view``), so its cost does not grow with the thread. On exit, a run that never reached a committed outcome is committed ``interrupted``.
         """
         agent = self.agents.get(agent_id)
         if (holder := self._active.get(thread_id)) is not None:
@@ -76,7 +135,11 @@ class RunApplication:
         run = AdmittedRun(self, agent, thread_id)
         self._active[thread_id] = run
         try:
-            view = await self.ledger.thread_view(thread_id)
+            if asks is None:
+                view = await self.ledger.thread_view(thread_id)
+            else:
+                view = await self.ledger.admission_view(thread_id, asks.message_ids, asks.calls,
+                                                        agent.config.history_messages)
             await prepare(run, build(view), view)
             yield run
         finally:

@@ -26,6 +26,7 @@ from . import commit, outcome, policy, steps
 
 if TYPE_CHECKING:
     from ..agents import Agent
+    from ..broadcast import RunBroadcast
     from ..ledger import PendingCall
     from .admission import RunApplication
 
@@ -35,7 +36,7 @@ log = logging.getLogger("awaken.engine")
 class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
-    __slots__ = ("_cause", "_executing", "_reconciling", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "decided",
+    __slots__ = ("_cause", "_executing", "_reconciling", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "broadcast", "decided",
                  "history", "ledger", "remaining", "request", "resumed", "run_id", "start", "start_error", "state",
                  "status", "steps_done", "thread_id", "unsettled", "usage")
 
@@ -62,6 +63,8 @@ class AdmittedRun:
         self.remaining: list[PendingCall] = []
         #: a terminal outcome decided but not yet committed (the store was too slow or failed)
         self.unsettled: outcome.Final | None = None
+        #: the run's output for every watcher (set by ``RunApplication.launch``; None when executed bare)
+        self.broadcast: RunBroadcast | None = None
         self._scope = trio.CancelScope()
         self._executing = False
         self._reconciling = False

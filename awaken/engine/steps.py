@@ -21,10 +21,10 @@ from ..events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from ..ledger import Commit
+from ..ledger import Commit, model_window
 from ..messages import Message, ReasoningPart, TextPart, ToolCallPart, Usage
 from ..models import ModelRequest
-from ..protocol import Sink, new_id
+from ..protocol import Sink, new_id, result_id
 from ..runstate import RunStatus
 from . import outcome, policy
 from .commit import commit_step
@@ -45,10 +45,11 @@ async def step_loop(run: AdmittedRun, sink: Sink) -> None:
         sink(StepStarted(step))
         builder = StepBuilder(sink, run.answer_message_id if run.steps_done == 0 else new_id("msg"),
                               used_call_ids(run))
-        request = ModelRequest(agent.config.system_prompt, tuple(run.history), agent.tools)
+        request = ModelRequest(agent.config.system_prompt, model_window(run.history, agent.config.history_messages),
+                               agent.tools)
         await agent.model.stream(request, builder)
         builder.close()
-        calls = builder.finish_calls()
+        calls = await fresh_call_ids(run, builder, builder.finish_calls())
         # The run's first write (started beside this step) must be in before anything names the
         # run: the ledger may have given it a fresh id if the client's was taken.
         if not await run.started():
@@ -77,9 +78,24 @@ async def step_loop(run: AdmittedRun, sink: Sink) -> None:
 
 
 def used_call_ids(run: AdmittedRun) -> set[str]:
-    """Tool call ids already on the thread: a provider that reuses ids (``call_0`` every turn)
-    gets fresh ones, because results, pending calls and clients key on them thread-wide."""
+    """Tool call ids already on the thread as far as the run read it (its history budget): a provider
+    that reuses ids (``call_0`` every turn) gets fresh ones, because results, pending calls and
+    clients key on them thread-wide. (An id reused from beyond the budget is caught before the step
+    commits: see ``fresh_call_ids``.)"""
     return {c.tool_call_id for m in run.history for c in m.tool_calls}
+
+
+async def fresh_call_ids(run: AdmittedRun, builder: StepBuilder, calls: list[ToolCallPart]) -> list[ToolCallPart]:
+    """Calls whose id the thread already holds beyond the run's history budget get fresh ids before
+    the step commits (one indexed ledger read, only for steps with calls). The live stream already
+    named the reused id; the committed step, its results and everything after use the fresh one, so
+    the thread never holds two calls with one id."""
+    if not calls:
+        return calls
+    taken = await run.ledger.committed_ids(run.thread_id, [result_id(c.tool_call_id) for c in calls])
+    if not taken:
+        return calls
+    return builder.rename_calls({c.tool_call_id for c in calls if result_id(c.tool_call_id) in taken})
 
 
 class StepBuilder:
@@ -165,6 +181,14 @@ class StepBuilder:
             self.sink(ToolCallEnd(call_id, name, arguments))
             parts.append(ToolCallPart(call_id, name, arguments))
         return parts
+
+    def rename_calls(self, reused: set[str]) -> list[ToolCallPart]:
+        """Give the calls in ``reused`` fresh ids; the step's calls, in order."""
+        for call in self._calls.values():
+            if call[0] in reused:
+                call[0] = new_id("call")
+        return [ToolCallPart(cid, name, "".join(fr) or "{}") for cid, name, fr in
+                (self._calls[i] for i in sorted(self._calls))]
 
     def message(self, run_id: str) -> Message:
         parts: list[Any] = [ReasoningPart(rid, "".join(chunks)) for rid, chunks in self._reasoning]

@@ -25,7 +25,7 @@ from typing import Any
 
 import trio
 
-from ..encoding import WireEvent, sse_frames
+from ..encoding import WireEvent, sse_frame_at, sse_frames
 from ..runstate import Cause, Interruptible
 
 log = logging.getLogger("awaken.sse")
@@ -148,10 +148,10 @@ class SseTransport:
         self.keepalive = keepalive
         self.max_buffered = max_buffered
 
-    async def stream(self, producer: Callable[[Callable[[list[WireEvent]], None]], Awaitable[None]],
+    async def stream(self, producer: Callable[[Callable[[bytes | None, bytes], None]], Awaitable[None]],
                      run: Interruptible) -> None:
         async def produce(put: Put) -> None:
-            await producer(lambda wire: put(sse_frames(wire)))
+            await producer(lambda position, payload: put(sse_frame_at(position, payload)))
 
         await stream(self.send, self.receive, self.headers, produce, keepalive=self.keepalive,
                      max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW))

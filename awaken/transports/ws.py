@@ -315,12 +315,17 @@ class RequestStream:
         self.started = True
         self.conn.emit(wire)
 
-    async def stream(self, producer: Callable[[Callable[[list[WireEvent]], None]], Awaitable[None]],
+    def deliver(self, position: bytes | None, payload: bytes) -> None:
+        """One encoded event: one text message (a WebSocket message carries no position of its own)."""
+        self.started = True
+        self.conn.outbox.put(payload.decode(), len(payload))
+
+    async def stream(self, producer: Callable[[Callable[[bytes | None, bytes], None]], Awaitable[None]],
                      run: Interruptible) -> None:
         self.run = run
         if self.conn.shutting_down:
             run.blame(Cause.SHUTDOWN)
-        await producer(self.emit)
+        await producer(self.deliver)
         self.finish()
 
     async def reject(self, wire: list[WireEvent]) -> None:

@@ -1,0 +1,143 @@
+"""Rejoining a thread's active run: ``GET …/threads/{threadId}/stream`` (AG-UI) and
+``GET …/chat/{chatId}/stream`` (the AI SDK's ``useChat({ resume: true })``).
+
+``watch_thread`` is the one entry point (the SSE routes here use it, and so can any other route
+that rejoins, e.g. a CopilotKit ``connect``): it finds the thread's active run, checks that the
+caller may watch it (the owner who started it, or an admin), and returns a producer that streams
+the run's events in the protocol's encoding to a transport's ``deliver(position, payload)``:
+
+* from the position after ``after`` (``Last-Event-ID``), or from the run's first event without one;
+* when the run no longer holds that position (its replay is bounded in bytes, or the position is
+  of another run): AG-UI gets the run's head (``RUN_STARTED``), the committed messages as one
+  ``MESSAGES_SNAPSHOT`` read at the run's next step boundary, and the live tail from that boundary:
+  never a silent gap. A protocol without a snapshot event (the AI SDK) gets ``REPLAY_GONE``.
+
+Nothing here stops a run: a rejoining watcher that leaves, or cannot keep up, is dropped alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from .auth.principal import PRINCIPAL_KEY, Principal
+from .broadcast import Channel, RunBroadcast, parse_position, position
+from .context import ServerContext
+from .encoding import text_payload
+from .errors import AwakenError, InputRejected
+from .exchange import DETACHED, Deliver
+from .ledger import Ledger
+from .protocol import Protocol
+from .transports import sse
+
+
+class Forbidden(AwakenError):
+    """The caller may not watch this thread's run (HTTP 403)."""
+
+    code = "FORBIDDEN"
+
+
+Producer = Callable[[Deliver], Awaitable[None]]
+
+
+def may_watch(principal: Principal | None, broadcast: RunBroadcast) -> bool:
+    """Only the subject who started the run, or an admin (auth off: everyone is), may watch it."""
+    if principal is None:
+        return broadcast.owner is None
+    return principal.is_admin or (principal.subject is not None and principal.subject == broadcast.owner)
+
+
+def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, principal: Principal | None,
+                 last_event_id: str | None = None) -> Producer | None:
+    """The producer that streams ``thread_id``'s active run from ``last_event_id`` (None: its start),
+    or None when nothing runs on the thread. Raises ``Forbidden`` for a caller who may not watch it
+    and ``InputRejected`` (``INVALID_POSITION``) for a ``last_event_id`` this server never writes."""
+    run = ctx.app.active(thread_id)
+    broadcast = run.broadcast if run is not None else None
+    if broadcast is None or broadcast.closed:
+        return None
+    if not may_watch(principal, broadcast):
+        raise Forbidden("only the thread's owner or an admin may watch its run")
+    after = 0
+    if last_event_id:
+        try:
+            key, seq = parse_position(last_event_id)
+        except ValueError as exc:
+            raise InputRejected(str(exc), code="INVALID_POSITION") from None
+        after = seq if key == broadcast.key else -1
+    channel = broadcast.open_channel(protocol)
+
+    async def produce(deliver: Deliver) -> None:
+        watcher = channel.watch(deliver, after) if after >= 0 else None
+        if watcher is None:
+            snapshot = protocol.snapshot([])
+            if snapshot is None:
+                for wire in protocol.refusal("REPLAY_GONE", "the start of this run's stream is no longer held; "
+                                             "read the thread's history"):
+                    deliver(None, text_payload(wire))
+                return
+            watcher = await _from_snapshot(ctx.ledger, protocol, channel, thread_id, deliver)
+        try:
+            await watcher.done.wait()
+        finally:
+            watcher.leave()
+
+    return produce
+
+
+async def _from_snapshot(ledger: Ledger, protocol: Protocol, channel: Channel, thread_id: str,
+                         deliver: Deliver) -> Any:
+    """Head, the committed messages at the next step boundary, then the live tail from it."""
+    watcher = channel.watch_from_boundary(deliver)
+    await watcher.boundary.wait()
+    view = await ledger.thread_view(thread_id)
+    for seq, payload in channel.head:
+        deliver(position(channel.key, seq), payload)
+    held = watcher.held or []
+    next_seq = int(held[0][0].rpartition(b":")[2]) if held else channel.next_seq
+    snapshot = protocol.snapshot(list(view.messages)) or []
+    for wire in snapshot:
+        deliver(position(channel.key, next_seq - 1), text_payload(wire))
+    watcher.release()
+    return watcher
+
+
+def _error_body(code: str, message: str) -> bytes:
+    return orjson.dumps({"error": {"code": code, "message": message}})
+
+
+def _header(scope: dict, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def rejoin_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
+    """The ASGI handler of a protocol's rejoin route over SSE: 204 when nothing runs on the thread,
+    403 for a caller who may not watch it, 400 for a bad ``Last-Event-ID``, else the stream."""
+
+    async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
+                    params: dict[str, str]) -> None:
+        json_headers = [(b"content-type", b"application/json")]
+        try:
+            produce = watch_thread(ctx, protocol, params["thread"], scope.get(PRINCIPAL_KEY),
+                                   _header(scope, b"last-event-id"))
+        except Forbidden as exc:
+            await sse.send_once(send, json_headers, _error_body(exc.code, exc.message), 403)
+            return
+        except InputRejected as exc:
+            await sse.send_once(send, json_headers, _error_body(exc.code, exc.message), 400)
+            return
+        if produce is None:
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        server = ctx.config.server
+        transport = sse.SseTransport(send, receive, sse.sse_headers(protocol.sse_headers),
+                                     keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
+        await transport.stream(produce, DETACHED)
+
+    return route

@@ -1,0 +1,202 @@
+"""Thread-length and replay-size sweeps: the first text delta of a turn on a long thread against a turn
+on a new thread, per storage backend, measured in the same run (issue 18).
+
+For each backend, threads of 10, 100, 1,000 and 5,000 messages (and, for the replay-size sweep, 1,000
+messages of growing size) are written straight into a fresh ledger; then the server starts (so every
+thread is cold: the sweep also measures the cost after a restart). Each turn is a ``/words 3`` AG-UI
+run over SSE on a kept-alive connection, either with **only the new message** or **replaying the
+whole history** (what ``HttpAgent`` sends), and the turns are interleaved with runs on new threads, so
+the ratio ``long ÷ new`` is read in one run. Targets: ratio ≤ 1.5 for both bodies at 5,000 messages.
+
+    python -m bench.threads [--backends sqlite,files] [--turns 15] [--out bench/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+import trio
+
+from awaken.ledger import Commit, RunRecord, ledger_class
+from awaken.messages import Message, TextPart
+from awaken.runstate import RunStatus
+
+from .client import Endpoint, Session, StreamResult, new_id, script
+from .servers import awaken_server
+
+LENGTHS = (10, 100, 1000, 5000)
+#: (messages, characters of text per message) of the replay-size sweep
+REPLAY_SIZES = ((1000, 50), (1000, 250), (1000, 500), (1000, 1000))
+TARGET_RATIO = 1.5
+
+
+def history(n: int, chars: int) -> list[Message]:
+    """``n`` alternating user and assistant messages of ``chars`` characters each."""
+    filler = ("lorem ipsum dolor sit amet " * (chars // 27 + 1))[:chars]
+    return [Message(f"h{i}", "user" if i % 2 == 0 else "assistant", (TextPart(f"{i} {filler}"),),
+                    None if i % 2 == 0 else f"seed-r{i // 2}") for i in range(n)]
+
+
+async def seed(backend: str, path: Path, threads: dict[str, list[Message]]) -> None:
+    """Write each thread, turn by turn as the engine would (one run per user message), then close."""
+    ledger = ledger_class(backend)(path=str(path))
+    await ledger.open()
+    try:
+        for thread_id, messages in threads.items():
+            for i in range(0, len(messages), 2):
+                run_id = f"{thread_id}-seed-r{i // 2}"
+                await ledger.start_run(RunRecord(run_id, thread_id, "assistant", RunStatus.RUNNING, 0, 0),
+                                       [messages[i]])
+                reply = tuple(Message(m.id, m.role, m.parts, run_id) for m in messages[i + 1:i + 2])
+                await ledger.commit(thread_id, run_id, Commit(RunStatus.COMPLETED, reply))
+    finally:
+        await ledger.aclose()
+
+
+def wire(m: Message) -> dict[str, Any]:
+    return {"id": m.id, "role": m.role, "content": m.text}
+
+
+class Turns:
+    """The client side of one long thread: its history as the client holds it, and the next body."""
+
+    def __init__(self, thread_id: str, messages: list[Message]) -> None:
+        self.thread_id = thread_id
+        self.held = [wire(m) for m in messages]
+
+    def body(self, replay: bool) -> bytes:
+        new = {"id": new_id("bench-u"), "role": "user", "content": script(3)}
+        self.held.append(new)
+        messages = self.held if replay else [new]
+        body = {"threadId": self.thread_id, "runId": new_id("bench-r"), "messages": messages,
+                "tools": [], "context": [], "forwardedProps": {}, "state": {}}
+        return orjson.dumps(body)
+
+    def answered(self, result: StreamResult) -> None:
+        self.held.append({"id": new_id("bench-a"), "role": "assistant", "content": "one two three"})
+
+
+def new_thread_body() -> bytes:
+    return Turns(new_id("bench-t"), []).body(False)
+
+
+async def measure(endpoint: Endpoint, cases: dict[str, Turns], turns: int) -> dict[str, dict[str, Any]]:
+    """``turns`` rounds; each round runs one new-thread turn and one turn per case (both bodies)."""
+    samples: dict[str, list[float]] = {"new": []}
+    sizes: dict[str, int] = {}
+    async with trio.open_nursery() as nursery:
+        session = Session(endpoint, nursery=nursery)
+        try:
+            for rnd in range(turns + 1):
+                order = [("new", None, False)] + [(f"{k}/{mode}", t, mode == "replay")
+                                                   for k, t in cases.items() for mode in ("new-only", "replay")]
+                for key, turn, replay in (order if rnd % 2 == 0 else order[::-1]):
+                    body = new_thread_body() if turn is None else turn.body(replay)
+                    result = await session.run(body, limit_s=60)
+                    if not result.ok:
+                        raise RuntimeError(f"{key}: {result.error}")
+                    if turn is not None:
+                        turn.answered(result)
+                    if rnd:  # the first round warms each thread up (the cold read is its own row)
+                        samples.setdefault(key, []).append(result.first_delta_ms)
+                    else:
+                        samples.setdefault(f"{key} (cold)", []).append(result.first_delta_ms)
+                    sizes[key] = max(sizes.get(key, 0), len(body))
+        finally:
+            await session.aclose()
+            nursery.cancel_scope.cancel()
+    base = statistics.median(samples["new"])
+    return {k: {"p50_ms": statistics.median(v), "ratio": statistics.median(v) / base, "n": len(v),
+                "body_bytes": sizes.get(k.removesuffix(" (cold)"), 0)} for k, v in samples.items()}
+
+
+async def backend_sweep(backend: str, turns: int, out: Path) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        threads = {f"len-{n}": history(n, 90) for n in LENGTHS}
+        threads |= {f"size-{n}x{c}": history(n, c) for n, c in REPLAY_SIZES}
+        server = awaken_server(f"threads-{backend}", backend, data / "server", out / "logs")
+        await seed(backend, data / "server" / ("awaken.db" if backend == "sqlite" else "ledger"), threads)
+        await server.start()
+        try:
+            endpoint = Endpoint("awaken", "agui", "sse", f"{server.base_url}/v1/ag-ui")
+            lengths = await measure(endpoint, {f"{n}": Turns(f"len-{n}", threads[f"len-{n}"]) for n in LENGTHS},
+                                    turns)
+            sizes = await measure(endpoint, {f"{n}x{c}": Turns(f"size-{n}x{c}", threads[f"size-{n}x{c}"])
+                                             for n, c in REPLAY_SIZES}, max(3, turns // 2))
+            rss = server.rss_kb()
+        finally:
+            await server.stop()
+    return {"lengths": lengths, "replay_sizes": sizes, "rss_kb_after": rss}
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = ["# Thread-length and replay-size sweeps (AG-UI/SSE, `/words 3`, first text delta p50)", "",
+             f"Target: at 5,000 messages, long ÷ new ≤ {TARGET_RATIO} for both bodies, on every backend.", ""]
+    verdicts = []
+    for backend, r in results.items():
+        lines += [f"## {backend}", "", "| case | body | p50 ms | ÷ new thread | n |", "|---|---|---|---|---|"]
+        for section in ("lengths", "replay_sizes"):
+            for key, row in r[section].items():
+                lines.append(f"| {key} | {row['body_bytes'] / 1024:.0f} KB | {row['p50_ms']:.2f} | "
+                             f"{row['ratio']:.2f} | {row['n']} |")
+        for mode in ("new-only", "replay"):
+            row = r["lengths"][f"5000/{mode}"]
+            ok = row["ratio"] <= TARGET_RATIO
+            verdicts.append(f"- {backend}, 5,000 messages, {mode}: {row['ratio']:.2f}× — "
+                            f"{'met' if ok else 'MISSED'}")
+        lines.append("")
+    return "\n".join(lines + ["## Verdicts", "", *verdicts, ""])
+
+
+def plot(results: dict[str, Any], out: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for backend, r in results.items():
+        for mode in ("new-only", "replay"):
+            xs = [n for n in LENGTHS]
+            ys = [r["lengths"][f"{n}/{mode}"]["ratio"] for n in LENGTHS]
+            axes[0].plot(xs, ys, marker="o", label=f"{backend} {mode}")
+        kb = [r["replay_sizes"][f"{n}x{c}/replay"]["body_bytes"] / 1024 for n, c in REPLAY_SIZES]
+        axes[1].plot(kb, [r["replay_sizes"][f"{n}x{c}/replay"]["ratio"] for n, c in REPLAY_SIZES], marker="o",
+                     label=backend)
+    for ax, title, xlabel in ((axes[0], "first delta ÷ new thread, by thread length", "messages"),
+                              (axes[1], "full replay, by body size (1,000 messages)", "body KB")):
+        ax.axhline(TARGET_RATIO, color="red", linestyle="--", linewidth=1)
+        ax.set_xscale("log" if ax is axes[0] else "linear")
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "threads.png", dpi=110)
+
+
+async def main(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    results = {b: await backend_sweep(b, args.turns, out) for b in args.backends.split(",")}
+    (out / "threads.json").write_text(json.dumps(results, indent=2))
+    text = report(results)
+    (out / "threads.md").write_text(text)
+    plot(results, out)
+    print(text)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", default="sqlite,files")
+    parser.add_argument("--turns", type=int, default=15)
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    trio.run(main, parser.parse_args())

@@ -1,0 +1,44 @@
+"""The append-only file ledger (``[ledger] backend = "files"``): one checksummed log per thread, an in-memory index rebuilt at open.
+
+Layout of the ledger directory (``[ledger] backend = "files"``, option ``path``)::
+
+    LOCK                    an exclusive ``flock`` held while a process has the ledger open
+    threads/<sha256>.log    one append-only log per thread; the name is the SHA-256 hex digest of
+                            the thread id's UTF-8 bytes, so no id can name a path outside the
+                            directory (the raw id is stored inside every record)
+    torn/                   bytes cut off a log at open (a torn or corrupt tail), kept for forensics
+
+A log is a sequence of frames ``>I length, >I crc32(payload), payload``; the payload is one JSON
+object. Every ``start_run``, ``commit``, ``import_thread`` call (and every crash recovery at open)
+writes exactly one frame to one file and fsyncs it before returning, so a step is atomic: after a
+crash a frame is either whole (and applied on replay) or torn (and cut off at open).
+
+Opening replays every log into a compact index: per thread its metadata (created_at, agent state,
+last seq, the applied length of its log), the set of its message ids (for dedup and duplicate
+checks), where each message lives (runs of consecutive seqs and the offset of the frame that holds
+them), its runs and its pending calls. Message bodies are not kept: a read locates the frames that
+hold the wanted seqs, reads that one byte range of the log, checks and parses it (one worker-thread
+round trip per call). A small LRU cache, bounded in bytes (``cache_bytes``, default 256 KiB), keeps
+the whole history of recently read or created threads, and is extended by their commits, so a run's
+admission (``thread_view``) and its steps stay off the disk while memory stays flat as history grows.
+
+Replay stops at the first frame that is short, fails its checksum or is not a JSON object; the file
+is truncated there. Runs left ``running`` are then marked ``interrupted`` by a ``recover`` record.
+All blocking file I/O (and the JSON work of reads and writes) goes through
+``trio.to_thread.run_sync`` with a capacity limiter of one (one I/O thread), and writers are
+serialized by a ``trio.Lock`` held from validation until the index is updated. Logs only grow under
+an open ledger (a failed write is cut back to the applied length), so the applied prefix a read
+locates stays valid while the read is in flight.
+
+Any ``OSError`` becomes ``StoreUnavailable``; a write that fails halfway is truncated back to the
+file's previous length, so nothing partial is ever visible (in memory or after reopen).
+
+Modules: ``frames`` (the frame codec and positional I/O), ``records`` (JSON forms of runs and pending
+calls), ``index`` (the in-memory index and how each record applies to it), ``cache`` (the bounded
+history cache), ``ledger`` (``FileLedger``: locking, replay, recovery, writes and reads).
+"""
+
+from .frames import decode_frames, encode_frame, thread_file_name
+from .ledger import FileLedger
+
+__all__ = ["FileLedger", "decode_frames", "encode_frame", "thread_file_name"]

@@ -1,0 +1,100 @@
+"""A bounded LRU cache of whole thread histories, so admissions and steps of recent threads stay off disk."""
+
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import attrs
+
+from awaken.messages import Message
+
+_PART_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def history_cost(messages: Sequence[Message]) -> int:
+    """Roughly the bytes of heap ``messages`` hold (objects and strings), for the cache budget.
+
+    Computed in the I/O thread, next to the parsing, so the event loop only adds numbers.
+    """
+    size = 0
+    for m in messages:
+        size += 240 + sys.getsizeof(m.id) + (sys.getsizeof(m.run_id) if m.run_id else 0)
+        for part in m.parts:
+            names = _PART_FIELDS.get(type(part))
+            if names is None:
+                names = _PART_FIELDS[type(part)] = tuple(f.name for f in attrs.fields(type(part)))
+            size += 140
+            for name in names:
+                value = getattr(part, name)
+                if isinstance(value, str):
+                    size += sys.getsizeof(value)
+    return size
+
+
+class HistoryCache:
+    """An LRU map: thread id -> (applied log length it reflects, its whole history, cost in bytes).
+
+    An entry is valid only while its length equals the thread's applied length; writes to the
+    thread extend it (or drop it if it is stale). At most ``budget`` bytes (by ``history_cost``)
+    are held, and no single history larger than a quarter of the budget is cached.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.total = 0
+        self._entries: OrderedDict[str, tuple[int, list[Message], int]] = OrderedDict()
+
+    def get(self, thread_id: str, version: int) -> list[Message] | None:
+        entry = self._entries.get(thread_id)
+        if entry is None:
+            return None
+        if entry[0] != version:
+            self.drop(thread_id)
+            return None
+        self._entries.move_to_end(thread_id)
+        return entry[1]
+
+    def put(self, thread_id: str, version: int, messages: list[Message], cost: int) -> None:
+        self.drop(thread_id)
+        cost += 100 + 8 * len(messages)
+        if cost * 4 > self.budget:
+            return
+        self._entries[thread_id] = (version, list(messages), cost)
+        self.total += cost
+        self._evict()
+
+    def extend(self, thread_id: str, before: int, after: int, messages: list[Message], added: int) -> None:
+        """A write moved the thread's log from ``before`` to ``after`` bytes, appending ``messages``
+        (which cost ``added`` bytes)."""
+        entry = self._entries.get(thread_id)
+        if entry is None:
+            return
+        version, history, cost = entry
+        if version != before:
+            self.drop(thread_id)
+            return
+        added += 8 * len(messages)
+        if (cost + added) * 4 > self.budget:
+            self.drop(thread_id)
+            return
+        history.extend(messages)
+        self._entries[thread_id] = (after, history, cost + added)
+        self._entries.move_to_end(thread_id)
+        self.total += added
+        self._evict()
+
+    def drop(self, thread_id: str) -> None:
+        entry = self._entries.pop(thread_id, None)
+        if entry is not None:
+            self.total -= entry[2]
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.total = 0
+
+    def _evict(self) -> None:
+        while self.total > self.budget and self._entries:
+            _, (_, _, cost) = self._entries.popitem(last=False)
+            self.total -= cost

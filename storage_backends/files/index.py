@@ -1,0 +1,344 @@
+"""The file ledger's in-memory index: per thread its metadata, message ids and locations, runs and
+pending calls, rebuilt by replaying every log at open and updated by applying every written record."""
+
+from __future__ import annotations
+
+import copy
+import errno
+from array import array
+from bisect import bisect_left, insort
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from awaken.ledger import (
+    PendingCall,
+    RunRecord,
+    ThreadRecord,
+    ThreadSummary,
+    last_run_of,
+    run_summary,
+    thread_title,
+)
+from awaken.messages import Message, Usage, message_from_json
+from awaken.runstate import RunStatus
+
+from .frames import decode_frames, thread_file_name
+from .records import NO_USAGE, CorruptRecord, pending_from_json, run_from_json
+
+# -- the in-memory index ------------------------------------------------------------------------
+
+
+_SMALL_IDS = 8  # up to this many message ids per thread are kept in a tuple, more in a set
+
+
+@attrs.define(weakref_slot=False)
+class ThreadEntry:
+    """What the index keeps of a thread: metadata, message ids and locations, runs, pending calls.
+
+    ``segments`` is a flat ``array('q')`` of triples ``(frame offset, first seq, count)``: each
+    triple says that the messages with seqs ``first .. first + count - 1`` are in the frame starting
+    at that offset. Triples are ordered by seq, and so by offset (an import is a thread's first
+    record; every later record appends seqs above ``last_seq``).
+    """
+
+    thread_id: str
+    created_at: int
+    state: dict[str, Any] | None = None  # None: the empty state (no dict kept per thread)
+    last_seq: int = 0
+    size: int = 0  # bytes of the log that hold applied records
+    # The message ids: a tuple while there are few (a set costs 216 bytes even when small).
+    ids: tuple[str, ...] | set[str] = ()
+    segments: array = attrs.field(factory=lambda: array("q"))
+    run_ids: tuple[str, ...] = ()  # insertion order
+    pending: tuple[PendingCall, ...] = ()  # commit order
+    owner: str | None = None
+    title: str | None = None
+    agent_id: str | None = None  # of the latest run
+    updated_at: int = 0
+
+    @property
+    def file_name(self) -> str:
+        return thread_file_name(self.thread_id)
+
+    def record(self) -> ThreadRecord:
+        return ThreadRecord(
+            self.thread_id, self.created_at, copy.deepcopy(self.state or {}), self.last_seq, self.owner
+        )
+
+    def summary(self, runs: dict[str, RunRecord]) -> ThreadSummary:
+        return ThreadSummary(
+            thread_id=self.thread_id,
+            title=self.title,
+            agent_id=self.agent_id,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            message_count=len(self.ids),
+            last_run=run_summary(last_run_of(runs[r] for r in self.run_ids)),
+            waiting=bool(self.pending),
+            owner=self.owner,
+        )
+
+    def take_title(self, raw: list[dict[str, Any]]) -> None:
+        """Set the title from the first user text of ``raw`` messages, if the thread has none yet."""
+        if self.title is None and any(d.get("role") == "user" for d in raw):
+            self.title = thread_title(message_from_json(d) for d in raw if d.get("role") == "user")
+
+    def add_ids(self, ids: Sequence[str]) -> None:
+        if isinstance(self.ids, set):
+            self.ids.update(ids)
+        elif len(self.ids) + len(ids) <= _SMALL_IDS:
+            self.ids += tuple(ids)
+        else:
+            self.ids = {*self.ids, *ids}
+
+    def add_segment(self, offset: int, first: int, count: int) -> None:
+        segments = self.segments
+        if segments and segments[-3] == offset and segments[-2] + segments[-1] == first:
+            segments[-1] += count
+        elif len(segments) < 96:  # small: an exact-size copy (extend over-allocates by up to 7 items)
+            self.segments = segments + array("q", (offset, first, count))
+        else:
+            segments.extend((offset, first, count))
+
+
+@attrs.frozen
+class Span:
+    """Where a read's messages are: the byte range ``[start, end)`` of the log, the seqs wanted."""
+
+    start: int
+    end: int
+    first_seq: int
+    last_seq: int
+    count: int
+    whole: bool  # the span is the thread's whole history
+
+
+def locate(thread: ThreadEntry, after_seq: int, limit: int) -> Span | None:
+    """The span of up to ``limit`` (all if negative) messages with ``seq > after_seq``, or None."""
+    segs = thread.segments
+    n = len(segs) // 3
+    lo, hi = 0, n
+    while lo < hi:  # the first segment whose last seq is > after_seq
+        mid = (lo + hi) // 2
+        if segs[3 * mid + 1] + segs[3 * mid + 2] - 1 > after_seq:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo == n or limit == 0:
+        return None
+    first_seq = max(segs[3 * lo + 1], after_seq + 1)
+    remaining = limit if limit > 0 else -1
+    count = 0
+    last_seq = first_seq - 1
+    k = lo
+    while k < n and remaining != 0:
+        from_seq = first_seq if k == lo else segs[3 * k + 1]
+        available = segs[3 * k + 1] + segs[3 * k + 2] - from_seq
+        take = available if remaining < 0 else min(remaining, available)
+        last_seq = from_seq + take - 1
+        count += take
+        if remaining > 0:
+            remaining -= take
+        k += 1
+    last_offset = segs[3 * (k - 1)]
+    m = k
+    while m < n and segs[3 * m] == last_offset:
+        m += 1
+    end = segs[3 * m] if m < n else thread.size
+    whole = lo == 0 and first_seq == segs[1] and k == n and last_seq == segs[-2] + segs[-1] - 1
+    return Span(segs[3 * lo], end, first_seq, last_seq, count, whole)
+
+
+def extract(data: bytes, span: Span) -> list[Message]:
+    """The messages of ``span`` from ``data`` (the span's bytes of the log), checked against the index."""
+    records, valid = decode_frames(data)
+    if valid != len(data):
+        raise OSError(
+            errno.EIO, f"a ledger record at or after offset {span.start + valid} fails its checksum"
+        )
+    out: list[Message] = []
+    for _, _, record in records:
+        for d in record.get("messages") or ():
+            if span.first_seq <= d["seq"] <= span.last_seq:
+                out.append(message_from_json(d))
+    out.sort(key=lambda m: m.seq)
+    if len(out) != span.count or (out and (out[0].seq, out[-1].seq) != (span.first_seq, span.last_seq)):
+        raise OSError(errno.EIO, "a ledger file does not hold the messages its index locates there")
+    return out
+
+
+@attrs.define
+class Index:
+    threads: dict[str, ThreadEntry] = attrs.field(factory=dict)
+    runs: dict[str, RunRecord] = attrs.field(factory=dict)
+    #: ``(updated_at, thread_id)`` of every thread, ascending (a listing walks it from the end), and
+    #: the same per owner: a page costs a bisection and ``limit`` steps, whatever the thread count
+    order: list[tuple[int, str]] = attrs.field(factory=list)
+    by_owner: dict[str | None, list[tuple[int, str]]] = attrs.field(factory=dict)
+    #: the newest ``updated_at`` seen (the write clock continues from it)
+    latest: int = 0
+
+    def _unlist(self, thread: ThreadEntry) -> None:
+        key = (thread.updated_at, thread.thread_id)
+        for keys in (self.order, self.by_owner.get(thread.owner)):
+            if keys is not None:
+                i = bisect_left(keys, key)
+                if i < len(keys) and keys[i] == key:
+                    del keys[i]
+        if thread.owner in self.by_owner and not self.by_owner[thread.owner]:
+            del self.by_owner[thread.owner]
+
+    def _list(self, thread: ThreadEntry) -> None:
+        key = (thread.updated_at, thread.thread_id)
+        insort(self.order, key)
+        insort(self.by_owner.setdefault(thread.owner, []), key)
+        self.latest = max(self.latest, thread.updated_at)
+
+    def touch(self, thread: ThreadEntry, updated_at: int, listed: bool = True) -> None:
+        """Move the thread to ``updated_at`` in the listing order."""
+        if listed:
+            self._unlist(thread)
+        thread.updated_at = updated_at
+        self._list(thread)
+
+    def remove(self, thread_id: str) -> None:
+        """Forget a deleted thread and its runs."""
+        thread = self.threads.pop(thread_id)
+        self._unlist(thread)
+        for run_id in thread.run_ids:
+            self.runs.pop(run_id, None)
+
+    def apply(self, record: dict[str, Any], file_name: str, start: int, end: int, parse: bool = True) -> None:
+        """Apply one decoded record (live or replayed) found in ``file_name`` at ``[start, end)``.
+
+        Live writes validate before they write, so a failure here means a corrupt log. Replay
+        parses every message to check it (``parse``); a live write has parsed them already.
+        """
+        kind = record["type"]
+        thread_id = record["thread"]
+        if not isinstance(thread_id, str) or thread_file_name(thread_id) != file_name:
+            raise CorruptRecord(f"record for thread {thread_id!r} found in {file_name}")
+        thread = self.threads.get(thread_id)
+        if kind == "start_run":
+            run = run_from_json(record["run"], thread_id if thread is None else thread.thread_id)
+            if run.run_id in self.runs:
+                raise CorruptRecord(f"start_run of run {run.run_id!r} cannot be applied")
+            messages = record["messages"]
+            new = thread is None
+            if thread is None:
+                thread = ThreadEntry(thread_id, run.created_at, owner=record.get("owner"))
+            self._append(thread, messages, start, parse)  # checks everything before changing the index
+            self.threads[thread_id] = thread
+            self.runs[run.run_id] = run
+            thread.run_ids += (run.run_id,)
+            thread.agent_id = run.agent_id
+            thread.take_title(messages)
+            self.touch(thread, record.get("at", run.updated_at), listed=not new)
+        elif kind == "commit":
+            run_id = record["run"]
+            run = self.runs.get(run_id)
+            if thread is None or run is None or run.thread_id != thread_id:
+                raise CorruptRecord(f"commit for unknown run {run_id!r}")
+            status = RunStatus(record["status"])
+            usage = run.usage + Usage(*record["usage"])
+            resolved = set(record["resolved"])
+            pending = [p for p in thread.pending if p.tool_call_id not in resolved]
+            open_calls = {p.tool_call_id for p in pending}
+            # a pending call names a message of its own step: share that message's id string
+            own = {d["id"]: d["id"] for d in record["messages"]}
+            for p in record["pending"]:
+                call = pending_from_json(p, thread.thread_id, run.run_id, own)
+                if call.tool_call_id in open_calls:
+                    raise CorruptRecord(f"tool call {call.tool_call_id!r} is already pending")
+                open_calls.add(call.tool_call_id)
+                pending.append(call)
+            self._append(thread, record["messages"], start, parse)
+            thread.take_title(record["messages"])
+            self.touch(thread, record["updated_at"])
+            thread.pending = tuple(pending)
+            if record.get("state") is not None:
+                thread.state = record["state"] or None
+            self.runs[run_id] = attrs.evolve(
+                run,
+                status=status,
+                updated_at=record["updated_at"],
+                error_code=record["error_code"],
+                error_message=record["error_message"],
+                cause=record.get("cause"),
+                usage=NO_USAGE if usage == NO_USAGE else usage,
+                steps=run.steps + record["steps"],
+            )
+        elif kind == "import":
+            if thread is not None:
+                raise CorruptRecord(f"import of existing thread {thread_id!r}")
+            t = record["thread_record"]
+            thread = ThreadEntry(thread_id, t["created_at"], t["state"] or None, t["last_seq"])
+            runs = [run_from_json(r, thread_id) for r in record["runs"]]
+            if any(r.run_id in self.runs for r in runs) or len({r.run_id for r in runs}) != len(runs):
+                raise CorruptRecord(f"import of thread {thread_id!r} repeats a run id")
+            raw = sorted(record["messages"], key=lambda d: d["seq"])
+            for d in raw:
+                if parse:  # a malformed message refuses the record here, not at a later read
+                    message_from_json(d)
+                seq, message_id = d["seq"], d["id"]
+                if (
+                    type(seq) is not int
+                    or type(message_id) is not str
+                    or not 0 < seq <= thread.last_seq
+                    or message_id in thread.ids
+                ):
+                    raise CorruptRecord(f"imported message {message_id!r} (seq {seq}) cannot be applied")
+                if thread.segments and thread.segments[-2] + thread.segments[-1] > seq:
+                    raise CorruptRecord(f"imported message {message_id!r} repeats seq {seq}")
+                thread.add_ids((message_id,))
+                thread.add_segment(start, seq, 1)
+            thread.pending = tuple(pending_from_json(p, thread_id) for p in record["pending"])
+            self.threads[thread_id] = thread
+            for r in runs:
+                self.runs[r.run_id] = r
+            thread.run_ids = tuple(r.run_id for r in runs)
+            thread.owner = t.get("owner")
+            thread.take_title(raw)
+            latest = last_run_of(runs)
+            thread.agent_id = latest.agent_id if latest else None
+            self.touch(thread, t.get("updated_at", 0), listed=False)
+        elif kind == "recover":
+            if thread is None:
+                raise CorruptRecord(f"recovery for unknown thread {thread_id!r}")
+            for run_id in record["runs"]:
+                run = self.runs[run_id]
+                self.runs[run_id] = attrs.evolve(
+                    run,
+                    status=RunStatus.INTERRUPTED,
+                    error_code=None,
+                    cause=record.get("cause"),
+                    updated_at=record["updated_at"],
+                )
+        else:
+            raise CorruptRecord(f"unknown record type {kind!r}")
+        thread.size = end
+
+    @staticmethod
+    def _append(thread: ThreadEntry, raw: list[dict[str, Any]], offset: int, parse: bool) -> None:
+        """Record the messages of the frame at ``offset``: they must continue the thread's seqs.
+
+        Every message is checked (and, when ``parse``, parsed) before the thread changes, so a bad
+        one changes nothing.
+        """
+        batch: set[str] = set()
+        seq = thread.last_seq
+        for d in raw:
+            if parse:
+                message_from_json(d)
+            seq += 1
+            if type(d["id"]) is not str or d["seq"] != seq or d["id"] in thread.ids or d["id"] in batch:
+                raise CorruptRecord(f"message {d['id']!r} (seq {d['seq']}) does not follow seq {seq - 1}")
+            batch.add(d["id"])
+        if raw:
+            thread.add_ids([d["id"] for d in raw])
+            thread.add_segment(offset, thread.last_seq + 1, len(raw))
+            thread.last_seq = seq
+
+

@@ -1,0 +1,613 @@
+"""``FileLedger``: the I/O of the file ledger (locking, replay and recovery at open, framed writes, reads
+of located byte ranges) over the index, the record forms and the history cache."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import time
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+import trio
+
+from awaken.errors import StoreUnavailable
+from awaken.ledger import (
+    ALL_OWNERS,
+    RESTART_CAUSE,
+    Commit,
+    DuplicateRun,
+    Ledger,
+    OwnerFilter,
+    PendingCall,
+    RunRecord,
+    ThreadPage,
+    ThreadRecord,
+    ThreadSummary,
+    ThreadView,
+    WriteClock,
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    imported_updated_at,
+)
+from awaken.messages import Message, message_from_json, message_to_json
+from awaken.runstate import RunStatus
+
+from .cache import HistoryCache, history_cost
+from .frames import (
+    FORMAT_VERSION,
+    HEADER,
+    decode_frames,
+    encode_frame,
+    is_log_name,
+    loads_payload,
+    read_exact,
+    thread_file_name,
+    write_all,
+)
+from .index import Index, ThreadEntry, extract, locate
+from .records import CorruptRecord, pending_to_json, run_to_json
+
+T = TypeVar("T")
+
+logger = logging.getLogger("awaken.ledger.files")
+
+_MAX_OPEN_FILES = 64
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- the backend --------------------------------------------------------------------------------
+
+
+class FileLedger(Ledger):
+    """``[ledger] backend = "files"``; options: ``path`` (a directory), ``fsync`` (default true),
+    ``cache_bytes`` (the budget of the cache of whole thread histories; default 256 KiB, 0 disables it).
+
+    With ``fsync = false`` a commit survives a process kill but not a power loss.
+    """
+
+    def __init__(self, path: str = "./var/ledger", fsync: bool = True, cache_bytes: int = 256 * 1024) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self._cache = HistoryCache(max(0, int(cache_bytes)))
+        self._threads_dir = self.path / "threads"
+        self._limiter = trio.CapacityLimiter(1)
+        self._write_lock = trio.Lock()
+        self._index: Index | None = None
+        self._clock = WriteClock()
+        self._lock_fd: int | None = None
+        # Touched only inside the writer thread (serialized by the limiter).
+        self._fds: OrderedDict[str, int] = OrderedDict()
+        self._dirty: dict[str, int] = {}  # file name -> length to truncate back to before the next write
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _require(self) -> Index:
+        if self._index is None:
+            raise StoreUnavailable("the file ledger is closed")
+        return self._index
+
+    async def _io(self, fn: Callable[[], T], what: str) -> T:
+        try:
+            return await trio.to_thread.run_sync(fn, limiter=self._limiter)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"the file ledger at {self.path} failed to {what}: {_describe(exc)}"
+            ) from None
+
+    def _fsync_dir(self, path: Path) -> None:
+        if not self.fsync:
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _fd(self, name: str, create: bool = True) -> int:
+        """The cached read-write descriptor of a log (runs in the I/O thread); ``create`` makes the log
+        if it is missing (a write), otherwise a missing log is an error (a read)."""
+        fd = self._fds.get(name)
+        if fd is not None:
+            self._fds.move_to_end(name)
+            return fd
+        path = os.path.join(self._threads_dir, name)  # not pathlib: it interns every name it parses
+        flags = os.O_RDWR | os.O_CLOEXEC
+        if not create:
+            fd = os.open(path, flags)
+            created = False
+        else:
+            try:
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                created = True
+            except FileExistsError:
+                fd = os.open(path, flags | os.O_CREAT, 0o644)
+                created = False
+        try:
+            if created:
+                self._fsync_dir(self._threads_dir)
+        except OSError:
+            os.close(fd)
+            raise
+        self._fds[name] = fd
+        while len(self._fds) > _MAX_OPEN_FILES:
+            _, old = self._fds.popitem(last=False)
+            os.close(old)
+        return fd
+
+    def _append_frame(self, name: str, frame: bytes, offset: int) -> None:
+        """Write one frame at ``offset`` (the log's applied length) and make it durable.
+
+        Runs in the writer thread. On failure the file is cut back to ``offset``; if even that
+        fails, the cut is retried before the next write to the file.
+        """
+        fd = self._fd(name)
+        if name in self._dirty:
+            os.ftruncate(fd, self._dirty[name])
+            del self._dirty[name]
+        try:
+            write_all(fd, frame, offset)
+            if self.fsync:
+                os.fsync(fd)
+        except BaseException:
+            try:
+                os.ftruncate(fd, offset)
+            except OSError:
+                self._dirty[name] = offset
+            raise
+
+    def _close_files(self) -> None:
+        fds = list(self._fds.values())
+        self._fds.clear()
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self._lock_fd is not None:
+            lock_fd, self._lock_fd = self._lock_fd, None
+            try:
+                os.close(lock_fd)  # releases the flock
+            except OSError:
+                pass
+
+    async def _write(self, index: Index, name: str, offset: int, record: dict[str, Any]) -> list[Message]:
+        """Frame, write and fsync ``record``, then apply it to ``index`` (caller holds the write lock).
+
+        Returns the messages the record appended. JSON encoding and decoding (and building the
+        messages) happen in the I/O thread too, so a large step (inline images) never stalls the
+        event loop.
+        """
+        record["v"] = FORMAT_VERSION
+
+        def work() -> tuple[dict[str, Any], int, list[Message], int]:
+            frame = encode_frame(record)
+            self._append_frame(name, frame, offset)
+            # Apply exactly what replay will see: the decoded payload, never the caller's objects.
+            decoded = loads_payload(frame[HEADER.size :])
+            messages = (
+                [] if decoded["type"] == "import" else [message_from_json(d) for d in decoded["messages"]]
+            )
+            return decoded, len(frame), messages, history_cost(messages)
+
+        decoded, length, messages, cost = await self._io(work, "write a record")
+        thread_id = decoded["thread"]
+        index.apply(decoded, name, offset, offset + length, parse=False)
+        if self._index is not index:  # closed while writing: the cache is no longer this index's
+            pass
+        elif offset == 0 and decoded["type"] == "start_run":  # a new thread: its history is these inputs
+            self._cache.put(thread_id, offset + length, messages, cost)
+        else:
+            self._cache.extend(thread_id, offset, offset + length, messages, cost)
+        return messages
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._index is not None:
+            return
+        self._cache.clear()
+        try:
+            self._index = await trio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
+            self._clock = WriteClock(self._index.latest)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot open the file ledger at {self.path}: {_describe(exc)}") from None
+
+    def _open_sync(self) -> Index:
+        try:
+            os.makedirs(self._threads_dir, exist_ok=True)
+            self._take_lock()
+            index = Index()
+            names = sorted(n for n in os.listdir(self._threads_dir) if is_log_name(n))
+            for name in names:
+                self._replay(index, name)
+            self._fsync_dir(self._threads_dir)
+            self._recover(index)
+            return index
+        except BaseException:
+            self._close_files()
+            raise
+
+    def _take_lock(self) -> None:
+        fd = os.open(self.path / "LOCK", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                who = f" (pid {holder})" if holder.isdigit() else ""
+                raise StoreUnavailable(
+                    f"ledger directory is locked by another process{who}: {self.path} "
+                    "(stop that process, or point [ledger] path at another directory)"
+                ) from None
+            raise
+        self._lock_fd = fd
+        try:
+            os.ftruncate(fd, 0)
+            write_all(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass  # the pid is a courtesy for the error message above, not part of the lock
+
+    def _replay(self, index: Index, name: str) -> None:
+        path = self._threads_dir / name
+        data = path.read_bytes()
+        records, valid = decode_frames(data)
+        for offset, end, record in records:
+            try:
+                index.apply(record, name, offset, end)
+            except (CorruptRecord, KeyError, TypeError, ValueError) as exc:
+                raise StoreUnavailable(
+                    f"the ledger file {path} holds a record (offset {offset}) that cannot be applied: {exc}; "
+                    "move the file aside or restore it from a backup"
+                ) from None
+        if valid < len(data):
+            self._cut_tail(path, data, valid)
+
+    def _cut_tail(self, path: Path, data: bytes, valid: int) -> None:
+        dropped = len(data) - valid
+        logger.warning(
+            "ledger file %s: cutting off a torn or corrupt tail of %d bytes at offset %d",
+            path,
+            dropped,
+            valid,
+        )
+        try:  # best effort: keep the bytes for forensics
+            torn = self.path / "torn"
+            torn.mkdir(exist_ok=True)
+            (torn / f"{path.name}.{valid}.{time.time_ns()}").write_bytes(data[valid:])
+        except OSError as exc:
+            logger.warning("could not keep the cut-off bytes of %s: %s", path, exc)
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.ftruncate(fd, valid)
+            if self.fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _recover(self, index: Index) -> None:
+        stale: dict[str, list[str]] = {}
+        for run in index.runs.values():
+            if run.status is RunStatus.RUNNING:
+                stale.setdefault(run.thread_id, []).append(run.run_id)
+        now = _now_ms()
+        for thread_id, run_ids in stale.items():
+            thread = index.threads[thread_id]
+            record = {
+                "type": "recover",
+                "thread": thread_id,
+                "runs": run_ids,
+                "cause": RESTART_CAUSE,
+                "updated_at": now,
+                "v": FORMAT_VERSION,
+            }
+            frame = encode_frame(record)
+            self._append_frame(thread.file_name, frame, thread.size)
+            index.apply(record, thread.file_name, thread.size, thread.size + len(frame))
+
+    async def aclose(self) -> None:
+        if self._index is None and self._lock_fd is None:
+            return
+        self._index = None
+        self._cache.clear()
+        with trio.CancelScope(shield=True):
+            async with self._write_lock:
+                await trio.to_thread.run_sync(self._close_files, limiter=self._limiter)
+
+    async def ping(self) -> None:
+        self._require()
+        await self._io(lambda: os.stat(self._threads_dir), "read its directory")
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        await trio.lowlevel.checkpoint()
+        thread = self._require().threads.get(thread_id)
+        return None if thread is None else thread.record()
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        await trio.lowlevel.checkpoint()
+        return self._require().runs.get(run_id)
+
+    async def list_runs(self, thread_id: str) -> list[RunRecord]:
+        await trio.lowlevel.checkpoint()
+        index = self._require()
+        thread = index.threads.get(thread_id)
+        if thread is None:
+            return []
+        return sorted((index.runs[r] for r in thread.run_ids), key=lambda r: r.created_at)
+
+    async def pending_calls(self, thread_id: str) -> list[PendingCall]:
+        await trio.lowlevel.checkpoint()
+        thread = self._require().threads.get(thread_id)
+        return [] if thread is None else list(thread.pending)
+
+    async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
+        await trio.lowlevel.checkpoint()
+        index = self._require()
+        thread = index.threads.get(thread_id)
+        if thread is None or limit == 0:
+            return []
+        return await self._messages(index, thread, after_seq, limit)
+
+    async def thread_view(self, thread_id: str) -> ThreadView:
+        """The thread, its whole history and its pending calls as of one instant: from the cache, or
+        with one read of the log in the I/O thread."""
+        await trio.lowlevel.checkpoint()
+        index = self._require()
+        thread = index.threads.get(thread_id)
+        if thread is None:
+            return ThreadView(None, (), ())
+        record = thread.record()
+        pending = thread.pending
+        messages = await self._messages(index, thread, 0, -1)
+        return ThreadView(record, tuple(messages), pending)
+
+    async def committed_ids(self, thread_id: str, ids: Collection[str]) -> frozenset[str]:
+        """From the in-memory index of message ids: no log is read."""
+        await trio.lowlevel.checkpoint()
+        thread = self._require().threads.get(thread_id)
+        if thread is None:
+            return frozenset()
+        held = thread.ids
+        return frozenset(i for i in ids if i in held)
+
+    async def _messages(self, index: Index, thread: ThreadEntry, after_seq: int, limit: int) -> list[Message]:
+        """Up to ``limit`` (all if negative) messages after ``after_seq``, as of the call: from the
+        cache if it holds the thread, else one read of the byte range that holds them (whole history
+        reads then fill the cache)."""
+        version = thread.size
+        cached = self._cache.get(thread.thread_id, version)
+        if cached is not None:
+            start = bisect_right(cached, after_seq, key=lambda m: m.seq)
+            return cached[start:] if limit < 0 else cached[start : start + limit]
+        span = locate(thread, after_seq, limit)
+        if span is None:
+            return []
+        name = thread.file_name
+
+        def work() -> tuple[list[Message], int]:
+            if self._index is not index:
+                raise StoreUnavailable("the file ledger is closed")
+            data = read_exact(self._fd(name, create=False), span.start, span.end - span.start)
+            messages = extract(data, span)
+            return messages, history_cost(messages) if span.whole else 0
+
+        messages, cost = await self._io(work, "read a thread's history")
+        if span.whole and self._index is index and thread.size == version:
+            self._cache.put(thread.thread_id, version, messages, cost)
+        return messages
+
+    async def list_threads(self) -> list[ThreadRecord]:
+        await trio.lowlevel.checkpoint()
+        threads = sorted(self._require().threads.values(), key=lambda t: (t.created_at, t.thread_id))
+        return [t.record() for t in threads]
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    async def start_run(
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+    ) -> list[Message]:
+        async with self._write_lock:
+            index = self._require()
+            if run.run_id in index.runs:
+                raise DuplicateRun(run.run_id)
+            thread = index.threads.get(run.thread_id)
+            name = thread_file_name(run.thread_id)
+            offset = thread.size if thread is not None else 0
+            record = {
+                "type": "start_run",
+                "thread": run.thread_id,
+                "run": run_to_json(run),
+                "messages": _stamp(thread, run.thread_id, inputs),
+                "at": self._clock.now(),
+            }
+            if thread is None:
+                record["owner"] = owner
+            return await self._write(index, name, offset, record)
+
+    async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
+        async with self._write_lock:
+            index = self._require()
+            thread = index.threads.get(thread_id)
+            run = index.runs.get(run_id)
+            if thread is None or run is None or run.thread_id != thread_id:
+                raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
+            messages = _stamp(thread, thread_id, commit.messages)
+            open_calls = {p.tool_call_id for p in thread.pending} - set(commit.resolved)
+            pending: list[dict[str, Any]] = []
+            for p in commit.pending:
+                if p.tool_call_id in open_calls:
+                    raise ValueError(
+                        f"tool call {p.tool_call_id!r} is already pending on thread {thread_id!r}"
+                    )
+                open_calls.add(p.tool_call_id)
+                pending.append(pending_to_json(attrs.evolve(p, thread_id=thread_id)))
+            record = {
+                "type": "commit",
+                "thread": thread_id,
+                "run": run_id,
+                "messages": messages,
+                "resolved": list(commit.resolved),
+                "pending": pending,
+                "state": commit.state,
+                "usage": [commit.usage.input_tokens, commit.usage.output_tokens],
+                "steps": commit.steps,
+                "status": commit.status.value,
+                "error_code": commit.error_code,
+                "error_message": commit.error_message,
+                "cause": commit.cause,
+                "updated_at": self._clock.now(),
+            }
+            return await self._write(index, thread.file_name, thread.size, record)
+
+    async def import_thread(
+        self,
+        thread: ThreadRecord,
+        runs: Sequence[RunRecord],
+        messages: Sequence[Message],
+        pending: Sequence[PendingCall],
+        updated_at: int | None = None,
+    ) -> None:
+        if updated_at is None:
+            updated_at = imported_updated_at(thread, runs, messages)
+        async with self._write_lock:
+            index = self._require()
+            thread_id = thread.thread_id
+            if thread_id in index.threads:
+                raise ValueError(f"thread {thread_id!r} already exists in the ledger")
+            seen_runs: set[str] = set()
+            for run in runs:
+                if run.run_id in index.runs or run.run_id in seen_runs:
+                    raise DuplicateRun(run.run_id)
+                if run.thread_id != thread_id:
+                    raise ValueError(
+                        f"run {run.run_id!r} belongs to thread {run.thread_id!r}, not {thread_id!r}"
+                    )
+                seen_runs.add(run.run_id)
+            ids: set[str] = set()
+            seqs: set[int] = set()
+            for m in messages:
+                if m.id in ids or m.seq in seqs or not 0 < m.seq <= thread.last_seq:
+                    raise ValueError(
+                        f"message {m.id!r} (seq {m.seq}) repeats an id or seq, or lies beyond last_seq "
+                        f"{thread.last_seq}"
+                    )
+                ids.add(m.id)
+                seqs.add(m.seq)
+            calls = {p.tool_call_id for p in pending}
+            if len(calls) != len(pending) or any(p.thread_id != thread_id for p in pending):
+                raise ValueError("pending calls repeat a tool call id or belong to another thread")
+            record = {
+                "type": "import",
+                "thread": thread_id,
+                "thread_record": {
+                    "created_at": thread.created_at,
+                    "state": thread.state,
+                    "last_seq": thread.last_seq,
+                    "owner": thread.owner,
+                    "updated_at": updated_at,
+                },
+                "runs": [run_to_json(r) for r in runs],
+                "messages": [message_to_json(m) for m in messages],
+                "pending": [pending_to_json(p) for p in pending],
+            }
+            await self._write(index, thread_file_name(thread_id), 0, record)
+            self._clock.advance_to(updated_at)
+
+    # -- listing and deletion ---------------------------------------------------------------------
+
+    async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
+        await trio.lowlevel.checkpoint()
+        index = self._require()
+        thread = index.threads.get(thread_id)
+        return None if thread is None else thread.summary(index.runs)
+
+    async def list_thread_summaries(
+        self, owner: OwnerFilter, agent: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> ThreadPage:
+        check_limit(limit)
+        after = decode_cursor(cursor) if cursor is not None else None
+        await trio.lowlevel.checkpoint()
+        index = self._require()
+        keys = index.order if owner is ALL_OWNERS else index.by_owner.get(owner, [])
+        i = len(keys) if after is None else bisect_left(keys, after)
+        items: list[ThreadSummary] = []
+        more = False
+        while i > 0:
+            i -= 1
+            thread = index.threads[keys[i][1]]
+            if agent is not None and thread.agent_id != agent:
+                continue
+            if len(items) == limit:
+                more = True
+                break
+            items.append(thread.summary(index.runs))
+        last = items[-1] if more else None
+        return ThreadPage(tuple(items), encode_cursor(last.updated_at, last.thread_id) if last else None)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Unlink the thread's log (one atomic rename-free step: the log holds all of the thread) and
+        fsync the directory; then forget it."""
+        async with self._write_lock:
+            index = self._require()
+            thread = index.threads.get(thread_id)
+            if thread is None:
+                return False
+            name = thread.file_name
+
+            def work() -> OSError | None:
+                fd = self._fds.pop(name, None)
+                if fd is not None:
+                    os.close(fd)
+                self._dirty.pop(name, None)
+                os.unlink(os.path.join(self._threads_dir, name))
+                try:  # the log is gone from here on, durable or not: the index must forget it
+                    self._fsync_dir(self._threads_dir)
+                except OSError as exc:
+                    return exc
+                return None
+
+            unsynced = await self._io(work, "delete a thread")
+            index.remove(thread_id)
+            self._cache.drop(thread_id)
+            if unsynced is not None:
+                raise StoreUnavailable(f"the file ledger at {self.path} deleted a thread but could not "
+                                       f"make it durable: {_describe(unsynced)}")
+            return True
+
+
+def _stamp(thread: ThreadEntry | None, thread_id: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Assign seqs and timestamps to ``messages``; a repeated id raises ``ValueError`` (nothing written)."""
+    last = thread.last_seq if thread is not None else 0
+    taken = thread.ids if thread is not None else set()
+    batch: set[str] = set()
+    now = _now_ms()
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.id in taken or m.id in batch:
+            raise ValueError(f"message id {m.id!r} is already committed on thread {thread_id!r}")
+        batch.add(m.id)
+        last += 1
+        out.append(message_to_json(attrs.evolve(m, seq=last, created_at=m.created_at or now)))
+    return out
+
+
+def _describe(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "the disk is full (free some space)"
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"{exc.strerror or exc} (check that the directory is writable)"
+    return str(exc)
+

@@ -1,0 +1,254 @@
+"""Detached runs and rejoin over HTTP (issue 16): ``on_disconnect``, positions, the rejoin routes,
+several watchers, snapshots for lost positions, owner-only watching.
+
+Runs are held open by the ``gate`` tool (tests/plugins/gate.py), which the test opens: no timing windows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import trio
+
+from awaken.runstate import RunStatus
+
+from .helpers import agui_body, default_config_data, live_server, make_config
+from .plugins import gate
+
+GATE = '/call gate {"name": "%s"}'
+
+
+def rejoin_config(tmp_path, **top: Any):
+    agents = default_config_data()["agents"]
+    agents["held"] = {"model": "scripted", "tools": ["gate"]}
+    agents["detached"] = {"model": "scripted", "tools": ["gate"], "on_disconnect": "continue"}
+    return make_config(tmp_path, agents=agents, tools={"plugins": ["tests.plugins.gate:gate"]}, **top)
+
+
+@pytest.fixture(autouse=True)
+def fresh_gates():
+    gate.reset()
+    yield
+    gate.reset()
+
+
+@pytest.fixture
+async def srv(tmp_path):
+    async with live_server(rejoin_config(tmp_path)) as server:
+        yield server
+
+
+def frames_of(raw: bytes) -> list[tuple[str | None, Any]]:
+    """(position, payload) of each SSE frame (``[DONE]`` kept as the string)."""
+    out = []
+    for frame in raw.decode().split("\n\n"):
+        pos, data = None, None
+        for line in frame.split("\n"):
+            if line.startswith("id: "):
+                pos = line[4:]
+            elif line.startswith("data: "):
+                data = line[6:]
+        if data is not None:
+            out.append((pos, data if data == "[DONE]" else orjson.loads(data)))
+    return out
+
+
+class Frames:
+    """A streaming response read frame by frame: ``until(stop)`` and then ``rest()``."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.chunks = response.aiter_bytes()
+        self.buffer = b""
+
+    async def until(self, stop) -> list[tuple[str | None, Any]]:  # noqa: ANN001
+        seen: list[tuple[str | None, Any]] = []
+        async for chunk in self.chunks:
+            self.buffer += chunk
+            while b"\n\n" in self.buffer:
+                frame, self.buffer = self.buffer.split(b"\n\n", 1)
+                seen.extend(frames_of(frame + b"\n\n"))
+                if seen and stop(seen[-1][1]):
+                    return seen
+        return seen
+
+    async def rest(self) -> list[tuple[str | None, Any]]:
+        return await self.until(lambda payload: False)
+
+
+async def read_frames_until(response: httpx.Response, stop) -> list[tuple[str | None, Any]]:  # noqa: ANN001
+    """Read a streaming response frame by frame until ``stop(payload)`` is true for one of them."""
+    return await Frames(response).until(stop)
+
+
+def is_type(name: str):  # noqa: ANN201
+    return lambda payload: isinstance(payload, dict) and payload.get("type") == name
+
+
+async def wait_for_status(ledger, thread_id: str, status: RunStatus, within: float = 5.0):  # noqa: ANN001
+    with trio.fail_after(within):
+        while True:
+            runs = await ledger.list_runs(thread_id)
+            if runs and runs[-1].status is status:
+                return runs[-1]
+            await trio.sleep(0.01)
+
+
+async def start_held(client: httpx.AsyncClient, agent: str, thread_id: str, name: str):  # noqa: ANN201
+    """POST a run that calls the gate ``name``; read until its tool call is out; return the frames
+    and the open response context (the run is now held at the gate)."""
+    body = agui_body(thread_id, f"run-{thread_id}", [{"id": "u1", "role": "user", "content": GATE % name}])
+    context = client.stream("POST", f"/v1/ag-ui/agents/{agent}", json=body)
+    response = await context.__aenter__()
+    context.frames = Frames(response)
+    seen = await context.frames.until(is_type("TOOL_CALL_END"))
+    return seen, context
+
+
+# -- on_disconnect -----------------------------------------------------------------------------------
+
+
+async def test_a_cancel_agents_run_is_interrupted_when_its_connection_goes(srv):
+    async with srv.client() as client:
+        _, context = await start_held(client, "held", "t-cancel", "c1")
+        await context.__aexit__(None, None, None)
+    run = await wait_for_status(srv.ctx.ledger, "t-cancel", RunStatus.INTERRUPTED)
+    assert run.error_message == "the client disconnected"
+
+
+async def test_a_continue_agents_run_outlives_its_connection_and_commits_its_outcome(srv):
+    async with srv.client() as client:
+        _, context = await start_held(client, "detached", "t-cont", "d1")
+        await context.__aexit__(None, None, None)
+    await trio.sleep(0.05)  # the disconnect has landed; the run must still be active
+    assert srv.ctx.app.is_active("t-cont")
+    gate.open_gate("d1")
+    await wait_for_status(srv.ctx.ledger, "t-cont", RunStatus.COMPLETED)
+
+
+# -- the rejoin routes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/v1/ag-ui/threads/nothing/stream", "/v1/ai-sdk/chat/nothing/stream",
+                                  "/v1/ai-sdk/agents/assistant/chat/nothing/stream"])
+async def test_rejoin_answers_204_when_nothing_runs_on_the_thread(srv, path):
+    async with srv.client() as client:
+        response = await client.get(path)
+    assert (response.status_code, response.content) == (204, b"")
+
+
+async def test_agui_rejoin_after_last_event_id_has_no_gap_and_no_duplicate(srv):
+    async with srv.client() as client:
+        first, context = await start_held(client, "detached", "t-agui", "a1")
+        await context.__aexit__(None, None, None)
+        last_id = first[-1][0]
+        async with client.stream("GET", "/v1/ag-ui/threads/t-agui/stream",
+                                 headers={"last-event-id": last_id}) as rejoined:
+            assert rejoined.status_code == 200
+            gate.open_gate("a1")
+            rest = frames_of(await rejoined.aread())
+    positions = [p for p, _ in first + rest]
+    key = positions[0].rpartition(":")[0]
+    assert positions == [f"{key}:{n}" for n in range(1, len(positions) + 1)]
+    assert rest[0][1]["type"] == "TOOL_CALL_RESULT" or rest[0][1]["type"] == "STEP_FINISHED"
+    assert rest[-1][1]["type"] == "RUN_FINISHED"
+
+
+async def test_two_watchers_see_the_same_run_and_a_late_one_gets_it_from_the_start(srv):
+    async with srv.client() as client:
+        first, context = await start_held(client, "held", "t-two", "w1")
+        async with client.stream("GET", "/v1/ag-ui/threads/t-two/stream") as second:
+            gate.open_gate("w1")
+            rest = await context.frames.rest()
+            watched = frames_of(await second.aread())
+        await context.__aexit__(None, None, None)
+    assert watched[-1][1]["type"] == "RUN_FINISHED"
+    assert first + rest == watched  # the late watcher is replayed what the first saw, then both go live
+
+
+async def test_a_position_the_server_no_longer_holds_gets_a_snapshot_then_the_live_tail(srv):
+    async with srv.client() as client:
+        first, context = await start_held(client, "detached", "t-snap", "s1")
+        await context.__aexit__(None, None, None)
+        async with client.stream("GET", "/v1/ag-ui/threads/t-snap/stream",
+                                 headers={"last-event-id": "run_gone:7"}) as rejoined:
+            gate.open_gate("s1")
+            frames = frames_of(await rejoined.aread())
+    kinds = [payload["type"] for _, payload in frames]
+    assert kinds[:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STEP_STARTED"]
+    assert kinds[-1] == "RUN_FINISHED"
+    snapshot = frames[1][1]["messages"]
+    # the snapshot holds the committed first step: the user's message, the call and its result
+    assert [m["role"] for m in snapshot] == ["user", "assistant", "tool"]
+    assert snapshot[2]["content"] == '{"opened":"s1"}' or "s1" in snapshot[2]["content"]
+    # positions stay contiguous from the snapshot on: a later reconnect resumes exactly
+    tail = [int(p.rpartition(":")[2]) for p, _ in frames[1:]]
+    assert tail == list(range(tail[0], tail[0] + len(tail)))
+
+
+async def test_a_last_event_id_that_is_no_position_is_refused_400(srv):
+    async with srv.client() as client:
+        _, context = await start_held(client, "detached", "t-bad", "b1")
+        response = await client.get("/v1/ag-ui/threads/t-bad/stream", headers={"last-event-id": "nonsense"})
+        gate.open_gate("b1")
+        await context.__aexit__(None, None, None)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "INVALID_POSITION"
+
+
+async def test_aisdk_resume_streams_the_whole_answer_to_done(srv):
+    async with srv.client() as client:
+        body = {"id": "c-ai", "messages": [{"id": "u1", "role": "user",
+                                            "parts": [{"type": "text", "text": GATE % "r1"}]}]}
+        async with client.stream("POST", "/v1/ai-sdk/agents/detached/chat", json=body) as response:
+            original = await read_frames_until(response, lambda p: isinstance(p, dict)
+                                               and p.get("type") == "tool-input-available")
+        async with client.stream("GET", "/v1/ai-sdk/chat/c-ai/stream") as resumed:
+            assert resumed.status_code == 200
+            gate.open_gate("r1")
+            frames = frames_of(await resumed.aread())
+        history = (await client.get("/v1/ai-sdk/threads/c-ai/messages")).json()["items"]
+    assert frames[: len(original)] == original  # from the first chunk of the assistant message
+    assert frames[-1][1] == "[DONE]" and frames[-2][1]["type"] == "finish"
+    answer = "".join(p["delta"] for _, p in frames if isinstance(p, dict) and p.get("type") == "text-delta")
+    assert history[-1]["role"] == "assistant"
+    assert answer == "".join(part.get("text", "") for part in history[-1]["parts"] if part["type"] == "text")
+
+
+# -- auth ----------------------------------------------------------------------------------------------
+
+TOKENS = [
+    {"name": "alice", "env": "AWAKEN_TEST_ALICE_KEY", "role": "user", "subject": "alice"},
+    {"name": "bob", "env": "AWAKEN_TEST_BOB_KEY", "role": "user", "subject": "bob"},
+    {"name": "ops", "env": "AWAKEN_TEST_OPS_KEY", "role": "admin", "subject": "ops"},
+]
+
+
+async def test_only_the_owner_or_an_admin_may_rejoin(tmp_path, monkeypatch):
+    keys = {"AWAKEN_TEST_ALICE_KEY": "alice-key-0123456789abcdef", "AWAKEN_TEST_BOB_KEY": "bob-key-0123456789abcdef",
+            "AWAKEN_TEST_OPS_KEY": "ops-key-0123456789abcdef"}
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+
+    def auth(env: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {keys[env]}"}
+
+    async with live_server(rejoin_config(tmp_path, auth={"mode": "tokens", "tokens": TOKENS})) as server:
+        async with server.client(headers=auth("AWAKEN_TEST_ALICE_KEY")) as alice:
+            _, context = await start_held(alice, "detached", "t-auth", "o1")
+            async with server.client() as anonymous:
+                assert (await anonymous.get("/v1/ag-ui/threads/t-auth/stream")).status_code == 401
+            async with server.client(headers=auth("AWAKEN_TEST_BOB_KEY")) as bob:
+                refused = await bob.get("/v1/ag-ui/threads/t-auth/stream")
+            assert refused.status_code == 403 and refused.json()["error"]["code"] == "FORBIDDEN"
+            async with server.client(headers=auth("AWAKEN_TEST_OPS_KEY")) as ops, \
+                    ops.stream("GET", "/v1/ag-ui/threads/t-auth/stream") as watched:
+                assert watched.status_code == 200
+                async with alice.stream("GET", "/v1/ag-ui/threads/t-auth/stream") as own:
+                    assert own.status_code == 200
+                    gate.open_gate("o1")
+                    assert frames_of(await own.aread())[-1][1]["type"] == "RUN_FINISHED"
+                assert frames_of(await watched.aread())[-1][1]["type"] == "RUN_FINISHED"
+            await context.__aexit__(None, None, None)
