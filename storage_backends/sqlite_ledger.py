@@ -10,8 +10,8 @@ Durability is the ``synchronous`` option (WAL either way):
   commit survives a process kill, an OS crash and a power loss.
 * ``"normal"``: no fsync per commit (WAL is fsynced at checkpoints); an acknowledged commit
   survives a process kill, but an OS crash, power loss or a filesystem that goes read-only may lose
-  the newest commits (never consistency). ``bench`` measures what it buys (``python -m bench
-  durability``).
+  the newest commits (never consistency). It buys commit latency (one fsync fewer per commit);
+  the bench does not measure the difference yet.
 
 Every transaction first checks that the database file is still the one it opened (same inode): a
 file deleted or replaced under the server is ``StoreUnavailable``, never writes into an unlinked
