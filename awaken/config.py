@@ -50,7 +50,7 @@ class ServerConfig:
     graceful_timeout: float = 2.0
     #: browser origins allowed to call ``/v1/`` (exact ``scheme://host[:port]``; ``"*"`` alone: any, see awaken/cors.py)
     cors_origins: list[str] = attrs.field(factory=list)
-    #: request headers browsers may send beyond content-type, authorization and user-agent
+    #: request headers browsers may send beyond content-type, authorization, user-agent and last-event-id
     cors_extra_headers: list[str] = attrs.field(factory=list)
 
 

@@ -17,7 +17,8 @@ The rules (``CorsPolicy`` decides, ``middleware`` only moves bytes):
   mode other than ``none`` (``wildcard_problem``), since any site could then drive a user's token.
 * A preflight from an allowed origin is answered ``204`` with the allowed methods
   (``ALLOWED_METHODS``), the allowed request headers (``content-type``, ``authorization``,
-  ``user-agent`` — older ``ai@6`` sends its own User-Agent — plus ``[server] cors_extra_headers``),
+  ``user-agent`` — older ``ai@6`` sends its own User-Agent —, ``last-event-id`` — a rejoining stream
+  resumes after it — plus ``[server] cors_extra_headers``),
   ``Access-Control-Max-Age`` and ``Vary: Origin``, whatever method or headers it asked for (the
   browser compares). It never reaches the app, so it needs no credentials.
 * A preflight from any other origin is answered ``403`` with the ``ORIGIN_NOT_ALLOWED`` JSON error and
@@ -53,7 +54,7 @@ PREFIX = "/v1/"
 #: every method a ``/v1/`` route takes (a preflight is answered for the prefix, not per route)
 ALLOWED_METHODS = ("GET", "POST", "DELETE", "OPTIONS")
 #: request headers a browser client sends beyond the CORS-safelisted ones
-BASE_ALLOWED_HEADERS = ("content-type", "authorization", "user-agent")
+BASE_ALLOWED_HEADERS = ("content-type", "authorization", "user-agent", "last-event-id")
 #: response headers a client reads (``content-type`` is always readable)
 EXPOSED_HEADERS = ("x-vercel-ai-ui-message-stream", "www-authenticate")
 #: seconds a browser may cache a preflight answer (Chromium caps this at 7200)

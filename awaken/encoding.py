@@ -44,11 +44,12 @@ def _hook_name(cls: type) -> str:
 _HOOKS: dict[type, str] = {cls: _hook_name(cls) for cls in (
     ev.RunStarted, ev.StepStarted, ev.StepFinished, ev.TextStart, ev.TextDelta, ev.TextEnd,
     ev.ReasoningStart, ev.ReasoningDelta, ev.ReasoningEnd, ev.ToolCallStart, ev.ToolCallArgs,
-    ev.ToolCallEnd, ev.ToolApprovalRequested, ev.ToolResult, ev.StateChanged, ev.RunFinished, ev.RunFailed,
+    ev.ToolCallEnd, ev.ToolApprovalRequested, ev.ToolResult, ev.StateChanged, ev.RunFinished, ev.RunStopped,
+    ev.RunFailed,
 )}
 
 
-_TERMINAL = frozenset({ev.RunFinished, ev.RunFailed})
+_TERMINAL = frozenset({ev.RunFinished, ev.RunStopped, ev.RunFailed})
 
 
 def sse_frame(payload: Any) -> bytes:
@@ -162,6 +163,9 @@ class EncoderBase:
         return []
 
     def on_run_finished(self, e: ev.RunFinished) -> list[WireEvent]:
+        return []
+
+    def on_run_stopped(self, e: ev.RunStopped) -> list[WireEvent]:
         return []
 
     def on_run_failed(self, e: ev.RunFailed) -> list[WireEvent]:

@@ -20,8 +20,8 @@ CODES: dict[str, tuple[str, str]] = {
     "INVALID_REQUEST": ("input", "A field has the wrong type or a required field is missing."),
     "UNSUPPORTED_FIELD": (
         "input",
-        "The request uses a field this server does not implement (non-empty tools, context, "
-        "forwardedProps, resume or state, or any parentRunId).",
+        "The request uses a field this server does not implement (non-empty forwardedProps or resume, "
+        "a state that is not an object, or any parentRunId).",
     ),
     "UNSUPPORTED_CONTENT": ("input", "A message carries audio, video, document or binary content."),
     "NO_NEW_INPUT": ("input", "Every message in the request is already committed: nothing to run."),
@@ -30,7 +30,10 @@ CODES: dict[str, tuple[str, str]] = {
     "NO_PENDING_RUN": ("input", "A tool result or decision arrived but nothing on the thread is waiting."),
     "TOOL_CALL_NOT_PENDING": ("input", "A tool result or decision names a call that is not pending."),
     "INVALID_CURSOR": ("input", "History: the cursor is not in this thread's committed page sequence (400)."),
-    "UNKNOWN_THREAD": ("input", "History: nothing was ever committed to this thread (404)."),
+    "UNKNOWN_THREAD": (
+        "input",
+        "No such thread for this caller: nothing was committed to it, or it belongs to another user (404).",
+    ),
     "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
     "INVALID_ID": ("input", "A thread, run or message id breaks the id rule (1-256 printable characters, no "
                    "surrounding whitespace, no leading /, not . or ..)."),
@@ -47,7 +50,6 @@ CODES: dict[str, tuple[str, str]] = {
         "WebSocket upgrade is refused the same way).",
     ),
     "INVALID_POSITION": ("input", "Rejoin: Last-Event-ID is not a stream position this server writes (400)."),
-    "FORBIDDEN": ("input", "Rejoin: only the thread's owner or an admin may watch its run (403)."),
     "REPLAY_GONE": ("run", "Rejoin: the run's stream start is no longer held; read the history instead."),
     "MODEL_ERROR": ("run", "The model failed or answered with something unusable."),
     "MODEL_UNAVAILABLE": ("run", "The model endpoint could not be reached or refused the credentials."),
@@ -56,6 +58,11 @@ CODES: dict[str, tuple[str, str]] = {
     "STEP_LIMIT": ("run", "The agent reached its step limit without finishing."),
     "STORE_UNAVAILABLE": ("run", "The ledger could not be read or written; nothing partial was committed."),
     "INTERNAL_ERROR": ("run", "An unexpected server error; the run was stopped."),
+    "STOPPED": (
+        "run",
+        "The run was stopped by POST /v1/threads/{id}/stop and committed interrupted with cause stopped "
+        "(AG-UI ends the stream with RUN_ERROR carrying this code; the AI SDK stream ends with abort).",
+    ),
 }
 
 

@@ -129,6 +129,15 @@ class RunFinished:
 
 
 @attrs.frozen
+class RunStopped:
+    """The run was stopped on request (``POST /v1/threads/{id}/stop``) and is committed ``interrupted``
+    with ``cause``; the stream ends with the protocol's terminal event for a stop."""
+
+    cause: str
+    message: str
+
+
+@attrs.frozen
 class RunFailed:
     """The run failed (or was refused). ``code`` is from the catalogue in ``awaken.errors``."""
 
@@ -153,5 +162,6 @@ AgentEvent = (
     | ToolResult
     | StateChanged
     | RunFinished
+    | RunStopped
     | RunFailed
 )

@@ -4,7 +4,9 @@
 ``Transport`` (SSE, WebSocket: frames bytes) and the engine (``RunApplication``). It is the only
 place that admits runs for a wire: refusals become the protocol's refusal stream (no run started,
 nothing committed); admitted runs stream until their committed outcome, and the protocol's
-``closing`` follows a stream that ended with its terminal event.
+``closing`` follows a stream that ended with its terminal event. A thread the caller may not see
+(another user's) is refused as not found: HTTP 404 with the JSON error the read routes give, or on
+a socket, which has no status per request, the refusal stream with code ``UNKNOWN_THREAD``.
 
 The transports know nothing of this module: ``sse_route``/``ws_route`` hand them what to run.
 """
@@ -18,12 +20,12 @@ from typing import Protocol as TypingProtocol
 
 import trio
 
-from .auth.principal import PRINCIPAL_KEY
+from .auth.principal import ANONYMOUS, Principal, principal_of
 from .broadcast import RunBroadcast
 from .context import ServerContext
 from .encoding import WireEvent
 from .engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
-from .errors import InputRejected, StoreUnavailable
+from .errors import AwakenError, InputRejected, StoreUnavailable, UnknownThread
 from .ids import check_id, check_request_ids
 from .ledger import ThreadView
 from .protocol import Protocol, RunRequest, new_id
@@ -48,6 +50,10 @@ class Transport(TypingProtocol):
     async def reject(self, wire: list[WireEvent]) -> None:
         """Write a whole refusal stream."""
 
+    async def not_found(self, error: AwakenError, wire: list[WireEvent]) -> None:
+        """Refuse a request naming a thread the caller may not see: ``error`` where the transport has a
+        status (HTTP 404 and its JSON), else the refusal stream ``wire``."""
+
 
 class Detached:
     """The ``Interruptible`` a transport gets for a run it does not own: stopping it only ends this
@@ -63,12 +69,6 @@ class Detached:
 DETACHED = Detached()
 
 
-def owner_of(scope: dict[str, Any]) -> str | None:
-    """The subject asking (None without authentication, or for a scope the auth middleware never saw)."""
-    principal = scope.get(PRINCIPAL_KEY)
-    return principal.subject if principal is not None else None
-
-
 async def exchange(
     ctx: ServerContext,
     protocol: Protocol,
@@ -76,7 +76,7 @@ async def exchange(
     body: bytes | None,
     content_type: str | None,
     agent_id: str | None,
-    owner: str | None = None,
+    principal: Principal = ANONYMOUS,
 ) -> None:
     """Serve one request body (None: larger than ``MAX_BODY``) as one stream on ``transport``.
 
@@ -108,13 +108,16 @@ async def exchange(
         return request
 
     def broadcast(run: AdmittedRun) -> RunBroadcast:
-        out = RunBroadcast(run.run_id, thread_id, ctx.config.server.replay_bytes, owner)
+        out = RunBroadcast(run.run_id, thread_id, ctx.config.server.replay_bytes, run.owner)
         out.open_channel(protocol, encoder)
         return out
 
     async with trio.open_nursery() as local:  # holds the run only when the server hosts none
         try:
-            run = await ctx.app.launch(thread_id, agent, build, broadcast, local, protocol.asks(parsed))
+            run = await ctx.app.launch(thread_id, agent, build, broadcast, local, protocol.asks(parsed), principal)
+        except UnknownThread as exc:
+            await transport.not_found(exc, protocol.refusal(exc.code, exc.message, encoder))
+            return
         except (InputRejected, StoreUnavailable) as exc:
             await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
             return
@@ -168,7 +171,7 @@ async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, rece
             body = await sse.read_body(receive, MAX_BODY)
         except sse.ClientGone:
             return
-    await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, owner_of(scope))
+    await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, principal_of(scope))
 
 
 def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
@@ -188,7 +191,7 @@ async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, r
 
     async def handle(request: ws.RequestStream, body: bytes) -> None:
         await exchange(ctx, protocol, request, body if len(body) <= MAX_BODY else None, ws.CONTENT_TYPE,
-                       agent_id, owner_of(scope))
+                       agent_id, principal_of(scope))
 
     await ws.serve_websocket(scope, receive, send, handle, protocol.refusal, ping_seconds=server.ws_ping_seconds,
                              max_buffered=server.max_buffered_bytes)

@@ -44,6 +44,7 @@ import attrs
 
 from .errors import ConfigError
 from .messages import Message, Usage, result_id
+from .models import ToolSpec
 from .runstate import RunStatus
 
 
@@ -72,6 +73,18 @@ class RunRecord:
     steps: int = 0
     #: why an ``interrupted`` run stopped (``runstate.Cause`` value), None for every other status
     cause: str | None = None
+    #: tools the client declared for this run (AG-UI ``tools``): stored with the run so a resume,
+    #: also after a restart, still offers them and knows a call to one is the client's
+    tools: tuple[ToolSpec, ...] = ()
+
+
+def tools_to_json(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    """A run's tools as JSON (what a backend stores)."""
+    return [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
+
+
+def tools_from_json(data: Any) -> tuple[ToolSpec, ...]:
+    return tuple(ToolSpec(t["name"], t["description"], t["parameters"]) for t in data or ())
 
 
 PendingKind = Literal["approval", "client"]

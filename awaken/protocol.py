@@ -19,6 +19,7 @@ from .encoding import EncoderBase, WireEvent
 from .events import AgentEvent
 from .ledger import ThreadView
 from .messages import Message, result_id  # noqa: F401 - re-exported: adapters and the engine import it here
+from .models import ContextEntry, ToolSpec
 
 #: what the engine streams a run into (synchronous: it never awaits the client)
 Sink = Callable[[AgentEvent], None]
@@ -58,6 +59,12 @@ class RunRequest:
     decisions: tuple[ToolDecision, ...] = ()
     #: the run id the client proposed; used for a new run when it is free
     run_id: str | None = None
+    #: tools the client executes, declared for this run (offered beside the agent's own; stored with it)
+    tools: tuple[ToolSpec, ...] = attrs.field(default=(), kw_only=True)
+    #: context entries the model is shown for this run
+    context: tuple[ContextEntry, ...] = attrs.field(default=(), kw_only=True)
+    #: the client's state: the thread's state from the start of this run (None: keep the committed one)
+    state: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen

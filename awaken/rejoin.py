@@ -3,7 +3,7 @@
 
 ``watch_thread`` is the one entry point (the SSE routes here use it, and so can any other route
 that rejoins, e.g. a CopilotKit ``connect``): it finds the thread's active run, checks that the
-caller may watch it (the owner who started it, or an admin), and returns a producer that streams
+caller may watch it (the subject who started the run, the thread's stored owner, or an admin), and returns a producer that streams
 the run's events in the protocol's encoding to a transport's ``deliver(position, payload)``:
 
 * from the position after ``after`` (``Last-Event-ID``), or from the run's first event without one;
@@ -23,43 +23,33 @@ from typing import Any
 import orjson
 
 from .auth.principal import PRINCIPAL_KEY, Principal
-from .broadcast import Channel, RunBroadcast, parse_position, position
+from .broadcast import Channel, parse_position, position
 from .context import ServerContext
 from .encoding import text_payload
-from .errors import AwakenError, InputRejected
+from .errors import InputRejected
 from .exchange import DETACHED, Deliver
 from .ledger import Ledger
 from .protocol import Protocol
 from .transports import sse
 
-
-class Forbidden(AwakenError):
-    """The caller may not watch this thread's run (HTTP 403)."""
-
-    code = "FORBIDDEN"
-
-
 Producer = Callable[[Deliver], Awaitable[None]]
 
 
-def may_watch(principal: Principal | None, broadcast: RunBroadcast) -> bool:
-    """Only the subject who started the run, or an admin (auth off: everyone is), may watch it."""
-    if principal is None:
-        return broadcast.owner is None
-    return principal.is_admin or (principal.subject is not None and principal.subject == broadcast.owner)
-
-
-def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, principal: Principal | None,
+async def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, principal: Principal | None,
                  last_event_id: str | None = None) -> Producer | None:
     """The producer that streams ``thread_id``'s active run from ``last_event_id`` (None: its start),
-    or None when nothing runs on the thread. Raises ``Forbidden`` for a caller who may not watch it
-    and ``InputRejected`` (``INVALID_POSITION``) for a ``last_event_id`` this server never writes."""
+    or None when nothing runs on the thread, or when the caller may not see the thread (only its
+    owner and admins may watch: another user's thread answers exactly as an idle one, so ids leak
+    nothing and a page's resume on a thread it cannot see is a plain "nothing to resume"). Raises
+    ``InputRejected`` (``INVALID_POSITION``) for a ``last_event_id`` this server never writes."""
     run = ctx.app.active(thread_id)
     broadcast = run.broadcast if run is not None else None
     if broadcast is None or broadcast.closed:
         return None
-    if not may_watch(principal, broadcast):
-        raise Forbidden("only the thread's owner or an admin may watch its run")
+    if principal is not None:
+        _exists, owner = await ctx.app.owner_of(thread_id)
+        if not principal.may_see(owner):
+            return None
     after = 0
     if last_event_id:
         try:
@@ -117,17 +107,14 @@ def _header(scope: dict, name: bytes) -> str | None:
 
 def rejoin_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
     """The ASGI handler of a protocol's rejoin route over SSE: 204 when nothing runs on the thread,
-    403 for a caller who may not watch it, 400 for a bad ``Last-Event-ID``, else the stream."""
+    (and for a thread the caller may not see), 400 for a bad ``Last-Event-ID``, else the stream."""
 
     async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
                     params: dict[str, str]) -> None:
         json_headers = [(b"content-type", b"application/json")]
         try:
-            produce = watch_thread(ctx, protocol, params["thread"], scope.get(PRINCIPAL_KEY),
+            produce = await watch_thread(ctx, protocol, params["thread"], scope.get(PRINCIPAL_KEY),
                                    _header(scope, b"last-event-id"))
-        except Forbidden as exc:
-            await sse.send_once(send, json_headers, _error_body(exc.code, exc.message), 403)
-            return
         except InputRejected as exc:
             await sse.send_once(send, json_headers, _error_body(exc.code, exc.message), 400)
             return

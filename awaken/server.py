@@ -12,7 +12,9 @@ Routes:
     GET  /readyz                                     200 when the ledger can commit (write probe), else 503
     GET  /v1/me                                      the caller's principal {subject, role}
     GET  /v1/agents                                  the published agents
-    GET  /v1/threads, /v1/threads/{threadId}         thread listing and one thread (threads_api.py)
+    GET  /v1/threads, /v1/threads/{threadId}         the caller's threads, one thread (threads_api.py)
+    DELETE /v1/threads/{threadId}                    delete a thread (204; 409 THREAD_BUSY)
+    POST /v1/threads/{threadId}/stop                 stop its active run (200 {runId, status}; 204)
     GET  /console                                    the console (awaken/console/, built assets)
     POST /v1/ag-ui, /v1/ag-ui/agents/{agentId}       AG-UI runs (SSE)
     GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor}
@@ -23,6 +25,13 @@ Routes:
                                                      rejoin the chat's active run (useChat resume)
     WS   /v1/ag-ui/ws, /v1/ag-ui/agents/{agentId}/ws         AG-UI runs over WebSocket (transports/ws.py)
     WS   /v1/ai-sdk/ws, /v1/ai-sdk/agents/{agentId}/ws       AI SDK runs over WebSocket
+    GET  /v1/copilotkit/info                          CopilotKit runtime: agent discovery
+    POST /v1/copilotkit/agent/{agentId}/run|connect   CopilotKit runtime: a run (SSE), a replay of the thread
+    POST /v1/copilotkit/agent/{agentId}/stop/{threadId}   CopilotKit runtime: stop the thread's run
+    POST /v1/copilotkit                               CopilotKit runtime, single-endpoint envelopes
+
+A thread is visible to the subject that started it and to admins: every route on a thread answers
+another user 404 ``UNKNOWN_THREAD`` (``access.visible_thread``; runs check it at admission).
 """
 
 from __future__ import annotations
@@ -39,10 +48,12 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from . import console, cors, threads_api
+from .access import visible_thread
 from .agui import adapter as agui_adapter
 from .aisdk import adapter as aisdk_adapter
 from .auth import AuthMiddleware, principal_of
 from .context import ServerContext
+from .copilotkit import routes as copilotkit_routes
 from .errors import AwakenError, BadCursor, InputRejected, StoreUnavailable, UnknownThread
 from .exchange import sse_route, ws_route
 from .history import parse_limit
@@ -119,6 +130,7 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
             try:
                 if id_problem(thread_id):  # never accepted by a run route, so never committed
                     raise UnknownThread(f"no thread {thread_id[:64]!r}")
+                await visible_thread(ctx.app, principal_of(request.scope), thread_id)
                 limit = parse_limit(request.args.get("limit"))
                 items, cursor = await read(ctx.ledger, thread_id, request.args.get("cursor"), limit)
             except (BadCursor, InputRejected) as exc:
@@ -154,6 +166,9 @@ STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
     ("WEBSOCKET", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
     ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
+    # the CopilotKit runtime: every route under the prefix, dispatched by copilotkit/runtime.py
+    ("POST", re.compile(r"^/v1/copilotkit(/.*)?$"), copilotkit_routes.route),
+    ("GET", re.compile(r"^/v1/copilotkit(/.*)?$"), copilotkit_routes.route),
 ]
 
 

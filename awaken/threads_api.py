@@ -1,146 +1,138 @@
-"""The read side of the threads API (issue 13 item 4), as the console needs it.
+"""The threads API (issue 13 item 4): list, read, delete and stop the caller's threads.
 
-A stand-in until the front-door branch lands its own: it answers exactly the shape that issue
-fixes, computed from the ledger interface as it is on main (no owners yet, so every caller sees
-every thread; no ledger-side listing order, so the listing reads every thread's runs):
+Routes (JSON; times in ms since the epoch; errors ``{"error": {"code", "message"}}``):
 
-    GET /v1/threads?cursor=&limit=&agent=
+    GET    /v1/threads?cursor=&limit=&agent=
         {items: [{threadId, title, agentId, createdAt, updatedAt, messageCount,
                   lastRun: {runId, status, cause, errorCode} | null, waiting}], cursor}
-        most recently updated first; ``cursor`` is opaque, and a page with no items is the end.
-    GET /v1/threads/{id}
+        the caller's threads (an admin's: every thread), most recently updated first; ``cursor``
+        asks for the next page and is null after the last one. 400 ``INVALID_CURSOR`` for a bad
+        cursor or limit.
+    GET    /v1/threads/{id}
         {threadId, title, agentId, createdAt, updatedAt, messageCount, waiting,
-         runs: [{runId, agentId, status, cause, createdAt, updatedAt, steps,
+         runs: [{runId, agentId, status, cause, errorCode, createdAt, updatedAt, steps,
                  usage: {inputTokens, outputTokens}, error: {code, message} | null}],
          pending: [{toolCallId, runId, name, arguments, kind}], state}
+    DELETE /v1/threads/{id}
+        204; the whole thread goes in one ledger transaction; 409 ``THREAD_BUSY`` while a run is
+        active. Afterwards its history is 404 and the id can start a new thread.
+    POST   /v1/threads/{id}/stop
+        200 {runId, status} once the active run's outcome is committed (``interrupted``, cause
+        ``stopped``, unless it reached another outcome first); its stream, on whichever protocol
+        and transport, ends with the protocol's terminal event for a stop. 204 when nothing runs.
 
-Times are milliseconds since the epoch. 400 ``INVALID_CURSOR`` for a bad cursor or limit, 404
-``UNKNOWN_THREAD``, 503 ``STORE_UNAVAILABLE``.
+Every route on a thread answers 404 ``UNKNOWN_THREAD`` for a thread the caller may not see
+(``access.visible_thread``), exactly as for one that does not exist. 503 ``STORE_UNAVAILABLE``
+when the ledger does not answer.
 """
 
 from __future__ import annotations
 
-import base64
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
-from quart import jsonify, request
+from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 
+from .access import visible_thread
+from .auth import principal_of
 from .context import ServerContext
-from .errors import AwakenError, BadCursor, StoreUnavailable, UnknownThread
+from .errors import AwakenError, BadCursor, InputRejected, StoreUnavailable, UnknownThread
 from .history import parse_limit
-from .ledger import Ledger, PendingCall, RunRecord, ThreadRecord
-from .runstate import RunStatus
+from .ledger import ALL_OWNERS, PendingCall, RunRecord, RunSummary, ThreadSummary
 
-TITLE_CHARS = 120
-#: messages read from a thread's start to find its first user text
-TITLE_SCAN = 8
-
-
-def _run_summary(run: RunRecord) -> dict[str, Any]:
-    return {"runId": run.run_id, "status": run.status.value if isinstance(run.status, RunStatus) else run.status,
-            "cause": run.cause, "errorCode": run.error_code}
+#: error class -> HTTP status, for every route here
+STATUS: dict[type[AwakenError], int] = {BadCursor: 400, UnknownThread: 404, InputRejected: 409,
+                                        StoreUnavailable: 503}
 
 
-def _run_detail(run: RunRecord) -> dict[str, Any]:
+def run_summary(run: RunSummary | None) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    return {"runId": run.run_id, "status": str(run.status), "cause": run.cause, "errorCode": run.error_code}
+
+
+def summary(s: ThreadSummary) -> dict[str, Any]:
+    return {"threadId": s.thread_id, "title": s.title or "", "agentId": s.agent_id, "createdAt": s.created_at,
+            "updatedAt": s.updated_at, "messageCount": s.message_count, "lastRun": run_summary(s.last_run),
+            "waiting": s.waiting}
+
+
+def run_detail(run: RunRecord) -> dict[str, Any]:
     error = {"code": run.error_code, "message": run.error_message} if run.error_code else None
-    return {
-        **_run_summary(run),
-        "agentId": run.agent_id,
-        "createdAt": run.created_at,
-        "updatedAt": run.updated_at,
-        "steps": run.steps,
-        "usage": {"inputTokens": run.usage.input_tokens, "outputTokens": run.usage.output_tokens},
-        "error": error,
-    }
+    return {"runId": run.run_id, "agentId": run.agent_id, "status": str(run.status), "cause": run.cause,
+            "errorCode": run.error_code, "createdAt": run.created_at, "updatedAt": run.updated_at,
+            "steps": run.steps, "usage": {"inputTokens": run.usage.input_tokens,
+                                          "outputTokens": run.usage.output_tokens},
+            "error": error}
 
 
-def _pending(call: PendingCall) -> dict[str, Any]:
+def pending_call(call: PendingCall) -> dict[str, Any]:
     return {"toolCallId": call.tool_call_id, "runId": call.run_id, "name": call.name,
             "arguments": call.arguments, "kind": call.kind}
 
 
-async def _summary(ledger: Ledger, thread: ThreadRecord) -> tuple[dict[str, Any], list[RunRecord]]:
-    runs = await ledger.list_runs(thread.thread_id)
-    first = await ledger.read_messages(thread.thread_id, 0, TITLE_SCAN)
-    title = next((m.text.strip() for m in first if m.role == "user" and m.text.strip()), "")
-    last = runs[-1] if runs else None
-    summary = {
-        "threadId": thread.thread_id,
-        "title": " ".join(title.split())[:TITLE_CHARS],
-        "agentId": last.agent_id if last else None,
-        "createdAt": thread.created_at,
-        "updatedAt": max([thread.created_at, *(r.updated_at for r in runs)]),
-        "messageCount": thread.last_seq,
-        "lastRun": _run_summary(last) if last else None,
-        "waiting": bool(last and last.status == RunStatus.WAITING),
-    }
-    return summary, runs
+def _error(exc: AwakenError) -> tuple[Response, int]:
+    status = next(code for cls, code in STATUS.items() if isinstance(exc, cls))
+    return jsonify({"error": {"code": exc.code, "message": exc.message}}), status
 
 
-def _encode(updated_at: int, thread_id: str) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps([updated_at, thread_id])).decode()
+def _answering(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Classified errors become their JSON answer; anything else is a server bug (500)."""
 
+    async def route(**kwargs: Any) -> Any:
+        try:
+            return await handler(**kwargs)
+        except tuple(STATUS) as exc:
+            return _error(exc)
 
-def _decode(cursor: str) -> tuple[int, str]:
-    try:
-        updated_at, thread_id = orjson.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if not isinstance(updated_at, int) or not isinstance(thread_id, str):
-            raise ValueError(cursor)
-    except (ValueError, TypeError, orjson.JSONDecodeError) as exc:
-        raise BadCursor("the cursor is not one this listing gave; start again without a cursor") from exc
-    return updated_at, thread_id
-
-
-async def list_page(ledger: Ledger, cursor: str | None, limit: int, agent: str | None) -> tuple[list, str]:
-    """One page of thread summaries, most recently updated first, and the cursor after it."""
-    after = _decode(cursor) if cursor else None
-    summaries = [(await _summary(ledger, t))[0] for t in await ledger.list_threads()]
-    if agent:
-        summaries = [s for s in summaries if s["agentId"] == agent]
-    # newest first; ties by thread id so the order (and the cursor) is total
-    summaries.sort(key=lambda s: (-s["updatedAt"], s["threadId"]))
-    if after is not None:
-        key = (-after[0], after[1])
-        summaries = [s for s in summaries if (-s["updatedAt"], s["threadId"]) > key]
-    page = summaries[:limit]
-    next_cursor = _encode(page[-1]["updatedAt"], page[-1]["threadId"]) if page else (cursor or _encode(2**62, ""))
-    return page, next_cursor
-
-
-async def thread_detail(ledger: Ledger, thread_id: str) -> dict[str, Any]:
-    thread = await ledger.get_thread(thread_id)
-    if thread is None:
-        raise UnknownThread(f"no thread {thread_id!r}")
-    summary, runs = await _summary(ledger, thread)
-    del summary["lastRun"]
-    pending = await ledger.pending_calls(thread_id)
-    return {**summary, "runs": [_run_detail(r) for r in runs], "pending": [_pending(p) for p in pending],
-            "state": thread.state}
+    route.__name__ = handler.__name__
+    return route
 
 
 def add_routes(app: QuartTrio, ctx: ServerContext) -> None:
-    def error(exc: AwakenError, status: int):  # noqa: ANN202 - a quart response tuple
-        return jsonify({"error": {"code": exc.code, "message": exc.message}}), status
-
     @app.get("/v1/threads")
-    async def threads():  # noqa: ANN202
+    @_answering
+    async def threads() -> Any:
+        principal = principal_of(request.scope)
+        limit = parse_limit(request.args.get("limit"))
+        owner = ALL_OWNERS if principal.is_admin else principal.subject
         try:
-            limit = parse_limit(request.args.get("limit"))
-            items, cursor = await list_page(ctx.ledger, request.args.get("cursor") or None, limit,
-                                            request.args.get("agent") or None)
-        except BadCursor as exc:
-            return error(exc, 400)
-        except StoreUnavailable as exc:
-            return error(exc, 503)
-        return jsonify({"items": items, "cursor": cursor})
+            page = await ctx.ledger.list_thread_summaries(owner, request.args.get("agent") or None,
+                                                          request.args.get("cursor") or None, limit)
+        except ValueError as exc:
+            raise BadCursor(f"{exc}; start again without a cursor") from None
+        return jsonify({"items": [summary(s) for s in page.items], "cursor": page.cursor})
 
     @app.get("/v1/threads/<path:thread_id>")
-    async def thread(thread_id: str):  # noqa: ANN202
-        try:
-            return jsonify(await thread_detail(ctx.ledger, thread_id))
-        except UnknownThread as exc:
-            return error(exc, 404)
-        except StoreUnavailable as exc:
-            return error(exc, 503)
+    @_answering
+    async def thread(thread_id: str) -> Any:
+        await visible_thread(ctx.app, principal_of(request.scope), thread_id)
+        found = await ctx.ledger.thread_summary(thread_id)
+        record = await ctx.ledger.get_thread(thread_id)
+        if found is None or record is None:  # its first run is still being admitted
+            raise UnknownThread(f"no thread {thread_id!r}")
+        detail = summary(found)
+        del detail["lastRun"]
+        runs = await ctx.ledger.list_runs(thread_id)
+        pending = await ctx.ledger.pending_calls(thread_id)
+        return jsonify({**detail, "runs": [run_detail(r) for r in runs],
+                        "pending": [pending_call(p) for p in pending], "state": record.state})
+
+    @app.delete("/v1/threads/<path:thread_id>")
+    @_answering
+    async def delete(thread_id: str) -> Any:
+        await visible_thread(ctx.app, principal_of(request.scope), thread_id)
+        if not await ctx.app.delete(thread_id):
+            raise UnknownThread(f"no thread {thread_id!r}")
+        return "", 204
+
+    @app.post("/v1/threads/<path:thread_id>/stop")
+    @_answering
+    async def stop(thread_id: str) -> Any:
+        await visible_thread(ctx.app, principal_of(request.scope), thread_id)
+        run = ctx.app.active(thread_id)
+        status = await ctx.app.stop(thread_id)
+        if run is None or status is None:
+            return "", 204
+        return jsonify({"runId": run.run_id, "status": str(status)})  # the id as committed

@@ -58,6 +58,8 @@ from awaken.ledger import (
     last_run_of,
     resolve_answered,
     thread_title,
+    tools_from_json,
+    tools_to_json,
 )
 from awaken.messages import Message, Usage, parts_from_json, parts_to_json, result_id
 from awaken.runstate import RunStatus
@@ -74,7 +76,7 @@ CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, agent_id TEXT NOT NULL, status TEXT NOT NULL,
     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, error_code TEXT, error_message TEXT,
     input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
-    steps INTEGER NOT NULL DEFAULT 0, cause TEXT
+    steps INTEGER NOT NULL DEFAULT 0, cause TEXT, tools TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, status);
 CREATE TABLE IF NOT EXISTS messages (
@@ -103,6 +105,8 @@ _MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     lambda conn: conn.execute("ALTER TABLE runs ADD COLUMN cause TEXT"),
     # 2: thread owner and the columns a thread listing reads
     lambda conn: _add_thread_summaries(conn),
+    # 3: the tools a client declared for a run
+    lambda conn: conn.execute("ALTER TABLE runs ADD COLUMN tools TEXT"),
 )
 
 
@@ -628,7 +632,7 @@ def _lock(path: Path) -> int:
 
 _RUN_COLS = (
     "id, thread_id, agent_id, status, created_at, updated_at, error_code, error_message, "
-    "input_tokens, output_tokens, steps, cause"
+    "input_tokens, output_tokens, steps, cause, tools"
 )
 
 
@@ -670,12 +674,13 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
         usage=Usage(row[8], row[9]),
         steps=row[10],
         cause=row[11],
+        tools=tools_from_json(json.loads(row[12])) if row[12] else (),
     )
 
 
 def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
     conn.execute(
-        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             run.run_id,
             run.thread_id,
@@ -689,6 +694,7 @@ def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
             run.usage.output_tokens,
             run.steps,
             run.cause,
+            json.dumps(tools_to_json(run.tools)) if run.tools else None,
         ),
     )
 

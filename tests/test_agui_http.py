@@ -179,9 +179,10 @@ MALFORMED = [
     ("INVALID_REQUEST", orjson.dumps(agui_body("t-bad", "r", {"id": "n1"})), "application/json", "/v1/ag-ui"),
     ("INVALID_REQUEST", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x"), user("n1", "y")])),
      "application/json", "/v1/ag-ui"),
-    ("UNSUPPORTED_FIELD", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")], tools=[{"name": "f"}])),
+    ("INVALID_REQUEST", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")],
+                                               tools=[{"name": "f", "parameters": {"type": "nope"}}])),
      "application/json", "/v1/ag-ui"),
-    ("UNSUPPORTED_FIELD", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")], context=[{"value": "v"}])),
+    ("INVALID_REQUEST", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")], context=[{"value": "v"}])),
      "application/json", "/v1/ag-ui"),
     ("UNSUPPORTED_FIELD", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")], forwardedProps={"a": 1})),
      "application/json", "/v1/ag-ui"),
@@ -189,7 +190,7 @@ MALFORMED = [
      "application/json", "/v1/ag-ui"),
     ("UNSUPPORTED_FIELD", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")], parentRunId="r0")),
      "application/json", "/v1/ag-ui"),
-    ("UNSUPPORTED_FIELD", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")], state={"not": "committed"})),
+    ("UNSUPPORTED_FIELD", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")], state=["not", "an object"])),
      "application/json", "/v1/ag-ui"),
     ("UNSUPPORTED_CONTENT", orjson.dumps(agui_body("t-bad", "r", [user("n1", [
         {"type": "audio", "source": {"type": "url", "value": "https://x.test/a.mp3"}}])])),
@@ -223,7 +224,7 @@ async def test_each_refusal_is_one_run_error_and_leaves_the_ledger_unchanged(cli
 
 async def test_a_refused_first_request_creates_no_thread(client, server):
     """CONTRACT §3: nothing committed, not even the thread."""
-    events = await post_agui(client, agui_body("t-none", "r", [user("n1", "x")], tools=[{"name": "f"}]))
+    events = await post_agui(client, agui_body("t-none", "r", [user("n1", "x")], tools=[{"name": "f", "parameters": {"type": "nope"}}]))
     assert types(events) == ["RUN_ERROR"]
     assert await server.ctx.ledger.get_thread("t-none") is None
     assert (await history(client, "t-none")).status_code == 404

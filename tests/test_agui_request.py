@@ -204,8 +204,6 @@ def test_ill_typed_fields_are_invalid_request(data):
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"tools": [{"name": "f", "description": "d", "parameters": {"type": "object"}}]},
-        {"context": [{"description": "d", "value": "v"}]},
         {"forwardedProps": {"x": 1}},
         {"resume": [{"interruptId": "i1", "status": "resolved"}]},
         {"parentRunId": "r-0"},
@@ -216,7 +214,8 @@ def test_ill_typed_fields_are_invalid_request(data):
     ids=lambda d: next(iter(d)) + "=" + orjson.dumps(next(iter(d.values()))).decode()[:30],
 )
 def test_unsupported_fields_are_unsupported_field(overrides):
-    """CONTRACT §3: non-empty tools/context/forwardedProps/resume, any parentRunId → UNSUPPORTED_FIELD."""
+    """CONTRACT §3: non-empty forwardedProps/resume, any parentRunId, a state that is not an object →
+    UNSUPPORTED_FIELD (tools, context and state are accepted: see test_agui_frontend.py)."""
     assert rejected(body(**overrides)).code == "UNSUPPORTED_FIELD"
 
 
@@ -249,4 +248,4 @@ def test_non_text_tool_result_parts_are_unsupported_content():
 def test_rejections_name_the_offending_field():
     """CONTRACT §3: a RUN_ERROR message says what to fix."""
     assert "messages[1].content[0]" in rejected(body(messages=[user("a"), user([{"type": "audio"}], "u2")])).message
-    assert "tools" in rejected(body(tools=[{"name": "f"}])).message
+    assert "tools[0].parameters" in rejected(body(tools=[{"name": "f", "parameters": []}])).message

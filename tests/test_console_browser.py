@@ -11,10 +11,12 @@ import json
 from pathlib import Path
 
 import pytest
+import trio
 
 from awaken.errors import StoreUnavailable
 
 from .browser_harness import Tab, read_history
+from .helpers import agui_body, held, parse_sse, post_agui
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 COMBOS = [("ai-sdk", "sse"), ("ai-sdk", "ws"), ("ag-ui", "sse"), ("ag-ui", "ws")]
@@ -222,13 +224,63 @@ async def test_an_unavailable_ledger_shows_the_banner_not_an_empty_list(browser,
     tab = browser.tab("console")
     await tab.command("viewport", width=1280, height=900)
 
-    async def unavailable():
+    async def unavailable(*args, **kwargs):
         raise StoreUnavailable("the ledger is down")
 
-    server.ctx.ledger.list_threads = unavailable  # the ledger fails every read of the listing
+    server.ctx.ledger.list_thread_summaries = unavailable  # the ledger fails every read of the listing
     await goto(tab, server, "/sessions")
     banner = await tab.wait_for("() => { const b = document.querySelector('#banner'); return b && !b.hidden && b.innerText; }")
     assert banner.startswith("The server is unavailable (503 STORE_UNAVAILABLE)")
     assert await tab.command("eval", expression="document.querySelector('#sessions').dataset.loaded") == "error"
     assert await tab.command("eval", expression="document.querySelectorAll('.empty, tr.session').length") == 0
     await tab.screenshot("banner-1280")
+
+
+async def test_stop_in_a_session_stops_its_held_run(browser, server):
+    """The session's Stop button calls POST /v1/threads/{id}/stop: the run's own stream (held open by a
+    /hold gate, read by another client) ends with RUN_ERROR STOPPED and the run is committed interrupted
+    with cause stopped."""
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+    streamed: list = []
+
+    async def run() -> None:
+        async with server.client() as client:
+            response = await client.post("/v1/ag-ui", json=agui_body("t-stop", "r-stop", [
+                {"id": "u1", "role": "user", "content": held("console-stop", 40)}]))
+            streamed.extend(parse_sse(response.content))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        with trio.fail_after(10):
+            while not await server.ctx.ledger.get_thread("t-stop"):
+                await trio.sleep(0.02)
+        await goto(tab, server, "/sessions/t-stop")
+        await tab.wait_for("() => document.querySelector('#session-status')?.dataset.status === 'running'"
+                           " && !document.querySelector('#stop').disabled")
+        await tab.click("#stop")
+        await tab.wait_for("() => document.querySelector('#session-status')?.dataset.status === 'interrupted'")
+    run_record = await server.ctx.ledger.get_run("r-stop")
+    assert (run_record.status.value, run_record.cause) == ("interrupted", "stopped")
+    assert streamed[-1]["type"] == "RUN_ERROR" and streamed[-1]["code"] == "STOPPED"
+    assert await tab.command("eval", expression="document.querySelector('#delete').disabled") is False
+
+
+async def test_delete_in_a_session_asks_first_then_removes_the_thread(browser, server):
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+    async with server.client() as client:
+        await post_agui(client, agui_body("t-del", "r-del", [{"id": "u1", "role": "user", "content": "remove me"}]))
+    await goto(tab, server, "/sessions/t-del")
+    await tab.wait_for("() => document.querySelector('#view')?.dataset.loaded === 'true'")
+    await tab.click("#delete")
+    await tab.wait_for("() => document.querySelector('#confirm-delete')")
+    await tab.click("#cancel-delete")  # "Keep it": nothing is deleted
+    await tab.wait_for("() => !document.querySelector('#confirm-delete') && document.querySelector('#delete')")
+    assert await server.ctx.ledger.get_thread("t-del") is not None
+    await tab.click("#delete")
+    await tab.click("#confirm-delete")
+    await tab.wait_for("() => location.hash === '#/sessions'")
+    assert await server.ctx.ledger.get_thread("t-del") is None
+    async with server.client() as client:
+        assert (await client.get("/v1/ai-sdk/threads/t-del/messages")).status_code == 404

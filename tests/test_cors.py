@@ -65,7 +65,7 @@ async def test_preflight_from_an_allowed_origin_is_answered(client, method, path
     assert cors_headers(response) == {
         "access-control-allow-origin": origin,
         "access-control-allow-methods": "GET, POST, DELETE, OPTIONS",
-        "access-control-allow-headers": "content-type, authorization, user-agent",
+        "access-control-allow-headers": "content-type, authorization, user-agent, last-event-id",
         "access-control-max-age": "600",
     }
     assert response.headers["vary"] == "Origin"
@@ -85,7 +85,7 @@ async def test_preflight_allows_the_configured_extra_headers(tmp_path):
     async with live_server(make_config(tmp_path, server=server)) as srv, srv.client() as client:
         response = await client.options("/v1/ai-sdk/chat", headers=preflight_headers(ALLOWED, "POST", "x-app-version"))
     assert response.status_code == 204
-    assert response.headers["access-control-allow-headers"] == "content-type, authorization, user-agent, x-app-version, x-trace"
+    assert response.headers["access-control-allow-headers"] == "content-type, authorization, user-agent, last-event-id, x-app-version, x-trace"
 
 
 async def test_options_without_a_requested_method_is_not_a_preflight(client):
@@ -189,7 +189,7 @@ async def test_with_auth_on_preflights_need_no_credentials_and_a_401_carries_cor
         allowed = await client.get("/v1/agents", headers={"origin": ALLOWED,
                                                           "authorization": "Bearer cors-key-0123456789abcdef"})
     assert pre.status_code == 204
-    assert pre.headers["access-control-allow-headers"] == "content-type, authorization, user-agent"
+    assert pre.headers["access-control-allow-headers"] == "content-type, authorization, user-agent, last-event-id"
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "UNAUTHENTICATED"
     assert refused.headers["www-authenticate"].startswith("Bearer")

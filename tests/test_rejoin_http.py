@@ -13,7 +13,9 @@ import orjson
 import pytest
 import trio
 
+from awaken.ledger import Commit
 from awaken.runstate import RunStatus
+from awaken.testing.harness import assistant, run_record, user
 
 from .helpers import agui_body, default_config_data, live_server, make_config
 from .plugins import gate
@@ -96,6 +98,15 @@ async def wait_for_status(ledger, thread_id: str, status: RunStatus, within: flo
             await trio.sleep(0.01)
 
 
+async def watchers_gone(server, thread_id: str, within: float = 5.0) -> None:  # noqa: ANN001
+    """Wait until the thread's active run has no watcher left: the server has handled the disconnect
+    of the only stream (a condition, not a timing window; the run is held at its gate meanwhile)."""
+    broadcast = server.ctx.app.active(thread_id).broadcast
+    with trio.fail_after(within):
+        while any(channel.watchers for channel in broadcast.channels.values()):
+            await trio.sleep(0.01)
+
+
 async def start_held(client: httpx.AsyncClient, agent: str, thread_id: str, name: str):  # noqa: ANN201
     """POST a run that calls the gate ``name``; read until its tool call is out; return the frames
     and the open response context (the run is now held at the gate)."""
@@ -122,7 +133,7 @@ async def test_a_continue_agents_run_outlives_its_connection_and_commits_its_out
     async with srv.client() as client:
         _, context = await start_held(client, "detached", "t-cont", "d1")
         await context.__aexit__(None, None, None)
-    await trio.sleep(0.05)  # the disconnect has landed; the run must still be active
+    await watchers_gone(srv, "t-cont")  # the server has seen the disconnect; the run goes on
     assert srv.ctx.app.is_active("t-cont")
     gate.open_gate("d1")
     await wait_for_status(srv.ctx.ledger, "t-cont", RunStatus.COMPLETED)
@@ -227,6 +238,7 @@ TOKENS = [
 
 
 async def test_only_the_owner_or_an_admin_may_rejoin(tmp_path, monkeypatch):
+    """Another user's running thread answers as an idle one (204): ids leak nothing."""
     keys = {"AWAKEN_TEST_ALICE_KEY": "alice-key-0123456789abcdef", "AWAKEN_TEST_BOB_KEY": "bob-key-0123456789abcdef",
             "AWAKEN_TEST_OPS_KEY": "ops-key-0123456789abcdef"}
     for name, value in keys.items():
@@ -242,7 +254,7 @@ async def test_only_the_owner_or_an_admin_may_rejoin(tmp_path, monkeypatch):
                 assert (await anonymous.get("/v1/ag-ui/threads/t-auth/stream")).status_code == 401
             async with server.client(headers=auth("AWAKEN_TEST_BOB_KEY")) as bob:
                 refused = await bob.get("/v1/ag-ui/threads/t-auth/stream")
-            assert refused.status_code == 403 and refused.json()["error"]["code"] == "FORBIDDEN"
+            assert refused.status_code == 204 and refused.content == b""
             async with server.client(headers=auth("AWAKEN_TEST_OPS_KEY")) as ops, \
                     ops.stream("GET", "/v1/ag-ui/threads/t-auth/stream") as watched:
                 assert watched.status_code == 200
@@ -252,3 +264,32 @@ async def test_only_the_owner_or_an_admin_may_rejoin(tmp_path, monkeypatch):
                     assert frames_of(await own.aread())[-1][1]["type"] == "RUN_FINISHED"
                 assert frames_of(await watched.aread())[-1][1]["type"] == "RUN_FINISHED"
             await context.__aexit__(None, None, None)
+
+
+async def test_the_threads_stored_owner_may_rejoin_a_run_an_admin_started_on_it(tmp_path, monkeypatch):
+    keys = {"AWAKEN_TEST_ALICE_KEY": "alice-key-0123456789abcdef", "AWAKEN_TEST_BOB_KEY": "bob-key-0123456789abcdef",
+            "AWAKEN_TEST_OPS_KEY": "ops-key-0123456789abcdef"}
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+
+    def auth(env: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {keys[env]}"}
+
+    async with live_server(rejoin_config(tmp_path, auth={"mode": "tokens", "tokens": TOKENS})) as server:
+        async with server.client(headers=auth("AWAKEN_TEST_ALICE_KEY")) as alice:
+            # alice's thread, as the ledger stores it at its first run's first write
+            ledger = server.ctx.ledger
+            await ledger.start_run(run_record("run-first", "t-stored"), [user("u0", run_id="run-first")], owner="alice")
+            await ledger.commit("t-stored", "run-first",
+                                Commit(status=RunStatus.COMPLETED, messages=(assistant("a0", run_id="run-first"),)))
+            assert (await ledger.get_thread("t-stored")).owner == "alice"
+            async with server.client(headers=auth("AWAKEN_TEST_OPS_KEY")) as ops:
+                _, context = await start_held(ops, "detached", "t-stored", "so1")
+                assert server.ctx.app.active("t-stored").broadcast.owner == "alice"
+                async with server.client(headers=auth("AWAKEN_TEST_BOB_KEY")) as bob:
+                    assert (await bob.get("/v1/ag-ui/threads/t-stored/stream")).status_code == 204
+                async with alice.stream("GET", "/v1/ag-ui/threads/t-stored/stream") as own:
+                    assert own.status_code == 200
+                    gate.open_gate("so1")
+                    assert frames_of(await own.aread())[-1][1]["type"] == "RUN_FINISHED"
+                await context.__aexit__(None, None, None)

@@ -384,7 +384,7 @@ async def test_more_refusals_than_max_deferred_close_with_1008_after_the_run(ser
     [
         ("{not json", "INVALID_JSON"),
         (b"\x00binary", "UNSUPPORTED_MEDIA_TYPE"),
-        (orjson.dumps(agui_body("t-bad", "r-bad", [user("u-bad", "hi")], tools=[{"name": "x"}])).decode(),
+        (orjson.dumps(agui_body("t-bad", "r-bad", [user("u-bad", "hi")], forwardedProps={"x": 1})).decode(),
          "UNSUPPORTED_FIELD"),
         ('{"threadId": "t-bad", "runId": "r-bad", "messages": "nope"}', "INVALID_REQUEST"),
         ("[]", "INVALID_REQUEST"),

@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from awaken.agui.adapter import PROTOCOL as AGUI
+from awaken.auth.principal import ANONYMOUS, PRINCIPAL_KEY
 from awaken.context import ServerContext
 from awaken.exchange import serve_websocket
 from awaken.transports import ws as ws_module
@@ -98,7 +99,7 @@ async def test_plain_asgi_server_gets_one_send_per_event_and_no_hypercorn_extras
     assert type(HypercornWire.of(send)) is AsgiWire
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve_websocket, ctx, AGUI, {"type": "websocket"}, app_inbox.receive, send, None)
+            nursery.start_soon(serve_websocket, ctx, AGUI, {"type": "websocket", PRINCIPAL_KEY: ANONYMOUS}, app_inbox.receive, send, None)
             await to_app.send({"type": "websocket.connect"})
             body = agui_body("t-u", "r-u", [{"id": "u1", "role": "user", "content": "plain"}])
             await to_app.send({"type": "websocket.receive", "text": orjson.dumps(body).decode()})
@@ -137,7 +138,7 @@ async def serve_one_run_with_messages_mid_run(
 
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve_websocket, ctx, AGUI, {"type": "websocket"}, app_inbox.receive, send,
+            nursery.start_soon(serve_websocket, ctx, AGUI, {"type": "websocket", PRINCIPAL_KEY: ANONYMOUS}, app_inbox.receive, send,
                                None)
             await to_app.send({"type": "websocket.connect"})
             slow = {"id": "u1", "role": "user", "content": "/delay 10\n/words 12"}

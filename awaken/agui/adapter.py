@@ -1,15 +1,17 @@
 """The AG-UI protocol adapter: validate, deduplicate, split input from decisions, pick the encoder.
 
 It decides no run state: it parses the body (``request.py``), drops messages the ledger already
-holds (replayed history), and turns new ``role: "tool"`` messages into ``ToolDecision``s. Every
+holds (replayed history), and turns new ``role: "tool"`` messages into ``ToolDecision``s (at a
+permission gate, read by the denial grammar of ``awaken.denial``). The page's per-run tools, context
+and state go into the ``RunRequest`` as they were parsed. Every
 refusal is one ``RUN_ERROR`` stream (HTTP 200) and starts no run. ``PROTOCOL`` is what the SSE and
 WebSocket routes serve; ``read_history`` answers the history route (``{items, cursor}``).
 """
 
 from __future__ import annotations
 
+from ..denial import read_gate_answer
 from ..encoding import WireEvent
-from ..errors import InputRejected
 from ..history import read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
@@ -55,12 +57,7 @@ class AguiProtocol(Protocol):
         # A tool message whose call already has a committed result (a decision at a permission gate,
         # or a call superseded by new input) is the client's copy of an earlier decision: replayed.
         answered = view.answered_calls()
-        if data.state:
-            if view.thread is None or view.thread.state != data.state:
-                raise InputRejected(
-                    "state is not supported by this server; send it empty (or exactly as the server last sent it)",
-                    code="UNSUPPORTED_FIELD",
-                )
+        gates = frozenset(p.tool_call_id for p in view.pending if p.kind == "approval")
         inputs: list[Message] = []
         decisions: list[ToolDecision] = []
         for m in data.messages:
@@ -71,11 +68,16 @@ class AguiProtocol(Protocol):
                     inputs.append(Message(m.id, m.role, m.parts))
             elif m.tool_call_id in answered:
                 continue
+            elif m.tool_call_id in gates:
+                answer = read_gate_answer(m.content, m.error)
+                decisions.append(ToolDecision(m.tool_call_id, "deny" if answer.denied else "approve",
+                                              answer.reason if answer.denied else m.content, m.id))
             elif m.error is not None:
                 decisions.append(ToolDecision(m.tool_call_id, "error", m.error or m.content, m.id))
             else:
                 decisions.append(ToolDecision(m.tool_call_id, "ok", m.content, m.id))
-        return RunRequest(thread_id, agent_id, tuple(inputs), tuple(decisions), data.run_id)
+        return RunRequest(thread_id, agent_id, tuple(inputs), tuple(decisions), data.run_id,
+                          tools=data.tools, context=data.context, state=data.state)
 
 
 PROTOCOL = AguiProtocol()

@@ -160,5 +160,11 @@ class AguiEncoder(EncoderBase):
                                  "totalTokens": e.usage.total_tokens}]
         return [out]
 
+    def on_run_stopped(self, e: ev.RunStopped) -> list[WireEvent]:
+        """``RUN_ERROR`` with code ``STOPPED``: legal with messages, calls or steps still open, accepted by
+        0.0.x and 1.0 clients alike (``runAgent`` resolves; ``onRunErrorEvent`` says why)."""
+        self._need_run("RunStopped")
+        return [{"type": "RUN_ERROR", "message": e.message, "code": "STOPPED"}]
+
     def on_run_failed(self, e: ev.RunFailed) -> list[WireEvent]:
         return [{"type": "RUN_ERROR", "message": e.message, "code": e.code}]

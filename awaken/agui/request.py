@@ -1,8 +1,9 @@
 """Parse an AG-UI ``RunAgentInput`` POST body (sans-IO): bytes in, ``AguiInput`` or ``InputRejected``.
 
-What is accepted follows CONTRACT §3 and ``reference/agui.md`` §3/§9: ``tools``, ``context``,
-``forwardedProps``, ``resume`` and ``state`` may be absent, null or empty (what ``HttpAgent`` sends by
-default); a non-empty one, or any ``parentRunId``, is ``UNSUPPORTED_FIELD``. Unknown keys are ignored.
+What is accepted follows CONTRACT §3 and ``reference/agui.md`` §3/§9: ``forwardedProps`` and
+``resume`` may be absent, null or empty (what ``HttpAgent`` sends by default); a non-empty one, or
+any ``parentRunId``, is ``UNSUPPORTED_FIELD``. ``tools``, ``context`` and ``state`` are the page's
+per-run declarations, parsed by ``frontend.py``. Unknown keys are ignored.
 User content may be a string or parts: ``text`` and ``image`` (URL or inline base64) are input;
 ``audio``, ``video``, ``document`` and legacy ``binary`` parts are ``UNSUPPORTED_CONTENT``.
 Assistant, reasoning and activity messages are never input: they are the client's copy of history.
@@ -16,6 +17,8 @@ import attrs
 
 from ..jsonbody import check_content_type, load_json_object, reject
 from ..messages import ImagePart, Part, TextPart
+from ..models import ContextEntry, ToolSpec
+from .frontend import parse_context, parse_state, parse_tools
 
 _MEDIA_PARTS = frozenset({"audio", "video", "document", "binary"})
 _HISTORY_ROLES = frozenset({"assistant", "reasoning", "activity"})
@@ -49,8 +52,12 @@ class AguiInput:
     messages: tuple[InputMessage | ToolMessage, ...]
     #: every message id in the request (history included), for dedup against the ledger
     message_ids: tuple[str, ...]
-    #: a non-empty ``state`` the client sent (allowed only as an echo of the committed state)
+    #: a non-empty ``state`` the client sent: the thread's state from the start of this run
     state: dict[str, Any] | None = None
+    #: tools the client executes, declared for this run
+    tools: tuple[ToolSpec, ...] = ()
+    #: context entries for the model, for this run
+    context: tuple[ContextEntry, ...] = ()
 
     @property
     def modern(self) -> bool:
@@ -158,11 +165,10 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
         raise reject("protocolVersion must be a string")
     if data.get("parentRunId") is not None:
         raise reject("parentRunId is not supported by this server", "UNSUPPORTED_FIELD")
-    for key, empty in (("tools", list), ("context", list), ("resume", list), ("forwardedProps", dict)):
+    for key, empty in (("resume", list), ("forwardedProps", dict)):
         _unsupported_if_set(data, key, empty)
-    state = data.get("state")
-    if state is not None and not isinstance(state, dict):
-        raise reject("state must be an object", "UNSUPPORTED_FIELD")
+    tools, context, state = parse_tools(data.get("tools")), parse_context(data.get("context")), \
+        parse_state(data.get("state"))
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list):
         raise reject("messages must be an array")
@@ -192,4 +198,4 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
             raise reject(f"{where}.role {role!r} is not a known role")
     if len(set(ids)) != len(ids):
         raise reject("message ids must be unique within a request")
-    return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state or None)
+    return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state, tools, context)

@@ -17,6 +17,9 @@ Failure: open text/reasoning blocks are closed (``*-end``), a tool input still s
 ``tool-input-error``, then ``error{errorText: "<CODE>: <message>"}`` and ``finish{finishReason:
 "error"}``; nothing follows. A refusal before the run (no ``RunStarted``) is just ``error`` + ``finish``.
 
+Stopped (``POST /v1/threads/{id}/stop``): open blocks close the same way, an open step gets its
+``finish-step``, then ``abort`` (no ``reason``: 6.0.0-6.0.14 reject it); ``[DONE]`` follows.
+
 Every chunk is in the ai@6.0.0 strict field set (``wire.py``): absent optional fields are omitted,
 never null; ``input``/``output`` are always present. Pure: no I/O, no clock, no ids minted here
 except the derived ``approvalId``.
@@ -115,15 +118,31 @@ class AiSdkEncoder(EncoderBase):
         return [{"type": "finish", "finishReason": _FINISH_REASON[e.outcome],
                  "messageMetadata": usage_metadata(e.usage)}]
 
-    def on_run_failed(self, e: ev.RunFailed) -> list[WireEvent]:
+    def _close_open(self, why: str) -> list[WireEvent]:
         out: list[WireEvent] = [{"type": "reasoning-end", "id": i} for i in sorted(self.open_reasoning)]
         out += [{"type": "text-end", "id": i} for i in sorted(self.open_text)]
         out += [{"type": "tool-input-error", "toolCallId": call_id, "toolName": name, "input": None,
-                 "errorText": "the run failed before this call was complete"}
+                 "errorText": f"the run {why} before this call was complete"}
                 for call_id, name in self.streaming_calls.items()]
         self.open_reasoning.clear()
         self.open_text.clear()
         self.streaming_calls.clear()
+        return out
+
+    def on_run_stopped(self, e: ev.RunStopped) -> list[WireEvent]:
+        """A stop the user asked for: open blocks close, the open step finishes, then ``abort`` (without
+        ``reason``, which clients before 6.0.15 reject). ``useChat`` ends ``ready`` with the partial parts."""
+        if not self.started:
+            raise EncoderMisuse("RunStopped before RunStarted")
+        out = self._close_open("was stopped")
+        if self.step_open:
+            self.step_open = False
+            out.append({"type": "finish-step"})
+        out.append({"type": "abort"})
+        return out
+
+    def on_run_failed(self, e: ev.RunFailed) -> list[WireEvent]:
+        out = self._close_open("failed")
         out.append({"type": "error", "errorText": f"{e.code}: {e.message}"})
         out.append({"type": "finish", "finishReason": "error"})
         return out

@@ -26,6 +26,11 @@ class Principal:
         """Whether every thread is visible: ``admin``, and ``anonymous`` (auth is off)."""
         return self.role in ("admin", "anonymous")
 
+    def may_see(self, owner: str | None) -> bool:
+        """Whether a thread owned by ``owner`` exists for this caller: an admin sees every thread, a
+        user only the threads it started (never an unowned one, created before auth was on)."""
+        return self.is_admin or (owner is not None and owner == self.subject)
+
 
 ANONYMOUS = Principal(None, "anonymous")
 

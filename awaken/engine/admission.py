@@ -13,6 +13,11 @@ thread's run with ``Cause.STOPPED`` and returns its committed status. A run whos
 not be committed in time stays in the registry (its thread busy) until ``reconcile_forever``, a
 task of the server's nursery, has committed it.
 
+Ownership: a thread belongs to the subject that started it (written with its first run). ``admit``
+is where runs check it, for every protocol and transport: a caller the thread is not visible to
+(``Principal.may_see``) gets ``UnknownThread``, exactly what a thread that does not exist gives the
+read routes, before anything else is said about it (not even ``THREAD_BUSY``). ``owner_of`` answers
+the same question for the routes that are not runs (``awaken/access.py``).
 Hosting. ``launch`` admits a run and executes it as a task of the server-owned nursery that
 ``hosting()`` opens (``cli.serve`` and the test server hold it open around hypercorn): a run is
 owned by the server, not by the connection that asked for it, and streams into its
@@ -32,9 +37,11 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ..agents import AgentRegistry
-from ..errors import InputRejected
+from ..agents import Agent, AgentRegistry
+from ..auth.principal import ANONYMOUS, Principal
+from ..errors import InputRejected, UnknownThread
 from ..ledger import Commit, Ledger, PendingCall, ThreadView
+from ..models import ToolSpec
 from ..protocol import Asks, RunRequest, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
@@ -58,6 +65,8 @@ class RunApplication:
         self.tools = tools
         self._active: dict[str, AdmittedRun] = {}
         self._late_send, self._late_receive = trio.open_memory_channel[AdmittedRun](math.inf)
+        #: threads being deleted: no run is admitted on them meanwhile
+        self._deleting: set[str] = set()
         self._host: trio.Nursery | None = None
 
     @property
@@ -80,18 +89,19 @@ class RunApplication:
 
     async def launch(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
                      broadcast: Callable[[AdmittedRun], RunBroadcast], nursery: trio.Nursery,
-                     asks: Asks | None = None) -> AdmittedRun:
+                     asks: Asks | None = None, principal: Principal = ANONYMOUS) -> AdmittedRun:
         """Admit a request (raising ``InputRejected``/``StoreUnavailable`` having changed nothing, as
         ``admit``) and execute the run into ``broadcast(run)`` as a task of the server's nursery (of
         ``nursery`` when no ``hosting`` is open). Returns the admitted run once it is streaming;
         its broadcast closes after its outcome is committed."""
         host = self._host or nursery
-        return await host.start(self._hosted, thread_id, agent_id, build, broadcast, asks)
+        return await host.start(self._hosted, thread_id, agent_id, build, broadcast, asks, principal)
 
     async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
                       broadcast: Callable[[AdmittedRun], RunBroadcast], asks: Asks | None = None,
+                      principal: Principal = ANONYMOUS,
                       task_status: trio.TaskStatus[AdmittedRun] = trio.TASK_STATUS_IGNORED) -> None:
-        async with self.admit(thread_id, agent_id, build, asks) as run:
+        async with self.admit(thread_id, agent_id, build, asks, principal) as run:
             run.broadcast = out = broadcast(run)
             task_status.started(run)
             try:
@@ -108,10 +118,22 @@ class RunApplication:
         """The run that holds ``thread_id`` now, if any."""
         return self._active.get(thread_id)
 
+    async def owner_of(self, thread_id: str) -> tuple[bool, str | None]:
+        """``(exists, owner)`` of a thread: committed, or being started by an active run right now."""
+        run = self._active.get(thread_id)
+        if run is not None and run.owner_known:
+            return True, run.owner
+        thread = await self.ledger.get_thread(thread_id)
+        if thread is not None:
+            return True, thread.owner
+        if run is not None:  # admission is still reading the thread: whoever asks next sees it soon
+            return True, run.owner
+        return False, None
+
     @contextlib.asynccontextmanager
     async def admit(
         self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
-        asks: Asks | None = None,
+        asks: Asks | None = None, principal: Principal = ANONYMOUS,
     ) -> AsyncIterator[AdmittedRun]:
         """Admit a request or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
 
@@ -121,10 +143,17 @@ class RunApplication:
         first byte. With ``asks`` (the ids ``build`` will ask about) the read is bounded: the
         thread's latest ``history_messages`` (the agent's history budget), its pending calls and the
         answers for those ids (``Ledger.admission_view``), so its cost does not grow with the thread. On exit, a run that never reached a committed outcome is committed ``interrupted``.
+
+        A thread ``principal`` may not see raises ``UnknownThread``; a new thread will belong to
+        ``principal.subject``.
         """
         agent = self.agents.get(agent_id)
-        if (holder := self._active.get(thread_id)) is not None:
-            if holder.unsettled is not None:
+        if thread_id in self._active or thread_id in self._deleting:
+            exists, owner = await self.owner_of(thread_id)
+            if exists and not principal.may_see(owner):
+                raise UnknownThread(f"no thread {thread_id!r}")
+            holder = self._active.get(thread_id)
+            if holder is not None and holder.unsettled is not None:
                 raise InputRejected(
                     f"thread {thread_id!r}: the outcome of run {holder.run_id!r} is still being committed; "
                     "retry in a few seconds", code="THREAD_BUSY")
@@ -133,6 +162,7 @@ class RunApplication:
                 code="THREAD_BUSY",
             )
         run = AdmittedRun(self, agent, thread_id)
+        run.owner = principal.subject
         self._active[thread_id] = run
         try:
             if asks is None:
@@ -140,6 +170,11 @@ class RunApplication:
             else:
                 view = await self.ledger.admission_view(thread_id, asks.message_ids, asks.calls,
                                                         agent.config.history_messages)
+            if view.thread is not None:
+                run.owner = view.thread.owner
+            run.owner_known = True
+            if not principal.may_see(run.owner):
+                raise UnknownThread(f"no thread {thread_id!r}")
             await prepare(run, build(view), view)
             yield run
         finally:
@@ -160,6 +195,18 @@ class RunApplication:
             return None
         run.cancel(Cause.STOPPED)
         return await run.settled()
+
+    async def delete(self, thread_id: str) -> bool:
+        """Delete the thread from the ledger (False: there was none), holding it so that no run is
+        admitted meanwhile. Raises ``InputRejected`` ``THREAD_BUSY`` while a run is active on it."""
+        if thread_id in self._active or thread_id in self._deleting:
+            raise InputRejected(f"thread {thread_id!r} has an active run; stop it first (POST /v1/threads/{{id}}/stop)",
+                                code="THREAD_BUSY")
+        self._deleting.add(thread_id)
+        try:
+            return await self.ledger.delete_thread(thread_id)
+        finally:
+            self._deleting.discard(thread_id)
 
     def shutting_down(self) -> None:
         """The server is shutting down: a run cancelled from now on is interrupted for ``shutdown``."""
@@ -190,6 +237,8 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> No
     """
     run.request = request
     run.state = dict(view.thread.state) if view.thread else {}
+    if request.state is not None and request.state != run.state:
+        run.state, run.client_state = dict(request.state), True
     run.history = list(view.messages)
     pending = list(view.pending)
     if request.decisions:
@@ -203,9 +252,17 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> No
                             code="NO_NEW_INPUT")
 
 
+def offered_client_tools(agent: Agent, declared: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+    """The declared tools that become the run's client tools: a declaration naming one of the
+    agent's own tools never replaces it (for a server tool it is how the page renders its gate)."""
+    own = {t.name for t in agent.tools}
+    return tuple(t for t in declared if t.name not in own)
+
+
 def _prepare_fresh(run: AdmittedRun) -> None:
     """A new run: its record and input are written while the first step streams."""
     run.run_id = run.request.run_id or new_id("run")
+    run.client_tools = offered_client_tools(run.agent, run.request.tools)
     run.history.extend(attrs.evolve(m, run_id=run.run_id) for m in run.request.inputs)
     run.answer_message_id = new_id("msg")
     run.start = trio.Event()
@@ -252,6 +309,7 @@ async def _prepare_resume(run: AdmittedRun, pending: list[PendingCall]) -> None:
     run.status = RunStatus.WAITING
     run.usage = record.usage
     run.steps_done = record.steps
+    run.client_tools = record.tools
     run.answer_message_id = next(
         (m.id for m in run.history if m.run_id == run.run_id and m.role == "assistant"), new_id("msg")
     )

@@ -33,7 +33,8 @@ def now_ms() -> int:
 async def write_start(run: AdmittedRun) -> None:
     """Write a fresh run's record and its input, shielded (a disconnect cannot tear it).
 
-    It runs in the run's nursery beside the first model step; the first step waits for it
+    A state the client sent (``run.client_state``) is committed right after, before anything names
+    the run. It runs in the run's nursery beside the first model step; the first step waits for it
     (``run.started``) before anything names the run. If the store fails, the error is kept in
     ``run.start_error`` and raised there. A run id the client reused gets a fresh one.
     """
@@ -43,15 +44,19 @@ async def write_start(run: AdmittedRun) -> None:
         with trio.CancelScope(shield=True):
             now = now_ms()
             for _attempt in range(3):
-                record = RunRecord(run.run_id, run.thread_id, run.agent.id, RunStatus.RUNNING, now, now)
+                record = RunRecord(run.run_id, run.thread_id, run.agent.id, RunStatus.RUNNING, now, now,
+                                   tools=run.client_tools)
                 try:
-                    committed = await run.ledger.start_run(record, inputs)
+                    committed = await run.ledger.start_run(record, inputs, owner=run.owner)
                     break
                 except DuplicateRun:  # the client reused a run id: the ledger gets a fresh one
                     run.run_id = new_id("run")
                     inputs = tuple(attrs.evolve(m, run_id=run.run_id) for m in inputs)
             else:  # pragma: no cover - three uuid4 collisions
                 raise RunFailure("could not allocate a run id")
+            if run.client_state:  # the client's state is the thread's from this run on
+                await write(run.ledger, run.thread_id, run.run_id, RunStatus.RUNNING,
+                            Commit(status=RunStatus.RUNNING, state=run.state))
         by_id = {m.id: m for m in committed}
         run.history = [by_id.get(m.id, m) if m.seq == 0 else m for m in run.history]
     except (AwakenError, ValueError) as exc:

@@ -1,7 +1,8 @@
 """Tool policy: what happens to each tool call a model step makes, and to each decision a resume
 brings.
 
-* A client tool is parked as a pending ``client`` call (the client runs it and answers).
+* A client tool (configured, or declared by the client for this run) is parked as a pending
+  ``client`` call (the client runs it and answers).
 * A server tool under ``ask`` is parked at a permission gate (a pending ``approval`` call).
 * A server tool under ``deny`` gets a ``denied`` result; an unknown tool an ``error`` result.
 * An allowed server tool runs now; several run concurrently. Results keep call order.
@@ -38,8 +39,9 @@ async def run_tools(
     outcomes: dict[str, ToolResultPart] = {}
     pending: list[PendingCall] = []
     runnable: list[ToolCallPart] = []
+    declared = {t.name for t in run.client_tools}
     for call in calls:
-        if agent.is_client_tool(call.name):
+        if agent.is_client_tool(call.name) or call.name in declared:
             pending.append(PendingCall(call.tool_call_id, run.run_id, run.thread_id, call.name,
                                        call.arguments, "client", message_id))
         elif call.name not in {t.name for t in agent.server_tools}:
@@ -112,7 +114,8 @@ async def apply_decisions(run: AdmittedRun, sink: Sink) -> None:
         messages=tuple(results) + closed + (inputs if not run.remaining else ()),
         resolved=tuple(c.tool_call_id for c, _ in run.decided) + tuple(m.tool_result.tool_call_id
                                                                       for m in closed),
-        state=state if state != run.state else None,
+        # a state the client sent with the decisions is committed with them
+        state=state if state != run.state or run.client_state else None,
     ))
 
 

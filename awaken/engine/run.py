@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..errors import AwakenError, InputRejected
-from ..events import RunStarted
+from ..events import RunFailed, RunStarted, RunStopped
 from ..messages import Message, Usage
+from ..models import ToolSpec
 from ..protocol import RunRequest, Sink, ToolDecision
-from ..runstate import Cause, RunStatus
+from ..runstate import Cause, RunStatus, describe
 from . import commit, outcome, policy, steps
 
 if TYPE_CHECKING:
@@ -36,7 +37,8 @@ log = logging.getLogger("awaken.engine")
 class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
-    __slots__ = ("_cause", "_executing", "_reconciling", "_released", "_scope", "_settled", "agent", "answer_message_id", "app", "broadcast", "decided",
+    __slots__ = ("_cause", "_executing", "_reconciling", "_released", "_scope", "_settled", "_streamed", "agent", "answer_message_id", "app",
+                 "broadcast", "client_state", "client_tools", "decided", "owner", "owner_known",
                  "history", "ledger", "remaining", "request", "resumed", "run_id", "start", "start_error", "state",
                  "status", "steps_done", "thread_id", "unsettled", "usage")
 
@@ -52,6 +54,10 @@ class AdmittedRun:
         self.resumed = False
         self.history: list[Message] = []
         self.state: dict[str, Any] = {}
+        #: the state came from the client and differs from the committed one: it is committed first
+        self.client_state = False
+        #: tools the client declared for this run (stored with its record; a call to one waits)
+        self.client_tools: tuple[ToolSpec, ...] = ()
         self.usage = Usage()
         self.steps_done = 0
         self.answer_message_id = ""
@@ -71,6 +77,11 @@ class AdmittedRun:
         self._cause: Cause | None = None
         self._released = False
         self._settled = trio.Event()
+        self._streamed = False
+        #: the thread's owner (None: unowned), known once admission read the thread: its stored owner,
+        #: or for a new thread the subject starting it (written with the run's first write)
+        self.owner: str | None = None
+        self.owner_known = False
 
     # -- stopping ------------------------------------------------------------------------------
 
@@ -101,7 +112,9 @@ class AdmittedRun:
         """Stream the run into ``sink`` and commit its outcome; return the committed status.
 
         Never raises except a cancellation from outside (after committing ``interrupted``). A run
-        stopped by ``cancel`` returns ``INTERRUPTED``: it streamed no terminal event.
+        stopped by ``cancel`` returns ``INTERRUPTED``; one stopped for ``Cause.STOPPED`` (someone asked,
+        the client still listens) ends its stream with ``RunStopped`` once that is committed (or with
+        ``STORE_UNAVAILABLE`` when it could not be). Other causes come with the connection's end.
         """
         self._executing = True
         with self._scope:
@@ -109,12 +122,18 @@ class AdmittedRun:
                 if self.start is not None:
                     nursery.start_soon(commit.write_start, self)
                 await self._drive(sink)
+        if self._scope.cancelled_caught and self._cause is Cause.STOPPED and self._streamed:
+            if self.status is RunStatus.INTERRUPTED:
+                sink(RunStopped(Cause.STOPPED.value, describe(Cause.STOPPED)))
+            elif self.status is RunStatus.RUNNING:
+                sink(RunFailed("STORE_UNAVAILABLE", "the run was stopped but that could not be committed"))
         return self.status
 
     async def _drive(self, sink: Sink) -> None:
         try:
             await trio.lowlevel.checkpoint_if_cancelled()  # stopped before it started: nothing is streamed
             sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
+            self._streamed = True
             if self.resumed:
                 await policy.apply_decisions(self, sink)
             if self.remaining:

@@ -46,7 +46,7 @@ async def step_loop(run: AdmittedRun, sink: Sink) -> None:
         builder = StepBuilder(sink, run.answer_message_id if run.steps_done == 0 else new_id("msg"),
                               used_call_ids(run))
         request = ModelRequest(agent.config.system_prompt, model_window(run.history, agent.config.history_messages),
-                               agent.tools)
+                               agent.tools + run.client_tools, context=run.request.context, state=run.state)
         await agent.model.stream(request, builder)
         builder.close()
         calls = await fresh_call_ids(run, builder, builder.finish_calls())

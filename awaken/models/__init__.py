@@ -4,7 +4,7 @@ Providers are plugins (``awaken/models/providers.py``): ``model = "<provider>:<m
 registered under the ``awaken.models`` entry-point group; ``scripted`` and ``openai`` are built in.
 
 A provider implements ``Model.stream(request, out)``: it reads ``request`` (history, tools, system
-prompt) and calls ``out``'s synchronous methods as chunks arrive. No async generators sit on the
+prompt, context) and calls ``out``'s synchronous methods as chunks arrive. No async generators sit on the
 delta path: one call per chunk, straight into the run's step builder.
 
 Failures raise ``ModelFailure`` with a classified code (``MODEL_ERROR``, ``MODEL_UNAVAILABLE``,
@@ -31,6 +31,14 @@ class ToolSpec:
 
 
 @attrs.frozen
+class ContextEntry:
+    """One piece of context a client sent with a run (AG-UI ``context``): what it is, and its value."""
+
+    description: str
+    value: str
+
+
+@attrs.frozen
 class ModelRequest:
     """What a model is asked: the agent's system prompt, the thread's history and the tools it may call.
 
@@ -41,6 +49,10 @@ class ModelRequest:
     system_prompt: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
+    #: context entries the client sent with this run, to be shown to the model beside the system prompt
+    context: tuple[ContextEntry, ...] = attrs.field(default=(), kw_only=True)
+    #: the thread's agent state as the run sees it (the client's shared state included)
+    state: dict[str, Any] = attrs.field(factory=dict, kw_only=True)
 
 
 class ModelOutput(Protocol):

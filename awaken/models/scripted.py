@@ -11,6 +11,9 @@ It reads directives from the lines of the newest user text:
 * ``/hold NAME`` — after the first delta, wait until a run on this server says ``/release NAME`` (at once
   if one already has); ``/release NAME`` opens that gate, then answers as usual. Tests use it to keep a
   run streaming, whatever the machine's load, until they have seen what they wait for.
+* ``/state`` — answer with the thread's state as the run sees it: ``State: <compact JSON>.``
+* ``/context`` — answer with the run's context entries: ``Context: <description> = <value>; ...``
+  (``Context: none.`` when the run has none).
 
 Without a directive it answers ``You said: "<input>".`` in one-word deltas. It never loops: a
 history whose newest user message already has tool results after it always gets a final answer.
@@ -25,6 +28,7 @@ import uuid
 from typing import ClassVar
 
 import attrs
+import orjson
 import trio
 
 from ..errors import ModelFailure
@@ -51,6 +55,8 @@ class Script:
     fail: bool = False
     hold: str | None = None
     release: str | None = None
+    context: bool = False
+    state: bool = False
 
 
 def parse_script(text: str) -> Script:
@@ -60,6 +66,8 @@ def parse_script(text: str) -> Script:
     delay = 0.0
     fail = False
     gates: dict[str, str] = {}
+    context = False
+    state = False
     plain: list[str] = []
     for line in text.splitlines():
         stripped = line.strip()
@@ -81,10 +89,14 @@ def parse_script(text: str) -> Script:
             fail = True
         elif head in ("/hold", "/release") and rest:
             gates[head] = rest
+        elif head == "/context":
+            context = True
+        elif head == "/state":
+            state = True
         else:
             plain.append(line)
     return Script("\n".join(plain).strip(), tuple(calls), think, words, delay, fail, gates.get("/hold"),
-                  gates.get("/release"))
+                  gates.get("/release"), context, state)
 
 
 def _count_words(messages: tuple[Message, ...]) -> int:
@@ -148,6 +160,10 @@ class ScriptedModel:
             said = "; ".join(f"{r.name} returned {r.content}" if r.status == "ok" else f"{r.name} failed: {r.content}"
                              for r in results)
             answer = f"Here is what the tools said: {said}."
+        elif script.context:
+            answer = context_answer(request)
+        elif script.state:
+            answer = f"State: {orjson.dumps(request.state, option=orjson.OPT_SORT_KEYS).decode()}."
         elif script.words is not None:
             answer = " ".join(_WORDS[i % len(_WORDS)] for i in range(script.words))
         else:
@@ -155,6 +171,13 @@ class ScriptedModel:
         for word in _split(answer):
             await emit("text", word)
         out.usage(Usage(_count_words(history), emitted))
+
+
+def context_answer(request: ModelRequest) -> str:
+    """What ``/context`` answers: every context entry of the run, in order."""
+    if not request.context:
+        return "Context: none."
+    return "Context: " + "; ".join(f"{c.description} = {c.value}" for c in request.context) + "."
 
 
 def _split(text: str) -> list[str]:

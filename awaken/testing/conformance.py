@@ -39,6 +39,7 @@ from awaken.ledger import (
     ThreadRecord,
 )
 from awaken.messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
+from awaken.models import ToolSpec
 from awaken.runstate import RunStatus
 from awaken.testing.harness import (
     LedgerFactory,
@@ -334,6 +335,23 @@ async def test_the_cause_of_an_interruption_is_stored_with_the_status(
         assert [(r.run_id, r.cause) for r in await ledger.list_runs("t")] == expected
         assert (await ledger.get_run("r2")).cause == "superseded"  # type: ignore[union-attr]
         assert await snapshot(ledger) == before
+
+
+async def test_a_runs_tools_are_stored_with_it(ledger_factory: LedgerFactory, tmp_path: Path) -> None:
+    """The tools a client declared for a run are stored with its record and returned by get_run and
+    list_runs, now, after later commits, and after reopen; a run without any has ``()``."""
+    tools = (ToolSpec("ask_user", "Ask the person", {"type": "object", "properties": {"q": {"type": "string"}}}),
+             ToolSpec("pick", "", {"type": "object", "properties": {}}))
+    async with opened(ledger_factory, tmp_path) as ledger:
+        await ledger.start_run(attrs.evolve(run_record("r1", "t"), tools=tools), (user("u1"),))
+        await ledger.commit("t", "r1", Commit(status=RunStatus.WAITING))
+        await started(ledger, "r2", "t2", user("u2"))
+        assert (await ledger.get_run("r1")).tools == tools  # type: ignore[union-attr]
+        assert [r.tools for r in await ledger.list_runs("t")] == [tools]
+        assert (await ledger.get_run("r2")).tools == ()  # type: ignore[union-attr]
+    async with opened(ledger_factory, tmp_path) as ledger:
+        assert (await ledger.get_run("r1")).tools == tools  # type: ignore[union-attr]
+        assert (await ledger.get_run("r2")).tools == ()  # type: ignore[union-attr]
 
 
 async def test_commit_state_replaces_the_thread_state(ledger: Ledger) -> None:

@@ -23,6 +23,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 import trio
 
 from ..encoding import WireEvent, sse_frame_at, sse_frames
@@ -158,6 +159,12 @@ class SseTransport:
 
     async def reject(self, wire: list[WireEvent]) -> None:
         await send_once(self.send, self.headers, sse_frames(wire))
+
+    async def not_found(self, error: Any, wire: list[WireEvent]) -> None:
+        """HTTP 404 with ``{"error": {"code", "message"}}``, as the read routes answer a thread that is not there."""
+        body = orjson.dumps({"error": {"code": error.code, "message": error.message}})
+        await send_once(self.send, [(b"content-type", b"application/json"), (b"cache-control", b"no-store")],
+                        body, status=404)
 
 
 async def stream(

@@ -3,6 +3,12 @@
 The wire. Each client **text** message is one request body, exactly what the protocol's POST route
 takes (``application/json`` is implied). Each wire event goes back as one text message whose payload
 is exactly what SSE puts after ``data: `` (an AI SDK stream still ends with a ``[DONE]`` message).
+Positions: a socket message carries none (SSE frames carry ``id: <run>:<seq>``). The payload is the
+protocol's own event, which the clients validate (the AI SDK's chunk schema is strict, so no extra
+key), and our socket clients (tests/node/ws_client.mjs, console/src/clients.ts) read every message
+as one event, so neither a field nor an extra message can carry it unnoticed. A socket client whose
+socket drops rejoins the run over SSE instead (``GET …/threads/{id}/stream`` or the AI SDK's
+``…/chat/{chatId}/stream``) from the run's start, which replays the messages it saw, in order.
 Keep-alive is a WebSocket ping frame every ``server.ws_ping_seconds`` (``<= 0`` turns it off).
 A client that offers the subprotocol ``awaken.v1`` gets it selected in the accept (browsers carry a
 bearer token as a second offered entry, ``bearer.<token>``: see ``awaken/auth/middleware.py``).
@@ -316,7 +322,7 @@ class RequestStream:
         self.conn.emit(wire)
 
     def deliver(self, position: bytes | None, payload: bytes) -> None:
-        """One encoded event: one text message (a WebSocket message carries no position of its own)."""
+        """One encoded event: one text message (no position: see the module docstring)."""
         self.started = True
         self.conn.outbox.put(payload.decode(), len(payload))
 
@@ -331,6 +337,10 @@ class RequestStream:
     async def reject(self, wire: list[WireEvent]) -> None:
         self.emit(wire)
         self.finish()
+
+    async def not_found(self, error: Any, wire: list[WireEvent]) -> None:
+        """A socket has no status per request: the refusal stream says ``UNKNOWN_THREAD``."""
+        await self.reject(wire)
 
     def cancel(self, cause: Cause | None) -> None:
         """Stop this request; its run (if one streams) is interrupted for ``cause`` (None: client gone)."""

@@ -11,6 +11,8 @@ import attrs
 from awaken.ledger import (
     PendingCall,
     RunRecord,
+    tools_from_json,
+    tools_to_json,
 )
 from awaken.messages import Usage
 from awaken.runstate import RunStatus
@@ -29,6 +31,7 @@ def run_to_json(run: RunRecord) -> dict[str, Any]:
         "usage": [run.usage.input_tokens, run.usage.output_tokens],
         "steps": run.steps,
         "cause": run.cause,
+        **({"tools": tools_to_json(run.tools)} if run.tools else {}),
     }
 
 
@@ -55,6 +58,7 @@ def run_from_json(d: dict[str, Any], thread_id: str | None = None) -> RunRecord:
         usage=usage_from_pair(d.get("usage", (0, 0))),
         steps=d.get("steps", 0),
         cause=d.get("cause"),
+        tools=tools_from_json(d.get("tools")),
     )
 
 

@@ -118,7 +118,7 @@ async function aguiMode() {
   bad.push(await d.next());
   d.ws.send(Buffer.from([0, 1, 2]), { binary: true });
   bad.push(await d.next());
-  d.send(agui("n-bad", "n-bad", [user("n-bad", "x")], { tools: [{ name: "x" }] }));
+  d.send(agui("n-bad", "n-bad", [user("n-bad", "x")], { forwardedProps: { x: 1 } }));
   bad.push(await d.next());
   const again = (d.send(agui("n-t", "n-r4", [user("n-u4", "again")])), await until(d, isAguiTerminal));
   out.default = [text, busy, bad, again];

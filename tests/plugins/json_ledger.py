@@ -42,6 +42,8 @@ from awaken.ledger import (
     last_run_of,
     run_summary,
     thread_title,
+    tools_from_json,
+    tools_to_json,
 )
 from awaken.messages import Message, Usage, message_from_json, message_to_json
 from awaken.runstate import RunStatus
@@ -57,11 +59,13 @@ def _run_to_json(run: RunRecord) -> dict[str, Any]:
     d = attrs.asdict(run, recurse=False)
     d["status"] = run.status.value
     d["usage"] = [run.usage.input_tokens, run.usage.output_tokens]
+    d["tools"] = tools_to_json(run.tools)
     return d
 
 
 def _run_from_json(d: dict[str, Any]) -> RunRecord:
-    return RunRecord(**{**d, "status": RunStatus(d["status"]), "usage": Usage(*d["usage"])})
+    return RunRecord(**{**d, "status": RunStatus(d["status"]), "usage": Usage(*d["usage"]),
+                        "tools": tools_from_json(d.get("tools"))})
 
 
 def _now_ms() -> int:

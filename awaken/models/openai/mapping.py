@@ -1,6 +1,7 @@
 """Message mapping: a ``ModelRequest`` as chat-completions ``messages`` and ``tools`` (pure functions).
 
-* the agent's system prompt first, as a ``system`` message;
+* the agent's system prompt first, as a ``system`` message; the run's context entries (AG-UI
+  ``context``) follow it as one more ``system`` message, one ``description: value`` line each;
 * ``user`` text, with image parts as ``{"type": "image_url", "image_url": {"url": ...}}`` content items
   (hosted ``http(s)`` or ``data:`` URLs are passed through unchanged);
 * ``system`` *and* ``developer`` input as ``role: "system"``: many OpenAI-compatible servers (vLLM,
@@ -28,11 +29,19 @@ def tool_json(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
+def context_text(request: ModelRequest) -> str:
+    """The run's context entries as the model reads them."""
+    lines = "\n".join(f"- {c.description}: {c.value}" for c in request.context)
+    return f"Context from the application:\n{lines}"
+
+
 def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
     """The chat-completions ``messages`` for a request (see the module docstring for the rules)."""
     wire: list[dict[str, Any]] = []
     if request.system_prompt.strip():
         wire.append({"role": "system", "content": request.system_prompt})
+    if request.context:
+        wire.append({"role": "system", "content": context_text(request)})
     open_calls: list[str] = []  # ids of the last assistant step's calls still waiting for a result
 
     def close_open_calls() -> None:

@@ -5,13 +5,14 @@
 // with the text typed next to it. Each answer runs the agent again; the same server run continues.
 import { HttpAgent, type Message } from "@ag-ui/client";
 
-import { agentId, publish, readHistory, server, thread } from "./common";
+import { agentId, authHeaders, publish, readHistory, server, thread } from "./common";
 
 const history = await readHistory(`/v1/ag-ui/threads/${encodeURIComponent(thread)}/messages`);
 const agent = new HttpAgent({
   url: `${server}/v1/ag-ui/agents/${encodeURIComponent(agentId)}`,
   threadId: thread,
   initialMessages: history.items as Message[],
+  headers: authHeaders,
 });
 let status = "ready";
 const errors: string[] = [];

@@ -12,7 +12,7 @@ import {
 import { useEffect, useMemo, useState } from "react";
 import { createRoot } from "react-dom/client";
 
-import { agentId, publish, readHistory, server, thread } from "./common";
+import { agentId, authHeaders, publish, readHistory, server, thread } from "./common";
 
 const api = `${server}/v1/ai-sdk/agents/${encodeURIComponent(agentId)}/chat`;
 const resendWhen =
@@ -60,7 +60,7 @@ function Part({ part, actions }: { part: any; actions: Actions }) {
 }
 
 function Chat({ initial, historyStatus }: { initial: UIMessage[]; historyStatus: number }) {
-  const transport = useMemo(() => new DefaultChatTransport({ api }), []);
+  const transport = useMemo(() => new DefaultChatTransport({ api, headers: authHeaders }), []);
   const { messages, sendMessage, status, error, addToolApprovalResponse, addToolOutput } = useChat({
     id: thread,
     messages: initial,

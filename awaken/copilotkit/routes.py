@@ -1,0 +1,111 @@
+"""The ASGI handler of ``/v1/copilotkit``: reads the request, names its call (``runtime.py``), answers.
+
+``run`` is an AG-UI exchange over SSE (the same adapter, engine and ledger as ``/v1/ag-ui``);
+``connect`` streams the thread's committed history (``replay.py``) and ends (only to the subject
+that started the thread, or an admin; anyone else gets the empty replay of an unknown thread); ``stop`` stops the
+thread's active run through ``RunApplication.stop``; ``info`` lists the config's agents.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import orjson
+
+from ..agui.adapter import PROTOCOL as AGUI
+from ..auth import principal_of
+from ..context import ServerContext
+from ..encoding import sse_frames
+from ..errors import InputRejected, StoreUnavailable
+from ..exchange import MAX_BODY, content_type_of, exchange
+from ..jsonbody import load_json_object
+from ..transports import sse
+from . import runtime
+from .replay import replay_events
+
+PREFIX = "/v1/copilotkit"
+_JSON = [(b"content-type", b"application/json")]
+
+
+async def _json(send: sse.ASGISend, status: int, answer: dict[str, Any]) -> None:
+    await sse.send_once(send, _JSON, orjson.dumps(answer), status)
+
+
+async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
+                agent_id: str | None = None) -> None:
+    """Serve one request under ``PREFIX`` (``scope["path"]`` is already percent-decoded)."""
+    method = scope.get("method", "GET")
+    found = runtime.route(method, scope["path"][len(PREFIX):])
+    if found is None:
+        await _json(send, 404, {"error": "not_found", "message": f"{method} {scope['path']} is not a runtime route"})
+        return
+    body = b""
+    if method == "POST":
+        try:
+            read = await sse.read_body(receive, MAX_BODY)
+        except sse.ClientGone:
+            return
+        if read is None:
+            await _json(send, 413, {"error": "invalid_request", "message": f"the body is larger than {MAX_BODY} bytes"})
+            return
+        body = read
+    try:
+        call = runtime.parse_envelope(body, content_type_of(scope)) if found == "envelope" else \
+            attrs.evolve(found, body=body)
+        await _serve(ctx, call, scope, receive, send)
+    except runtime.RuntimeError_ as exc:
+        await _json(send, exc.status, exc.answer)
+
+
+async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, receive: sse.ASGIReceive,
+                 send: sse.ASGISend) -> None:
+    if call.kind == "info":
+        await _json(send, 200, runtime.info_document([(a.id, a.config.description) for a in ctx.agents.all()]))
+        return
+    try:
+        ctx.agents.get(call.agent_id)
+    except InputRejected as exc:
+        raise runtime.RuntimeError_(404, exc.message, "not_found") from None
+    if call.kind == "run":
+        server = ctx.config.server
+        transport = sse.SseTransport(send, receive, sse.sse_headers(AGUI.sse_headers),
+                                     keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
+        await exchange(ctx, AGUI, transport, call.body, "application/json", call.agent_id, principal_of(scope))
+    elif call.kind == "connect":
+        await _connect(ctx, call, scope, send)
+    else:
+        await _stop(ctx, call, scope, send)
+
+
+async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send: sse.ASGISend) -> None:
+    try:
+        data = load_json_object(call.body)
+    except InputRejected as exc:
+        raise runtime.RuntimeError_(400, exc.message) from None
+    thread_id = data.get("threadId")
+    if not isinstance(thread_id, str) or not thread_id:
+        raise runtime.RuntimeError_(400, "threadId must be a non-empty string")
+    try:
+        view = await ctx.ledger.thread_view(thread_id)
+        _exists, owner = await ctx.app.owner_of(thread_id)
+    except StoreUnavailable as exc:
+        await _json(send, 503, {"error": exc.code, "message": exc.message})
+        return
+    if view.thread is not None and not principal_of(scope).may_see(owner):
+        view = attrs.evolve(view, thread=None)  # another subject's thread replays as an unknown one
+    await sse.send_once(send, sse.sse_headers(AGUI.sse_headers), sse_frames(replay_events(view)))
+
+
+async def _stop(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send: sse.ASGISend) -> None:
+    assert call.thread_id is not None
+    run_id = runtime.stop_scope(call.body)
+    active = ctx.app.active(call.thread_id)
+    if active is not None:  # another subject's run is not there for this caller: nothing stops
+        _exists, owner = await ctx.app.owner_of(call.thread_id)
+        if not principal_of(scope).may_see(owner):
+            active = None
+    stopped = active is not None and (run_id is None or active.run_id == run_id)
+    if stopped:
+        await ctx.app.stop(call.thread_id)
+    await _json(send, 200, runtime.stop_answer(stopped, call.thread_id, run_id))
