@@ -7,6 +7,7 @@ classified once, at the adapter edge (the way h11's ``error_status_hint`` works)
 * ``RunFailure`` — a run was admitted and then failed; the failure is committed on the run.
 * ``StoreUnavailable`` — the ledger cannot be read or written; history answers 503.
 * ``BadCursor`` — a history cursor that is not in the thread's committed page sequence (400).
+* ``BadLimit`` — a history or listing ``limit`` that is not an integer in range (400).
 * ``UnknownThread`` — history for a thread the ledger has never seen (404).
 * ``Unauthenticated`` — no credentials, or bad ones, on a ``/v1/`` route (401).
 """
@@ -110,6 +111,12 @@ class BadCursor(AwakenError):
     """A history cursor that is not in the thread's committed page sequence (HTTP 400)."""
 
     code = "INVALID_CURSOR"
+
+
+class BadLimit(AwakenError):
+    """A history or listing ``limit`` that is not an integer in range (HTTP 400)."""
+
+    code = "INVALID_LIMIT"
 
 
 class UnknownThread(AwakenError):

@@ -14,7 +14,7 @@ import base64
 import binascii
 import hashlib
 
-from .errors import BadCursor, InputRejected, UnknownThread
+from .errors import BadCursor, BadLimit, UnknownThread
 from .ledger import Ledger
 from .messages import Message
 
@@ -49,7 +49,7 @@ def parse_limit(value: str | None) -> int:
         return DEFAULT_LIMIT
     # isdigit() alone accepts "²" and "①", which int() refuses: ASCII digits only
     if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_LIMIT:
-        raise InputRejected(f"limit must be an integer from 1 to {MAX_LIMIT}", code="INVALID_LIMIT")
+        raise BadLimit(f"limit must be an integer from 1 to {MAX_LIMIT}")
     return int(value)
 
 

@@ -54,7 +54,7 @@ from .aisdk import adapter as aisdk_adapter
 from .auth import AuthMiddleware, principal_of
 from .context import ServerContext
 from .copilotkit import routes as copilotkit_routes
-from .errors import AwakenError, BadCursor, InputRejected, StoreUnavailable, UnknownThread
+from .errors import AwakenError, BadCursor, BadLimit, StoreUnavailable, UnknownThread
 from .exchange import sse_route, ws_route
 from .history import parse_limit
 from .ids import id_problem
@@ -133,7 +133,7 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
                 await visible_thread(ctx.app, principal_of(request.scope), thread_id)
                 limit = parse_limit(request.args.get("limit"))
                 items, cursor = await read(ctx.ledger, thread_id, request.args.get("cursor"), limit)
-            except (BadCursor, InputRejected) as exc:
+            except (BadCursor, BadLimit) as exc:
                 return _error(exc, 400)
             except UnknownThread as exc:
                 return _error(exc, 404)
