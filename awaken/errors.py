@@ -21,15 +21,25 @@ CODES: dict[str, tuple[str, str]] = {
     "INVALID_REQUEST": ("input", "A field has the wrong type or a required field is missing."),
     "UNSUPPORTED_FIELD": (
         "input",
-        "The request uses a field this server does not implement (non-empty forwardedProps or resume, "
-        "a state that is not an object, or any parentRunId).",
+        "The request uses a field this server does not implement (non-empty forwardedProps, a state "
+        "that is not an object, or any parentRunId).",
     ),
     "UNSUPPORTED_CONTENT": ("input", "A message carries audio, video, document or binary content."),
+    "CONTENT_TOO_LARGE": ("input", "An image is over a bound: inline size, URL length or images per message."),
     "NO_NEW_INPUT": ("input", "Every message in the request is already committed: nothing to run."),
     "UNKNOWN_AGENT": ("input", "The request names an agent that is not published."),
     "THREAD_BUSY": ("input", "Another run is active on this thread; retry when it ends."),
     "NO_PENDING_RUN": ("input", "A tool result or decision arrived but nothing on the thread is waiting."),
     "TOOL_CALL_NOT_PENDING": ("input", "A tool result or decision names a call that is not pending."),
+    "INTERRUPT_UNKNOWN": ("input", "AG-UI resume: an interruptId names no interrupt of this thread."),
+    "INTERRUPT_MISSING": ("input", "AG-UI resume: the resume does not answer every open interrupt."),
+    "INTERRUPT_ANSWERED": ("input", "AG-UI resume: an interrupt was already answered, with another answer."),
+    "INTERRUPTS_OPEN": ("input", "AG-UI 1.0: new input arrived while interrupts are open; resume them first."),
+    "INVALID_RESUME": (
+        "input",
+        "AG-UI resume: a payload does not match the interrupt's responseSchema, or editedArgs do not "
+        "match the tool's parameters.",
+    ),
     "INVALID_CURSOR": ("input", "History: the cursor is not in this thread's committed page sequence (400)."),
     "UNKNOWN_THREAD": (
         "input",

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .messages import Usage
+from .messages import Message, Usage
 
 
 @attrs.frozen
@@ -118,14 +118,36 @@ class StateChanged:
 
 
 @attrs.frozen
+class Gate:
+    """A call waiting at a permission gate, as a waiting run's end describes it."""
+
+    tool_call_id: str
+    name: str
+    #: the model's JSON arguments
+    arguments: str
+    #: the tool's JSON-schema parameters (what edited arguments must satisfy)
+    parameters: dict[str, Any]
+
+
+@attrs.frozen
 class RunFinished:
-    """The committed outcome ``completed`` or ``waiting`` (with the pending call ids)."""
+    """The committed outcome ``completed`` or ``waiting`` (with the pending call ids).
+
+    A waiting run also names its permission ``gates`` and carries the thread as the run read it
+    (``history``, ``state``), for a protocol that ends such a run with snapshots (AG-UI 1.0 interrupts).
+    ``history_whole`` says whether ``history`` is the whole thread (a run reads only its history
+    budget's tail of a long one).
+    """
 
     thread_id: str
     run_id: str
     outcome: Literal["completed", "waiting"]
     usage: Usage = Usage()
     pending: tuple[str, ...] = ()
+    gates: tuple[Gate, ...] = ()
+    history: tuple[Message, ...] = ()
+    state: dict[str, Any] | None = None
+    history_whole: bool = True
 
 
 @attrs.frozen
@@ -143,6 +165,8 @@ class RunFailed:
 
     code: str
     message: str
+    #: what the run used before it failed (zero for a refusal)
+    usage: Usage = Usage()
 
 
 AgentEvent = (

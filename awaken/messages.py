@@ -79,6 +79,8 @@ class ToolResultPart:
     content: str
     status: ToolStatus = "ok"
     approval: Literal["approved", "denied"] | None = None
+    #: the JSON arguments the call ran with, when a person edited the model's proposal before approving
+    arguments: str | None = None
     kind: Literal["tool_result"] = "tool_result"
 
 

@@ -29,6 +29,12 @@ DENIED = "denied: the user did not allow this call"
 SUPERSEDED = "cancelled: new input arrived before this call was answered"
 
 
+def denial(reason: str) -> str:
+    """The committed content of a call a person denied, with their reason (if any)."""
+    reason = reason.strip()
+    return f"{DENIED}: {reason}" if reason else DENIED
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
@@ -48,6 +54,9 @@ class ToolDecision:
     #: the client's tool message id: a client tool's result is committed under it (a permission gate's
     #: result is the server's own and always gets ``result_id``)
     message_id: str | None = None
+    #: ``approve`` only: the JSON arguments a person edited, replacing the model's (validated against
+    #: the tool's parameters before anything runs)
+    arguments: str | None = None
 
 
 @attrs.frozen
@@ -65,6 +74,9 @@ class RunRequest:
     context: tuple[ContextEntry, ...] = attrs.field(default=(), kw_only=True)
     #: the client's state: the thread's state from the start of this run (None: keep the committed one)
     state: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
+    #: the request only repeats decisions already committed (an idempotent resume): nothing runs,
+    #: the stream just starts and finishes
+    replay: bool = attrs.field(default=False, kw_only=True)
 
 
 @attrs.frozen

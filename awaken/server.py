@@ -12,6 +12,7 @@ Routes:
     GET  /readyz                                     200 when the ledger can commit (write probe), else 503
     GET  /v1/me                                      the caller's principal {subject, role}
     GET  /v1/agents                                  the published agents
+    GET  /v1/ag-ui/agents/{agentId}/capabilities     the agent's AG-UI AgentCapabilities
     GET  /v1/threads, /v1/threads/{threadId}         the caller's threads, one thread (threads_api.py)
     DELETE /v1/threads/{threadId}                    delete a thread (204; 409 THREAD_BUSY)
     POST /v1/threads/{threadId}/stop                 stop its active run (200 {runId, status}; 204)
@@ -50,11 +51,12 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from . import console, cors, threads_api
 from .access import visible_thread
 from .agui import adapter as agui_adapter
+from .agui.capabilities import capabilities as agui_capabilities_of
 from .aisdk import adapter as aisdk_adapter
 from .auth import AuthMiddleware, principal_of
 from .context import ServerContext
 from .copilotkit import routes as copilotkit_routes
-from .errors import AwakenError, BadCursor, BadLimit, StoreUnavailable, UnknownThread
+from .errors import AwakenError, BadCursor, BadLimit, InputRejected, StoreUnavailable, UnknownThread
 from .exchange import sse_route, ws_route
 from .history import parse_limit
 from .ids import id_problem
@@ -122,6 +124,15 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
     @app.get("/v1/agents")
     async def agents():  # noqa: ANN202
         return jsonify({"default": ctx.agents.default_id, "agents": [a.describe() for a in ctx.agents.all()]})
+
+    @app.get("/v1/ag-ui/agents/<agent_id>/capabilities")
+    async def agui_capabilities(agent_id: str):  # noqa: ANN202
+        """The agent's AG-UI ``AgentCapabilities`` (404 ``UNKNOWN_AGENT``)."""
+        try:
+            agent = ctx.agents.get(agent_id)
+        except InputRejected as exc:
+            return _error(exc, 404)
+        return jsonify(agui_capabilities_of(agent))
 
     def history_route(read: PageReader) -> Callable[[str], Awaitable[Any]]:
         """``GET …/threads/{threadId}/messages?cursor=&limit=`` → ``{items, cursor}`` (400/404/503)."""

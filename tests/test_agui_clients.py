@@ -39,6 +39,14 @@ TEXT_RUN = ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_C
             "STEP_FINISHED", "RUN_FINISHED"]
 WAITING_RUN = ["RUN_STARTED", "STEP_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END",
                "STEP_FINISHED", "RUN_FINISHED"]
+#: a 1.x client's run waiting at a permission gate ends as an interrupt, after the snapshots
+INTERRUPTED_RUN = [*WAITING_RUN[:-1], "STATE_SNAPSHOT", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+
+
+def gate_end(package: str) -> list[str]:
+    """How a run waiting at a gate ends for ``package``: a plain RUN_FINISHED, or (1.x) an interrupt."""
+    return ["RUN_FINISHED"] if package == "agui-client-0059" else ["STATE_SNAPSHOT", "MESSAGES_SNAPSHOT",
+                                                                    "RUN_FINISHED"]
 
 
 async def drive(base_url: str, package: str, scenario: str, thread_id: str) -> dict[str, Any]:
@@ -144,11 +152,17 @@ async def test_approve_on_guarded(package, server, client):
     out = await drive(server.base_url, package, "approve", thread)
     waiting, resumed, after = run_types(out)
     assert waiting == ["RUN_STARTED", "STEP_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_START",
-                       "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"]
+                       "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_END", "STEP_FINISHED", *gate_end(package)]
     call_ids = [c["id"] for c in out["messages"][1]["toolCalls"]]
-    pending = out["runs"][0]["finished"][0]["pendingToolCallIds"]
-    # 1.0 learns the pending ids from the outcome; 0.0.59 has no such field (and must not be sent one)
-    assert pending == (call_ids if package == "agui-client-1" else None)
+    finished = out["runs"][0]["finished"][0]
+    # 1.x learns the gates as interrupts (and answers with resume[]); 0.0.59 gets no outcome at all
+    if package == "agui-client-1":
+        assert finished["outcome"] == "interrupt"
+        assert [(i["id"], i["reason"], i["toolCallId"]) for i in finished["interrupts"]] == [
+            (f"int_{c}", "tool_call", c) for c in call_ids]
+    else:
+        assert (finished["outcome"], finished["interrupts"], finished["pendingToolCallIds"]) == (
+            "success", None, None)
     assert resumed == ["RUN_STARTED", "TOOL_CALL_RESULT", "TOOL_CALL_RESULT", *TEXT_RUN[1:]]
     assert after == TEXT_RUN
     assert answers(out)[0].startswith('Here is what the tools said: calculator returned {"result":1024}; '
@@ -156,7 +170,7 @@ async def test_approve_on_guarded(package, server, client):
     runs = await server.ctx.ledger.list_runs(thread)
     assert [(r.status, r.steps) for r in runs] == [(RunStatus.COMPLETED, 2), (RunStatus.COMPLETED, 1)]
     decisions = {m["id"] for m in out["messages"] if m["role"] == "tool" and m["id"].startswith("tool-")}
-    assert len(decisions) == 2
+    assert len(decisions) == (2 if package == "agui-client-0059" else 0)  # 1.x decided through resume[]
     assert await paged_history(client, thread) == without(out["messages"], decisions)
 
 
@@ -165,7 +179,7 @@ async def test_deny_on_guarded(package, server, client):
     thread = f"deny-{package}"
     out = await drive(server.base_url, package, "deny", thread)
     waiting, resumed, after = run_types(out)
-    assert waiting == WAITING_RUN
+    assert waiting == [*WAITING_RUN[:-1], *gate_end(package)]
     assert resumed == ["RUN_STARTED", "TOOL_CALL_RESULT", *TEXT_RUN[1:]]
     assert after == TEXT_RUN
     assert answers(out)[0] == ("Here is what the tools said: calculator failed: denied: the user did not allow "
@@ -193,12 +207,14 @@ async def test_client_tool_on_frontend(package, server, client):
 
 async def test_mismatched_tool_call_id(package, server):
     """CONTRACT §3: a result for a call that is not pending fails closed: RUN_ERROR TOOL_CALL_NOT_PENDING
-    reaches onRunErrorEvent (runAgent resolves); the run keeps waiting."""
+    (1.x: a resume naming an unknown interrupt, INTERRUPT_UNKNOWN) reaches onRunErrorEvent (runAgent
+    resolves); the run keeps waiting."""
     thread = f"mismatch-{package}"
     out = await drive(server.base_url, package, "mismatch", thread)
-    assert run_types(out) == [WAITING_RUN, ["RUN_ERROR"]]
+    assert run_types(out) == [[*WAITING_RUN[:-1], *gate_end(package)], ["RUN_ERROR"]]
     (error,) = out["runs"][1]["errors"]
-    assert error["code"] == "TOOL_CALL_NOT_PENDING" and "call_not_pending" in error["message"]
+    code = "TOOL_CALL_NOT_PENDING" if package == "agui-client-0059" else "INTERRUPT_UNKNOWN"
+    assert error["code"] == code and "call_not_pending" in error["message"]
     runs = await server.ctx.ledger.list_runs(thread)
     assert [r.status for r in runs] == [RunStatus.WAITING]
 
@@ -209,7 +225,7 @@ async def test_resume_after_restart(package, config):
     thread = f"restart-{package}"
     async with live_server(config) as srv:
         first = await drive(srv.base_url, package, "suspend", thread)
-        assert run_types(first) == [WAITING_RUN]
+        assert run_types(first) == [[*WAITING_RUN[:-1], *gate_end(package)]]
     async with live_server(config) as srv, srv.client() as client:
         out = await drive(srv.base_url, package, "resume", thread)
         assert run_types(out) == [["RUN_STARTED", "TOOL_CALL_RESULT", *TEXT_RUN[1:]]]

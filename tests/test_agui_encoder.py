@@ -14,7 +14,7 @@ from awaken import events as ev
 from awaken.agui.encoder import AguiEncoder
 from awaken.broadcast import Channel
 from awaken.encoding import EncoderClosed, EncoderMisuse
-from awaken.messages import Usage
+from awaken.messages import Message, TextPart, ToolCallPart, Usage
 
 from .helpers import parse_sse
 
@@ -263,3 +263,60 @@ def test_the_sink_turns_misuse_into_one_run_error_and_then_drops_everything():
     sink(ev.RunFinished(T, R, "completed"))
     assert emitted == [STARTED, {"type": "RUN_ERROR", "message": "the server produced an invalid stream",
                                  "code": "INTERNAL_ERROR"}]
+
+
+# -- 1.0 interrupts and usage (README "AG-UI interrupts") ---------------------------------------------
+
+GATE = ev.Gate("c1", "calculator", '{"expression": "1"}', {"type": "object"})
+GATED_HISTORY = (Message("u1", "user", (TextPart("go"),)),
+                 Message("m1", "assistant", (ToolCallPart("c1", "calculator", '{"expression": "1"}'),)))
+
+
+def gated_run(encoder: AguiEncoder) -> list[dict]:
+    return feed_all(encoder, [
+        ev.RunStarted(T, R, "m1"),
+        ev.RunFinished(T, R, "waiting", Usage(4, 1), ("c1",), (GATE,), GATED_HISTORY, {"k": 1}),
+    ])
+
+
+def test_a_gated_run_ends_with_snapshots_and_an_interrupt_for_a_1_0_client():
+    wire = gated_run(AguiEncoder(T, R, modern=True))
+    assert wire[1:] == [
+        {"type": "STATE_SNAPSHOT", "snapshot": {"k": 1}},
+        {"type": "MESSAGES_SNAPSHOT", "messages": [
+            {"id": "u1", "role": "user", "content": "go"},
+            {"id": "m1", "role": "assistant", "toolCalls": [
+                {"id": "c1", "type": "function", "function": {"name": "calculator",
+                                                              "arguments": '{"expression": "1"}'}}]}]},
+        {"type": "RUN_FINISHED", "threadId": T, "runId": R, "outcome": {"type": "interrupt", "interrupts": [
+            {"id": "int_c1", "reason": "tool_call", "message": 'Allow calculator with arguments {"expression": "1"}?',
+             "toolCallId": "c1", "responseSchema": {
+                 "type": "object", "required": ["approved"], "properties": {
+                     "approved": {"type": "boolean"}, "reason": {"type": "string"},
+                     "editedArgs": {"type": "object",
+                                    "description": "Full replacement of the tool's arguments (not merged)."}}}}]},
+         "usage": [{"inputTokens": 4, "outputTokens": 1, "totalTokens": 5}]},
+    ]
+
+
+def test_a_gated_run_for_a_pre_1_0_client_is_a_plain_run_finished():
+    assert gated_run(AguiEncoder(T, R)) == [STARTED, FINISHED]
+
+
+def test_run_error_carries_usage_for_a_1_0_client_only():
+    failed = ev.RunFailed("MODEL_ERROR", "boom", Usage(2, 3))
+    modern = feed_all(AguiEncoder(T, R, modern=True), [ev.RunStarted(T, R, "m1"), failed])
+    assert modern[-1] == {"type": "RUN_ERROR", "message": "boom", "code": "MODEL_ERROR",
+                          "usage": [{"inputTokens": 2, "outputTokens": 3, "totalTokens": 5}]}
+    old = feed_all(AguiEncoder(T, R), [ev.RunStarted(T, R, "m1"), failed])
+    assert old[-1] == {"type": "RUN_ERROR", "message": "boom", "code": "MODEL_ERROR"}
+
+
+def test_a_gated_run_holding_only_a_tail_of_the_thread_sends_no_messages_snapshot():
+    """A MESSAGES_SNAPSHOT replaces the client's messages: never sent from a history budget's tail."""
+    wire = feed_all(AguiEncoder(T, R, modern=True), [
+        ev.RunStarted(T, R, "m1"),
+        ev.RunFinished(T, R, "waiting", Usage(), ("c1",), (GATE,), GATED_HISTORY, {}, history_whole=False),
+    ])
+    assert [w["type"] for w in wire] == ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert wire[-1]["outcome"]["interrupts"][0]["id"] == "int_c1"

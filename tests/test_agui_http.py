@@ -186,7 +186,7 @@ MALFORMED = [
      "application/json", "/v1/ag-ui"),
     ("UNSUPPORTED_FIELD", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")], forwardedProps={"a": 1})),
      "application/json", "/v1/ag-ui"),
-    ("UNSUPPORTED_FIELD", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")], resume=[{"interruptId": "i"}])),
+    ("INVALID_REQUEST", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")], resume=[{"interruptId": "i"}])),
      "application/json", "/v1/ag-ui"),
     ("UNSUPPORTED_FIELD", orjson.dumps(agui_body("t-bad", "r", [user("n1", "x")], parentRunId="r0")),
      "application/json", "/v1/ag-ui"),

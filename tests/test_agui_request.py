@@ -205,7 +205,6 @@ def test_ill_typed_fields_are_invalid_request(data):
     "overrides",
     [
         {"forwardedProps": {"x": 1}},
-        {"resume": [{"interruptId": "i1", "status": "resolved"}]},
         {"parentRunId": "r-0"},
         {"parentRunId": ""},
         {"state": [1]},
@@ -214,8 +213,9 @@ def test_ill_typed_fields_are_invalid_request(data):
     ids=lambda d: next(iter(d)) + "=" + orjson.dumps(next(iter(d.values()))).decode()[:30],
 )
 def test_unsupported_fields_are_unsupported_field(overrides):
-    """CONTRACT §3: non-empty forwardedProps/resume, any parentRunId, a state that is not an object →
-    UNSUPPORTED_FIELD (tools, context and state are accepted: see test_agui_frontend.py)."""
+    """CONTRACT §3: non-empty forwardedProps, any parentRunId, a state that is not an object →
+    UNSUPPORTED_FIELD (tools, context and state are accepted: see test_agui_frontend.py; resume:
+    tests/test_agui_interrupts.py)."""
     assert rejected(body(**overrides)).code == "UNSUPPORTED_FIELD"
 
 

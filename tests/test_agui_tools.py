@@ -147,9 +147,10 @@ async def test_ask_ends_the_stream_after_the_call_and_commits_waiting_with_no_ta
 
 
 async def test_a_1_0_client_learns_the_pending_call_ids(client):
-    """reference/agui.md §9.9: a client that declared protocolVersion 1.0 gets pendingToolCallIds."""
-    body = agui_body("t-v1", "r1", [user("u1", call("current_time"))], protocolVersion="1.0")
-    events = await post_agui(client, body, GUARDED)
+    """reference/agui.md §9.9: a client that declared protocolVersion 1.0 gets pendingToolCallIds for a
+    client tool; a permission gate is an interrupt (tests/test_agui_interrupts.py)."""
+    body = agui_body("t-v1", "r1", [user("u1", call("ask_user", question="?"))], protocolVersion="1.0")
+    events = await post_agui(client, body, FRONTEND)
     assert events[-1]["outcome"] == {"type": "success", "pendingToolCallIds": call_ids(events)}
 
 

@@ -74,13 +74,14 @@ def assert_ready(result: dict[str, Any], requests: int) -> None:
 
 
 def assert_continuation(result: dict[str, Any]) -> None:
-    """The automatic resend continues the assistant message: same id in ``start``; results before the
-    new ``start-step``."""
+    """The automatic resend continues the assistant message: same id in ``start`` and the same run id in
+    its metadata (the same run continues); results before the new ``start-step``."""
     first, second = result["requests"]
     message_id = first["chunks"][0]["messageId"]
     assert second["body"]["trigger"] == "submit-message"
     assert second["body"]["messageId"] == message_id == second["body"]["messages"][-1]["id"]
-    assert second["chunks"][0] == {"type": "start", "messageId": message_id}
+    assert second["chunks"][0] == {"type": "start", "messageId": message_id,
+                                   "messageMetadata": first["chunks"][0]["messageMetadata"]}
     kinds = [c if isinstance(c, str) else c["type"] for c in second["chunks"]]
     assert kinds[1].startswith("tool-output-") and kinds[2] == "start-step"
     assert result["messages"][-1]["id"] == message_id

@@ -13,7 +13,9 @@ from awaken.aisdk.wire import approval_id, check_chunk
 from awaken.encoding import EncoderClosed, EncoderMisuse
 from awaken.messages import Usage
 
-USAGE = {"usage": {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}}
+USAGE = {"runId": "r", "usage": {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}}
+#: ``start`` carries the run id as message metadata (README: AI SDK message metadata)
+RUN = {"runId": "r"}
 
 
 def feed_all(encoder: AiSdkEncoder, events: list) -> list[dict]:
@@ -37,7 +39,7 @@ def test_text_run_is_start_step_triad_finish():
         ev.RunFinished("t", "r", "completed", Usage(3, 4)),
     ])
     assert chunks == [
-        {"type": "start", "messageId": "m1"},
+        {"type": "start", "messageId": "m1", "messageMetadata": RUN},
         {"type": "start-step"},
         {"type": "reasoning-start", "id": "rs1"},
         {"type": "reasoning-delta", "id": "rs1", "delta": "hmm"},
@@ -53,13 +55,14 @@ def test_text_run_is_start_step_triad_finish():
 
 def test_frames_are_compact_json_lines():
     encoder = AiSdkEncoder()
-    assert encoder.encode(ev.RunStarted("t", "r", "m1")) == b'data: {"type":"start","messageId":"m1"}\n\n'
+    assert encoder.encode(ev.RunStarted("t", "r", "m1")) == (
+        b'data: {"type":"start","messageId":"m1","messageMetadata":{"runId":"r"}}\n\n')
 
 
 def test_continuation_reuses_the_clients_assistant_message_id():
     """§4: a continuation reuses the last assistant message id in ``start``."""
     assert AiSdkEncoder("a1").feed(ev.RunStarted("t", "r", "m9", resumed=True)) == [
-        {"type": "start", "messageId": "a1"}
+        {"type": "start", "messageId": "a1", "messageMetadata": RUN}
     ]
 
 
@@ -76,7 +79,7 @@ def test_approval_gate_waits_with_tool_calls_reason():
         ev.RunFinished("t", "r", "waiting", Usage(1, 2), ("c1",)),
     ])
     assert chunks == [
-        {"type": "start", "messageId": "m1"},
+        {"type": "start", "messageId": "m1", "messageMetadata": RUN},
         {"type": "start-step"},
         {"type": "tool-input-start", "toolCallId": "c1", "toolName": "calculator"},
         {"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": '{"expression"'},
@@ -86,7 +89,7 @@ def test_approval_gate_waits_with_tool_calls_reason():
         {"type": "tool-approval-request", "approvalId": "apr_c1", "toolCallId": "c1"},
         {"type": "finish-step"},
         {"type": "finish", "finishReason": "tool-calls",
-         "messageMetadata": {"usage": {"inputTokens": 1, "outputTokens": 2, "totalTokens": 3}}},
+         "messageMetadata": {"runId": "r", "usage": {"inputTokens": 1, "outputTokens": 2, "totalTokens": 3}}},
     ]
     assert approval_id("c1") == "apr_c1"
 
@@ -147,7 +150,7 @@ def test_resumed_run_emits_results_outside_any_step_then_opens_a_step():
         ev.RunFinished("t", "r", "completed", Usage(3, 4)),
     ])
     assert chunks == [
-        {"type": "start", "messageId": "a1"},
+        {"type": "start", "messageId": "a1", "messageMetadata": RUN},
         {"type": "tool-output-available", "toolCallId": "c1", "output": {"result": 5}},
         {"type": "tool-output-denied", "toolCallId": "c2"},
         {"type": "start-step"},
@@ -249,4 +252,20 @@ def test_out_of_order_events_raise_and_the_encoder_refuses_more(events, match):
 def test_check_chunk_rejects_what_ai_6_0_0_rejects(chunk):
     """The failure matrix of aisdk.md §5, as the Python checker sees it."""
     with pytest.raises(ValueError):
+        check_chunk(chunk)
+
+
+def test_state_changes_are_data_state_parts_with_one_id_per_run():
+    """Each committed state is a whole ``data-state`` part under the run's id (the client replaces it)."""
+    chunks = feed_all(AiSdkEncoder(), [
+        ev.RunStarted("t", "r", "m1", state={"a": 1}),
+        ev.StepStarted(1),
+        ev.StateChanged({"a": 2}, [{"op": "replace", "path": "/a", "value": 2}]),
+        ev.StateChanged({"a": 2, "b": [1]}, [{"op": "add", "path": "/b", "value": [1]}]),
+        ev.StepFinished(1),
+        ev.RunFinished("t", "r", "completed"),
+    ])
+    assert chunks[2:4] == [{"type": "data-state", "id": "state_r", "data": {"a": 2}},
+                           {"type": "data-state", "id": "state_r", "data": {"a": 2, "b": [1]}}]
+    for chunk in chunks:
         check_chunk(chunk)

@@ -194,7 +194,8 @@ async def test_approval_round_trip_and_replayed_decisions(client):
     body = {"id": "ap1", "messages": [page[0], responded], "trigger": "submit-message", "messageId": waiting["id"]}
     second = await post_chat(client, body, path)
     assert kinds(second)[:3] == ["start", "tool-output-available", "start-step"]
-    assert second[0] == {"type": "start", "messageId": waiting["id"]}
+    assert second[0] == {"type": "start", "messageId": waiting["id"],
+                         "messageMetadata": {"runId": waiting["metadata"]["runId"]}}
     assert second[1] == {"type": "tool-output-available", "toolCallId": call, "output": {"result": 5}}
     assert text_of(second) == "Here is what the tools said: calculator returned {\"result\":5}."
     assert second[-2]["finishReason"] == "stop"
@@ -374,7 +375,8 @@ async def test_agui_thread_continues_over_ai_sdk(client):
     # the AI SDK client answers the second; its copy of the first is replayed history
     chunks = await post_chat(client, {"id": "x1", "messages": [
         u1, answered(waiting, state="output-available", output="blue")]}, "/v1/ai-sdk/agents/frontend/chat")
-    assert chunks[:2] == [{"type": "start", "messageId": waiting["id"]},
+    assert chunks[:2] == [{"type": "start", "messageId": waiting["id"],
+                           "messageMetadata": {"runId": waiting["metadata"]["runId"]}},
                           {"type": "tool-output-available", "toolCallId": calls[1], "output": "blue"}]
     assert text_of(chunks) == 'Here is what the tools said: ask_user returned red; ask_user returned "blue".'
     agui = (await client.get("/v1/ag-ui/threads/x1/messages")).json()["items"]
@@ -408,3 +410,26 @@ async def test_ai_sdk_thread_continues_over_agui(client):
     chunks = await post_chat(client, {"id": "y1", "messages": [*items, user("u3", "last")]}, path)
     assert text_of(chunks) == 'You said: "last".'
     assert orjson.dumps(items)  # the projection is plain JSON
+
+
+# -- state and message metadata (README: AI SDK state, message metadata) -----------------------------
+
+
+async def test_state_changes_are_data_state_parts_and_history_holds_the_current_state(client, server):
+    """A state change is a ``data-state`` chunk under the run's one id; the run id rides on ``start`` and
+    ``finish`` as message metadata; the history's last run ends with the current state."""
+    set_color = '/call set_state {"key": "color", "value": "blue"}'
+    chunks = await post_chat(client, {"id": "st1", "messages": [user("u1", set_color)]})
+    run_id = chunks[0]["messageMetadata"]["runId"]
+    (run,) = await server.ctx.ledger.list_runs("st1")
+    assert run_id == run.run_id
+    assert [c for c in chunks if c != "[DONE]" and c["type"] == "data-state"] == [
+        {"type": "data-state", "id": f"state_{run_id}", "data": {"color": "blue"}}]
+    assert chunks[-2]["messageMetadata"] == {"runId": run_id, "usage": {
+        "inputTokens": run.usage.input_tokens, "outputTokens": run.usage.output_tokens,
+        "totalTokens": run.usage.total_tokens}}
+    for chunk in chunks[:-1]:
+        check_chunk(chunk)
+    items = (await history(client, "st1"))["items"]
+    assert items[-1]["metadata"] == chunks[-2]["messageMetadata"]
+    assert items[-1]["parts"][-1] == {"type": "data-state", "id": f"state_{run_id}", "data": {"color": "blue"}}

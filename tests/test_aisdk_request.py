@@ -186,7 +186,7 @@ def test_projection_of_a_run_is_one_assistant_message_with_final_tool_states():
         {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"},
                                                {"type": "file", "mediaType": "image/png", "url": PNG}]},
         {"id": "a1", "role": "assistant",
-         "metadata": {"usage": {"inputTokens": 5, "outputTokens": 6, "totalTokens": 11}},
+         "metadata": {"runId": "run1", "usage": {"inputTokens": 5, "outputTokens": 6, "totalTokens": 11}},
          "parts": [
              {"type": "step-start"},
              {"type": "reasoning", "id": "rs1", "text": "think", "state": "done"},

@@ -33,6 +33,10 @@ async def test_info_lists_the_configs_agents_with_their_descriptions(client, ser
     agents = rest.json()["agents"]
     assert {k: v["description"] for k, v in agents.items()} == {
         a.id: a.config.description for a in server.ctx.agents.all()}
+    # the discovery route reuses the AG-UI capabilities document, agent by agent
+    for agent_id, entry in agents.items():
+        served = await client.get(f"/v1/ag-ui/agents/{agent_id}/capabilities")
+        assert entry["capabilities"] == served.json()
     assert rest.json()["mode"] == "sse"
 
 

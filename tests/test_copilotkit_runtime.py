@@ -91,11 +91,12 @@ def test_stop_scope_is_an_optional_run_id():
 
 
 def test_info_lists_the_agents_with_their_descriptions_over_sse():
-    doc = info_document([("assistant", "General helper"), ("guarded", "Asks first")])
+    caps = {"streaming": True}
+    doc = info_document([("assistant", "General helper", caps), ("guarded", "Asks first", {})])
     assert doc["version"] == __version__
     assert doc["mode"] == "sse"
-    assert doc["agents"] == {"assistant": {"name": "assistant", "description": "General helper"},
-                             "guarded": {"name": "guarded", "description": "Asks first"}}
+    assert doc["agents"] == {"assistant": {"name": "assistant", "description": "General helper", "capabilities": caps},
+                             "guarded": {"name": "guarded", "description": "Asks first", "capabilities": {}}}
     assert doc["audioFileTranscriptionEnabled"] is False
 
 

@@ -128,8 +128,11 @@ async def test_a_gate_parks_the_call_and_an_approval_runs_it(tmp_path):
                                         agent="guarded")
         assert status is RunStatus.WAITING
         (gate,) = [e for e in events if isinstance(e, ev.ToolApprovalRequested)]
-        assert events[-1] == ev.RunFinished("t1", events[-1].run_id, "waiting", events[-1].usage,
-                                            (gate.tool_call_id,))
+        view = await ctx.ledger.thread_view("t1")
+        parameters = ctx.app.tools.get("calculator").parameters
+        assert events[-1] == ev.RunFinished(
+            "t1", events[-1].run_id, "waiting", events[-1].usage, (gate.tool_call_id,),
+            (ev.Gate(gate.tool_call_id, "calculator", '{"expression": "6 * 7"}', parameters),), view.messages, {})
         assert [p.kind for p in await ctx.ledger.pending_calls("t1")] == ["approval"]
         assert not ctx.app.is_active("t1")  # a waiting run is committed state, not a task
 
@@ -200,9 +203,10 @@ async def test_the_step_limit_fails_the_run_with_step_limit(tmp_path):
     async with engine(tmp_path, assistant={"max_steps": 1}) as ctx:
         events, status = await run_once(ctx.app, "t1", ask("t1", '/call calculator {"expression": "1"}'))
         assert status is RunStatus.FAILED
-        assert events[-1] == ev.RunFailed(
-            "STEP_LIMIT", "the agent reached its step limit (1) without finishing")
         run = await only_run(ctx, "t1")
+        assert events[-1] == ev.RunFailed(
+            "STEP_LIMIT", "the agent reached its step limit (1) without finishing", run.usage)
+        assert run.usage.total_tokens > 0  # the failure reports what the run used
         assert (run.status, run.error_code, run.steps, run.cause) == (RunStatus.FAILED, "STEP_LIMIT", 1, None)
 
 

@@ -58,9 +58,17 @@ async def chat_over_ws(ws: WebSocketConnection, body: dict[str, Any]) -> list[An
 
 
 def normalized(stream: list[Any]) -> list[Any]:
-    """Chunks with the per-run ids replaced, for comparing two runs of the same input."""
+    """Chunks with the per-run ids (and the run id in message metadata) replaced, for comparing two runs
+    of the same input."""
     ids = ("id", "messageId", "toolCallId", "approvalId")
-    return [c if c == DONE else {k: (k if k in ids else v) for k, v in c.items()} for c in stream]
+
+    def one(c: dict[str, Any]) -> dict[str, Any]:
+        out = {k: (k if k in ids else v) for k, v in c.items()}
+        if "messageMetadata" in out:
+            out["messageMetadata"] = {**out["messageMetadata"], "runId": "runId"}
+        return out
+
+    return [c if c == DONE else one(c) for c in stream]
 
 
 def only(stream: list[Any], kind: str) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """The AG-UI protocol adapter: validate, deduplicate, split input from decisions, pick the encoder.
 
 It decides no run state: it parses the body (``request.py``), drops messages the ledger already
-holds (replayed history), and turns new ``role: "tool"`` messages into ``ToolDecision``s (at a
-permission gate, read by the denial grammar of ``awaken.denial``). The page's per-run tools, context
-and state go into the ``RunRequest`` as they were parsed. Every
+holds (replayed history), and turns new ``role: "tool"`` messages (at a permission gate, read by
+the denial grammar of ``awaken.denial``) and ``resume[]`` entries (``interrupts.py``) into
+``ToolDecision``s. The page's per-run tools, context and state go into the ``RunRequest`` as they
+were parsed. Every
 refusal is one ``RUN_ERROR`` stream (HTTP 200) and starts no run. ``PROTOCOL`` is what the SSE and
 WebSocket routes serve; ``read_history`` answers the history route (``{items, cursor}``).
 """
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 from ..denial import read_gate_answer
 from ..encoding import WireEvent
+from ..errors import InputRejected
 from ..history import read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
 from ..protocol import Asks, Protocol, RunRequest, ToolDecision
 from .encoder import AguiEncoder
 from .history import project_history
+from .interrupts import call_of, open_interrupts, resume_decisions
 from .request import AguiInput, InputMessage, ToolMessage, parse_run_input
 
 
@@ -48,6 +51,8 @@ class AguiProtocol(Protocol):
             if isinstance(m, ToolMessage):
                 # a call carried by two messages is asked about whatever becomes of either
                 calls[m.tool_call_id] = m.id if m.tool_call_id not in calls else None
+        for entry in parsed.resume:  # an interrupt already answered is found by its call's result
+            calls.setdefault(call_of(entry.interrupt_id), None)
         return Asks(frozenset(m.id for m in parsed.messages), calls)
 
     def to_run_request(self, parsed: AguiInput, thread_id: str, agent_id: str | None,
@@ -76,8 +81,19 @@ class AguiProtocol(Protocol):
                 decisions.append(ToolDecision(m.tool_call_id, "error", m.error or m.content, m.id))
             else:
                 decisions.append(ToolDecision(m.tool_call_id, "ok", m.content, m.id))
+        replay = False
+        if data.resume:
+            resumed, replay = resume_decisions(data.resume, view)
+            by_call = {d.tool_call_id: d for d in decisions} | {d.tool_call_id: d for d in resumed}
+            decisions = list(by_call.values())
+        if data.modern and inputs and (still := open_interrupts(view, {d.tool_call_id for d in decisions})):
+            raise InputRejected(
+                f"interrupts are open on this thread ({', '.join(still)}); answer them with resume first",
+                code="INTERRUPTS_OPEN",
+            )
+        replay = replay and not inputs and not decisions
         return RunRequest(thread_id, agent_id, tuple(inputs), tuple(decisions), data.run_id,
-                          tools=data.tools, context=data.context, state=data.state)
+                          tools=data.tools, context=data.context, state=data.state, replay=replay)
 
 
 PROTOCOL = AguiProtocol()

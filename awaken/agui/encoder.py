@@ -3,8 +3,11 @@
 Rules from ``reference/agui.md`` §9: explicit START/CONTENT/END triads (never CHUNK events), no
 ``null`` and no absent-valued keys, no empty deltas, ``RUN_STARTED`` first with
 ``protocolVersion: "1.0"``, everything closed before ``RUN_FINISHED``, nothing after the terminal
-event. 1.0-only material (``outcome.pendingToolCallIds``, ``usage``) is sent only to a client that
-declared ``protocolVersion >= 1.0``. Tool results are strings. State: ``STATE_SNAPSHOT`` first, then
+event. 1.0-only material is sent only to a client that declared ``protocolVersion >= 1.0``: a run
+waiting at permission gates ends with ``STATE_SNAPSHOT``, ``MESSAGES_SNAPSHOT`` (the whole thread)
+and ``RUN_FINISHED.outcome = {type: "interrupt", interrupts}`` (``interrupts.py``); one waiting only
+on client tools with ``{type: "success", pendingToolCallIds}``; ``usage`` on ``RUN_FINISHED`` and
+``RUN_ERROR``. Tool results are strings. State: ``STATE_SNAPSHOT`` first, then
 RFC 6902 ``STATE_DELTA`` against it.
 """
 
@@ -12,6 +15,9 @@ from __future__ import annotations
 
 from .. import events as ev
 from ..encoding import EncoderBase, EncoderMisuse, WireEvent
+from ..messages import Usage
+from .history import project_history
+from .interrupts import interrupt
 
 PROTOCOL_VERSION = "1.0"
 
@@ -152,13 +158,21 @@ class AguiEncoder(EncoderBase):
         if self.open_text or self.open_reasoning or self.open_tools or self.open_steps:
             raise EncoderMisuse("RunFinished with open messages, tool calls or steps")
         out: WireEvent = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
-        if self.modern:
-            if e.outcome == "waiting":
-                out["outcome"] = {"type": "success", "pendingToolCallIds": list(e.pending)}
-            if e.usage.total_tokens:
-                out["usage"] = [{"inputTokens": e.usage.input_tokens, "outputTokens": e.usage.output_tokens,
-                                 "totalTokens": e.usage.total_tokens}]
-        return [out]
+        if not self.modern:
+            return [out]
+        before: list[WireEvent] = []
+        if e.gates:
+            # interrupts.mdx "State at the interrupt boundary": what a resume needs, before the outcome
+            # (a MESSAGES_SNAPSHOT replaces the client's messages: it is sent only when the run holds the
+            # whole thread, never a history budget's tail of a long one)
+            before = [{"type": "STATE_SNAPSHOT", "snapshot": e.state or {}}]
+            if e.history_whole:
+                before.append({"type": "MESSAGES_SNAPSHOT", "messages": project_history(list(e.history))})
+            out["outcome"] = {"type": "interrupt", "interrupts": [interrupt(g) for g in e.gates]}
+        elif e.outcome == "waiting":
+            out["outcome"] = {"type": "success", "pendingToolCallIds": list(e.pending)}
+        self._usage(out, e.usage)
+        return [*before, out]
 
     def on_run_stopped(self, e: ev.RunStopped) -> list[WireEvent]:
         """``RUN_ERROR`` with code ``STOPPED``: legal with messages, calls or steps still open, accepted by
@@ -167,4 +181,14 @@ class AguiEncoder(EncoderBase):
         return [{"type": "RUN_ERROR", "message": e.message, "code": "STOPPED"}]
 
     def on_run_failed(self, e: ev.RunFailed) -> list[WireEvent]:
-        return [{"type": "RUN_ERROR", "message": e.message, "code": e.code}]
+        out: WireEvent = {"type": "RUN_ERROR", "message": e.message, "code": e.code}
+        if self.modern:
+            self._usage(out, e.usage)
+        return [out]
+
+    @staticmethod
+    def _usage(out: WireEvent, usage: Usage) -> None:
+        """``usage: TokenUsage[]`` (1.0 only), when the run used any tokens."""
+        if usage.total_tokens:
+            out["usage"] = [{"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
+                             "totalTokens": usage.total_tokens}]

@@ -24,7 +24,9 @@ def _image(part: ImagePart) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
-def project_message(message: Message) -> list[dict[str, Any]]:
+def project_message(message: Message, edited: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One committed message as AG-UI messages. ``edited``: call id → the arguments a person edited
+    before approving (the call shows what ran)."""
     if message.role in ("user", "system", "developer"):
         if message.role == "user" and any(isinstance(p, ImagePart) for p in message.parts):
             content: Any = [
@@ -53,7 +55,8 @@ def project_message(message: Message) -> list[dict[str, Any]]:
     calls = message.tool_calls
     if calls:
         assistant["toolCalls"] = [
-            {"id": c.tool_call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            {"id": c.tool_call_id, "type": "function",
+             "function": {"name": c.name, "arguments": (edited or {}).get(c.tool_call_id, c.arguments)}}
             for c in calls
         ]
     if len(assistant) > 2:
@@ -62,4 +65,5 @@ def project_message(message: Message) -> list[dict[str, Any]]:
 
 
 def project_history(messages: list[Message]) -> list[dict[str, Any]]:
-    return [item for m in messages for item in project_message(m)]
+    edited = {r.tool_call_id: r.arguments for m in messages if (r := m.tool_result) is not None and r.arguments}
+    return [item for m in messages for item in project_message(m, edited)]

@@ -1,9 +1,10 @@
 """Parse an AG-UI ``RunAgentInput`` POST body (sans-IO): bytes in, ``AguiInput`` or ``InputRejected``.
 
-What is accepted follows CONTRACT §3 and ``reference/agui.md`` §3/§9: ``forwardedProps`` and
-``resume`` may be absent, null or empty (what ``HttpAgent`` sends by default); a non-empty one, or
-any ``parentRunId``, is ``UNSUPPORTED_FIELD``. ``tools``, ``context`` and ``state`` are the page's
-per-run declarations, parsed by ``frontend.py``. Unknown keys are ignored.
+What is accepted follows CONTRACT §3 and ``reference/agui.md`` §3/§9: ``forwardedProps`` may be
+absent, null or empty (what ``HttpAgent`` sends by default); a non-empty one, or any ``parentRunId``,
+is ``UNSUPPORTED_FIELD``. ``tools``, ``context`` and ``state`` are the page's per-run declarations,
+parsed by ``frontend.py``. ``resume`` is a list of ``{interruptId, status: "resolved"|"cancelled",
+payload?, metadata?}`` entries (``interrupts.py`` maps them to decisions). Unknown keys are ignored.
 User content may be a string or parts: ``text`` and ``image`` (URL or inline base64) are input;
 ``audio``, ``video``, ``document`` and legacy ``binary`` parts are ``UNSUPPORTED_CONTENT``.
 Assistant, reasoning and activity messages are never input: they are the client's copy of history.
@@ -16,9 +17,11 @@ from typing import Any, Literal
 import attrs
 
 from ..jsonbody import check_content_type, load_json_object, reject
+from ..media import check_count, check_image
 from ..messages import ImagePart, Part, TextPart
 from ..models import ContextEntry, ToolSpec
 from .frontend import parse_context, parse_state, parse_tools
+from .interrupts import ResumeEntry
 
 _MEDIA_PARTS = frozenset({"audio", "video", "document", "binary"})
 _HISTORY_ROLES = frozenset({"assistant", "reasoning", "activity"})
@@ -58,6 +61,8 @@ class AguiInput:
     tools: tuple[ToolSpec, ...] = ()
     #: context entries for the model, for this run
     context: tuple[ContextEntry, ...] = ()
+    #: ``resume[]`` entries answering interrupts, in request order
+    resume: tuple[ResumeEntry, ...] = ()
 
     @property
     def modern(self) -> bool:
@@ -133,11 +138,12 @@ def _parts(content: Any, where: str) -> tuple[Part, ...]:
             if text:
                 parts.append(TextPart(text))
         elif kind == "image":
-            parts.append(parse_image(part, pw))
+            parts.append(check_image(parse_image(part, pw), pw))
         elif kind in _MEDIA_PARTS:
             raise reject(f"{pw}: {kind} content is not supported; send text or images", "UNSUPPORTED_CONTENT")
         else:
             raise reject(f"{pw}.type {kind!r} is not a known content part")
+    check_count(parts, f"{where}.content")
     return tuple(parts)
 
 
@@ -165,8 +171,8 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
         raise reject("protocolVersion must be a string")
     if data.get("parentRunId") is not None:
         raise reject("parentRunId is not supported by this server", "UNSUPPORTED_FIELD")
-    for key, empty in (("resume", list), ("forwardedProps", dict)):
-        _unsupported_if_set(data, key, empty)
+    _unsupported_if_set(data, "forwardedProps", dict)
+    resume = parse_resume(data.get("resume"))
     tools, context, state = parse_tools(data.get("tools")), parse_context(data.get("context")), \
         parse_state(data.get("state"))
     raw_messages = data.get("messages")
@@ -198,4 +204,29 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
             raise reject(f"{where}.role {role!r} is not a known role")
     if len(set(ids)) != len(ids):
         raise reject("message ids must be unique within a request")
-    return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state, tools, context)
+    return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state, tools, context, resume)
+
+
+def parse_resume(raw: Any) -> tuple[ResumeEntry, ...]:
+    """``resume``: absent, null or a list of entries with unique ``interruptId``s."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise reject("resume must be an array")
+    entries: list[ResumeEntry] = []
+    for i, item in enumerate(raw):
+        where = f"resume[{i}]"
+        if not isinstance(item, dict):
+            raise reject(f"{where} must be an object")
+        interrupt = _string(item, "interruptId", f"{where}.")
+        status = item.get("status")
+        if status not in ("resolved", "cancelled"):
+            raise reject(f"{where}.status must be 'resolved' or 'cancelled'")
+        metadata = item.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise reject(f"{where}.metadata must be an object")
+        payload = item["payload"] if item.get("payload") is not None else ResumeEntry.payload_absent()
+        entries.append(ResumeEntry(interrupt, status, payload))
+    if len({e.interrupt_id for e in entries}) != len(entries):
+        raise reject("resume answers an interrupt twice")
+    return tuple(entries)

@@ -119,7 +119,9 @@ async def read_history(ledger: Ledger, thread_id: str, cursor: str | None, limit
         messages = await _group_head(ledger, thread_id, messages[0]) + messages
     pending = await ledger.pending_calls(thread_id)
     usage = {r.run_id: r.usage for r in await ledger.list_runs(thread_id)}
-    return project_history(messages, pending, usage), next_cursor
+    thread = await ledger.get_thread(thread_id)
+    last = thread is not None and bool(messages) and messages[-1].seq == thread.last_seq
+    return project_history(messages, pending, usage, thread.state if last and thread else None), next_cursor
 
 
 async def _group_head(ledger: Ledger, thread_id: str, first: Message) -> list[Message]:

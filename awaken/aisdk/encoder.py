@@ -2,7 +2,11 @@
 
 Shape (``reference/aisdk.md`` §4, §7)::
 
-    start{messageId} → (start-step … finish-step)* → finish{finishReason, messageMetadata{usage}}
+    start{messageId, messageMetadata{runId}} → (start-step … finish-step)*
+        → finish{finishReason, messageMetadata{runId, usage}}
+
+A committed state change is a ``data-state`` chunk ``{id: "state_<runId>", data: <the whole state>}``
+(one id per run, so the client replaces the part each time).
 
 Inside a step: ``text-*`` / ``reasoning-*`` start/delta/end triads (the engine closes them before a
 tool block), ``tool-input-start`` → ``tool-input-delta``* → ``tool-input-available`` (or
@@ -46,10 +50,17 @@ def parse_json_or_text(content: str) -> Any:
         return content
 
 
-def usage_metadata(usage: Usage) -> dict[str, Any]:
-    """``messageMetadata`` for a run's usage (live ``finish`` and history carry the same shape)."""
-    return {"usage": {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
-                      "totalTokens": usage.total_tokens}}
+def usage_metadata(usage: Usage, run_id: str | None = None) -> dict[str, Any]:
+    """``messageMetadata`` for a run: its id and usage (live ``finish`` and history carry the same shape)."""
+    out: dict[str, Any] = {"runId": run_id} if run_id else {}
+    out["usage"] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
+                    "totalTokens": usage.total_tokens}
+    return out
+
+
+def state_part_id(run_id: str) -> str:
+    """The id of a run's ``data-state`` part: one per run, so each state chunk replaces the last."""
+    return f"state_{run_id}"
 
 
 class AiSdkEncoder(EncoderBase):
@@ -64,6 +75,7 @@ class AiSdkEncoder(EncoderBase):
         super().__init__()
         self.continued_id = message_id
         self.started = False
+        self.run_id = ""
         self.step_open = False
         self.open_text: set[str] = set()
         self.open_reasoning: set[str] = set()
@@ -92,7 +104,9 @@ class AiSdkEncoder(EncoderBase):
             # client that is not continuing that message would fail on them.
             raise EncoderMisuse("a resumed run needs the continued assistant message id")
         self.started = True
-        return [{"type": "start", "messageId": self.continued_id or e.message_id}]
+        self.run_id = e.run_id
+        return [{"type": "start", "messageId": self.continued_id or e.message_id,
+                 "messageMetadata": {"runId": e.run_id}}]
 
     def on_step_started(self, e: ev.StepStarted) -> list[WireEvent]:
         if not self.started:
@@ -116,7 +130,12 @@ class AiSdkEncoder(EncoderBase):
         if self.step_open:
             raise EncoderMisuse("RunFinished inside an open step")
         return [{"type": "finish", "finishReason": _FINISH_REASON[e.outcome],
-                 "messageMetadata": usage_metadata(e.usage)}]
+                 "messageMetadata": usage_metadata(e.usage, e.run_id)}]
+
+    def on_state_changed(self, e: ev.StateChanged) -> list[WireEvent]:
+        if not self.started:
+            raise EncoderMisuse("StateChanged before RunStarted")
+        return [{"type": "data-state", "id": state_part_id(self.run_id), "data": e.state}]
 
     def _close_open(self, why: str) -> list[WireEvent]:
         out: list[WireEvent] = [{"type": "reasoning-end", "id": i} for i in sorted(self.open_reasoning)]

@@ -4,8 +4,9 @@
   parts and image ``file`` parts (``{type: "file", mediaType, url}``).
 * The assistant and tool messages of one run, up to the next input message, become **one** assistant
   ``UIMessage`` — what the live stream built — with ``id`` = the run's first assistant message id
-  (the stream's ``start.messageId``) and ``metadata: {usage}`` (the run's committed usage, as the
-  live ``finish`` sent it). Each committed step is ``step-start``, then ``reasoning`` parts (with the
+  (the stream's ``start.messageId``) and ``metadata: {runId, usage}`` (the run's committed usage, as
+  the live ``finish`` sent it). The thread's last run ends with a ``data-state`` part holding the
+  thread's current state (when it has one; the live stream sent it where the state changed). Each committed step is ``step-start``, then ``reasoning`` parts (with the
   stream's reasoning ``id``, as ai ≥ 6.0.x folds it; 6.0.0 strips it) and a ``text`` part (both
   ``state: "done"``), then one ``tool-<name>`` part per call in its final state:
 
@@ -35,7 +36,7 @@ from ..jsonbody import loads_bounded
 from ..ledger import PendingCall
 from ..messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
 from ..protocol import DENIED
-from .encoder import parse_json_or_text, usage_metadata
+from .encoder import parse_json_or_text, state_part_id, usage_metadata
 from .wire import approval_id
 
 GROUP_ROLES = frozenset({"assistant", "tool"})
@@ -108,7 +109,7 @@ def tool_part(call: ToolCallPart, result: ToolResultPart | None, pending: Pendin
 
 
 def _assistant_message(group: list[Message], pending: Mapping[str, PendingCall],
-                       usage: Mapping[str, Usage]) -> dict[str, Any]:
+                       usage: Mapping[str, Usage], state: dict[str, Any] | None = None) -> dict[str, Any]:
     results = {r.tool_call_id: r for m in group if (r := m.tool_result) is not None}
     steps = [m for m in group if m.role == "assistant"]
     parts: list[dict[str, Any]] = []
@@ -129,15 +130,19 @@ def _assistant_message(group: list[Message], pending: Mapping[str, PendingCall],
     out: dict[str, Any] = {"id": (steps[0] if steps else group[0]).id, "role": "assistant"}
     run_id = group[0].run_id
     if run_id is not None and run_id in usage:
-        out["metadata"] = usage_metadata(usage[run_id])
+        out["metadata"] = usage_metadata(usage[run_id], run_id)
+    if state is not None and run_id is not None:
+        parts.append({"type": "data-state", "id": state_part_id(run_id), "data": state})
     out["parts"] = parts
     return out
 
 
 def project_history(messages: Iterable[Message], pending: Iterable[PendingCall] = (),
-                    usage: Mapping[str, Usage] | None = None) -> list[dict[str, Any]]:
+                    usage: Mapping[str, Usage] | None = None,
+                    state: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """UIMessages for ``messages`` (oldest first). ``pending``: the thread's waiting calls;
-    ``usage``: committed usage by run id."""
+    ``usage``: committed usage by run id; ``state``: the thread's current state when ``messages`` end
+    with the thread's last run (its UIMessage ends with a ``data-state`` part holding it)."""
     waiting = {p.tool_call_id: p for p in pending}
     usage = usage or {}
     items: list[dict[str, Any]] = []
@@ -151,5 +156,5 @@ def project_history(messages: Iterable[Message], pending: Iterable[PendingCall] 
         else:
             items.append(_input_message(m))
     if group:
-        items.append(_assistant_message(group, waiting, usage))
+        items.append(_assistant_message(group, waiting, usage, state or None))
     return items

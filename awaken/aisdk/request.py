@@ -24,6 +24,7 @@ from typing import Any, Literal
 import attrs
 
 from ..jsonbody import check_content_type, load_json_object, reject
+from ..media import check_count, check_image
 from ..messages import ImagePart, Part, TextPart
 
 #: tool part states that carry the client's answer to a waiting call
@@ -101,7 +102,7 @@ def _image(part: dict[str, Any], where: str) -> ImagePart | None:
     _optional_string(part, "filename", where)
     if not media.lower().startswith("image/") or not url.lower().startswith(_IMAGE_URL_PREFIXES):
         return None
-    return ImagePart(url, media)
+    return check_image(ImagePart(url, media), where)
 
 
 def _input_parts(parts: list[Any], where: str) -> tuple[Part, ...]:
@@ -119,6 +120,7 @@ def _input_parts(parts: list[Any], where: str) -> tuple[Part, ...]:
                 out.append(image)
         elif kind == "reasoning":
             _string(part, "text", pw)
+    check_count(out, f"{where}.parts")
     return tuple(out)
 
 

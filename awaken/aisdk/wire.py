@@ -48,6 +48,8 @@ CHUNKS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "tool-output-error": (frozenset({"toolCallId", "errorText"}), frozenset({"providerExecuted", "dynamic"})),
     "tool-output-denied": (frozenset({"toolCallId"}), frozenset()),
     "error": (frozenset({"errorText"}), frozenset()),
+    # ``data-${string}``: the only data part we send
+    "data-state": (frozenset({"id", "data"}), frozenset({"transient"})),
 }
 #: ``z.unknown()`` keys: required on the wire (zod 4 rejects a missing one), ``null`` allowed
 ALWAYS = frozenset({"input", "output", "data"})

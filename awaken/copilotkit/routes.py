@@ -14,6 +14,7 @@ import attrs
 import orjson
 
 from ..agui.adapter import PROTOCOL as AGUI
+from ..agui.capabilities import capabilities
 from ..auth import principal_of
 from ..context import ServerContext
 from ..encoding import sse_frames
@@ -61,7 +62,8 @@ async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send:
 async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, receive: sse.ASGIReceive,
                  send: sse.ASGISend) -> None:
     if call.kind == "info":
-        await _json(send, 200, runtime.info_document([(a.id, a.config.description) for a in ctx.agents.all()]))
+        await _json(send, 200, runtime.info_document(
+            [(a.id, a.config.description, capabilities(a)) for a in ctx.agents.all()]))
         return
     try:
         ctx.agents.get(call.agent_id)

@@ -131,11 +131,13 @@ def stop_scope(body: bytes) -> str | None:
     return run_id
 
 
-def info_document(agents: list[tuple[str, str]]) -> dict[str, Any]:
-    """``/info``: the published agents by id with their descriptions, served over plain SSE."""
+def info_document(agents: list[tuple[str, str, dict[str, Any]]]) -> dict[str, Any]:
+    """``/info``: the published agents by id with their descriptions and their AG-UI
+    ``AgentCapabilities`` (the document ``GET /v1/ag-ui/agents/{id}/capabilities`` serves), over plain SSE."""
     return {
         "version": __version__,
-        "agents": {agent_id: {"name": agent_id, "description": description} for agent_id, description in agents},
+        "agents": {agent_id: {"name": agent_id, "description": description, "capabilities": capabilities}
+                   for agent_id, description, capabilities in agents},
         "audioFileTranscriptionEnabled": False,
         "mode": "sse",
         "threadEndpoints": {"list": False, "inspect": False, "mutations": False, "realtimeMetadata": False},

@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 import attrs
+import orjson
 import trio
 
 from ..agents import Agent, AgentRegistry
@@ -241,7 +242,9 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> No
         run.state, run.client_state = dict(request.state), True
     run.history = list(view.messages)
     pending = list(view.pending)
-    if request.decisions:
+    if request.replay:
+        _prepare_replay(run)
+    elif request.decisions:
         await _prepare_resume(run, pending)
     elif request.inputs:
         if pending:
@@ -250,6 +253,14 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> No
     else:
         raise InputRejected("the request carries no new input: every message is already committed",
                             code="NO_NEW_INPUT")
+
+
+def _prepare_replay(run: AdmittedRun) -> None:
+    """A request that only repeats committed decisions: nothing runs and nothing is written; its
+    stream starts and finishes (the committed status it reports is the thread's, unchanged)."""
+    run.run_id = run.request.run_id or new_id("run")
+    run.replay = True
+    run.status = RunStatus.COMPLETED
 
 
 def offered_client_tools(agent: Agent, declared: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
@@ -280,6 +291,16 @@ async def _supersede(run: AdmittedRun, pending: list[PendingCall]) -> None:
     run.history.extend(committed)
 
 
+def _check_edited(run: AdmittedRun, call: PendingCall, arguments: str) -> None:
+    """Edited arguments replace the model's only if they satisfy the tool's parameters."""
+    tools = run.app.tools
+    problem = "the tool is not available" if call.name not in tools else tools.check_arguments(
+        call.name, orjson.loads(arguments))
+    if problem is not None:
+        raise InputRejected(f"editedArgs for tool call {call.tool_call_id!r} ({call.name}) do not match "
+                            f"its parameters: {problem}", code="INVALID_RESUME")
+
+
 async def _prepare_resume(run: AdmittedRun, pending: list[PendingCall]) -> None:
     if not pending:
         raise InputRejected("a tool result or decision arrived but nothing on this thread is waiting",
@@ -298,6 +319,8 @@ async def _prepare_resume(run: AdmittedRun, pending: list[PendingCall]) -> None:
                 f"tool call {decision.tool_call_id!r} waits for the client's result, not an approval",
                 code="TOOL_CALL_NOT_PENDING",
             )
+        if decision.arguments is not None:
+            _check_edited(run, call, decision.arguments)
         decided[call.tool_call_id] = decision
     run.run_id = pending[0].run_id
     record = await run.ledger.get_run(run.run_id)

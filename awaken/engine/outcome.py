@@ -19,7 +19,7 @@ import attrs
 import trio
 
 from ..errors import StoreUnavailable
-from ..events import RunFailed, RunFinished
+from ..events import Gate, RunFailed, RunFinished
 from ..ledger import Commit, PendingCall
 from ..protocol import Sink
 from ..runstate import Cause, RunStatus
@@ -47,8 +47,17 @@ class Final:
 
 
 def finish_waiting(run: AdmittedRun, sink: Sink, pending: Sequence[PendingCall]) -> None:
-    """The stream's end for a run that waits (its ``waiting`` status is already committed)."""
-    sink(RunFinished(run.thread_id, run.run_id, "waiting", run.usage, tuple(p.tool_call_id for p in pending)))
+    """The stream's end for a run that waits (its ``waiting`` status is already committed): the
+    pending call ids, the permission gates among them, and the thread as committed."""
+    tools = run.app.tools
+    gates = tuple(
+        Gate(p.tool_call_id, p.name, p.arguments, tools.get(p.name).parameters if p.name in tools else {})
+        for p in pending if p.kind == "approval"
+    )
+    # the thread's messages are numbered from 1: a history that holds message 1 is the whole thread
+    whole = min((m.seq for m in run.history if m.seq), default=1) == 1
+    sink(RunFinished(run.thread_id, run.run_id, "waiting", run.usage, tuple(p.tool_call_id for p in pending),
+                     gates, tuple(run.history), dict(run.state), whole))
 
 
 async def fail(run: AdmittedRun, sink: Sink, code: str, message: str) -> None:
@@ -58,7 +67,7 @@ async def fail(run: AdmittedRun, sink: Sink, code: str, message: str) -> None:
         code, message = "STORE_UNAVAILABLE", f"{message} (and the failure could not be committed)"
         if run.unsettled is not None:  # the reconciler commits what the client was told
             run.unsettled = Final(RunStatus.FAILED, code, message)
-    sink(RunFailed(code, message))
+    sink(RunFailed(code, message, run.usage))
 
 
 async def interrupt(run: AdmittedRun) -> None:

@@ -21,7 +21,7 @@ import trio
 
 from ..ledger import Commit, PendingCall
 from ..messages import Message, ToolCallPart, ToolResultPart
-from ..protocol import DENIED, SUPERSEDED, Sink, result_id
+from ..protocol import SUPERSEDED, Sink, denial, result_id
 from ..runstate import RunStatus
 from ..tools import ToolContext
 from .commit import commit_step
@@ -91,15 +91,14 @@ async def apply_decisions(run: AdmittedRun, sink: Sink) -> None:
             status = "ok" if decision.kind == "ok" else "error"
             part = ToolResultPart(call.tool_call_id, call.name, decision.content, status)
         elif decision.kind in ("ok", "approve"):
+            # Edited arguments (validated at admission) replace the model's; the result records them.
             outcome = await run.app.tools.execute(
-                call.name, call.arguments, ToolContext(run.thread_id, run.run_id, state)
+                call.name, decision.arguments or call.arguments, ToolContext(run.thread_id, run.run_id, state)
             )
             part = ToolResultPart(call.tool_call_id, call.name, outcome.content,
-                                  "ok" if outcome.ok else "error", "approved")
+                                  "ok" if outcome.ok else "error", "approved", decision.arguments)
         else:
-            reason = decision.content.strip()
-            part = ToolResultPart(call.tool_call_id, call.name, f"{DENIED}: {reason}" if reason else DENIED,
-                                  "denied", "denied")
+            part = ToolResultPart(call.tool_call_id, call.name, denial(decision.content), "denied", "denied")
         # A client tool's result is the client's own tool message, committed under its id; a gate's
         # result is the server's (the client's message only carried the decision), so it gets the
         # server's stable id and the client can receive it as a new message.

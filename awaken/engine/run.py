@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..errors import AwakenError, InputRejected
-from ..events import RunFailed, RunStarted, RunStopped
+from ..events import RunFailed, RunFinished, RunStarted, RunStopped
 from ..messages import Message, Usage
 from ..models import ToolSpec
 from ..protocol import RunRequest, Sink, ToolDecision
@@ -39,8 +39,8 @@ class AdmittedRun:
 
     __slots__ = ("_cause", "_executing", "_reconciling", "_released", "_scope", "_settled", "_streamed", "agent", "answer_message_id", "app",
                  "broadcast", "client_state", "client_tools", "decided", "owner", "owner_known",
-                 "history", "ledger", "remaining", "request", "resumed", "run_id", "start", "start_error", "state",
-                 "status", "steps_done", "thread_id", "unsettled", "usage")
+                 "history", "ledger", "remaining", "replay", "request", "resumed", "run_id", "start", "start_error",
+                 "state", "status", "steps_done", "thread_id", "unsettled", "usage")
 
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
         self.app = app
@@ -52,6 +52,8 @@ class AdmittedRun:
         #: the run's committed status, as far as this process wrote it
         self.status = RunStatus.RUNNING
         self.resumed = False
+        #: the request only repeated committed decisions: the stream starts and finishes, nothing runs
+        self.replay = False
         self.history: list[Message] = []
         self.state: dict[str, Any] = {}
         #: the state came from the client and differs from the committed one: it is committed first
@@ -134,6 +136,9 @@ class AdmittedRun:
             await trio.lowlevel.checkpoint_if_cancelled()  # stopped before it started: nothing is streamed
             sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
             self._streamed = True
+            if self.replay:
+                sink(RunFinished(self.thread_id, self.run_id, "completed"))
+                return
             if self.resumed:
                 await policy.apply_decisions(self, sink)
             if self.remaining:

@@ -8,6 +8,8 @@ It reads directives from the lines of the newest user text:
 * ``/words N`` — answer with exactly N words, one word per text delta.
 * ``/delay MS`` — wait MS milliseconds before each delta.
 * ``/fail`` — fail with ``MODEL_ERROR`` after the first delta.
+* ``/parts`` — answer with what the newest user message carried, part by part: ``text "…"`` (the
+  text without directives), ``image <mime> inline <n> bytes`` or ``image <mime> <url>``.
 * ``/hold NAME`` — after the first delta, wait until a run on this server says ``/release NAME`` (at once
   if one already has); ``/release NAME`` opens that gate, then answers as usual. Tests use it to keep a
   run streaming, whatever the machine's load, until they have seen what they wait for.
@@ -32,7 +34,8 @@ import orjson
 import trio
 
 from ..errors import ModelFailure
-from ..messages import Message, Usage
+from ..media import describe_image
+from ..messages import ImagePart, Message, TextPart, Usage
 from . import ModelOutput, ModelRequest
 
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
@@ -57,6 +60,7 @@ class Script:
     release: str | None = None
     context: bool = False
     state: bool = False
+    parts: bool = False
 
 
 def parse_script(text: str) -> Script:
@@ -65,6 +69,7 @@ def parse_script(text: str) -> Script:
     words = None
     delay = 0.0
     fail = False
+    parts = False
     gates: dict[str, str] = {}
     context = False
     state = False
@@ -87,6 +92,8 @@ def parse_script(text: str) -> Script:
                 plain.append(stripped)
         elif head == "/fail":
             fail = True
+        elif stripped == "/parts":
+            parts = True
         elif head in ("/hold", "/release") and rest:
             gates[head] = rest
         elif head == "/context":
@@ -96,7 +103,20 @@ def parse_script(text: str) -> Script:
         else:
             plain.append(line)
     return Script("\n".join(plain).strip(), tuple(calls), think, words, delay, fail, gates.get("/hold"),
-                  gates.get("/release"), context, state)
+                  gates.get("/release"), context, state, parts)
+
+
+def describe_parts(message: Message) -> str:
+    """``/parts``: what ``message`` carried, part by part."""
+    said = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            text = parse_script(part.text).text
+            if text:
+                said.append(f'text "{text}"')
+        elif isinstance(part, ImagePart):
+            said.append(describe_image(part))
+    return "You sent: " + "; ".join(said) + "."
 
 
 def _count_words(messages: tuple[Message, ...]) -> int:
@@ -160,6 +180,8 @@ class ScriptedModel:
             said = "; ".join(f"{r.name} returned {r.content}" if r.status == "ok" else f"{r.name} failed: {r.content}"
                              for r in results)
             answer = f"Here is what the tools said: {said}."
+        elif script.parts and last_user is not None:
+            answer = describe_parts(history[last_user])
         elif script.context:
             answer = context_answer(request)
         elif script.state:

@@ -109,6 +109,14 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
+    def check_arguments(self, name: str, args: Any) -> str | None:
+        """Why ``args`` do not satisfy the tool's parameters (None: they do)."""
+        errors = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.path))
+        if not errors:
+            return None
+        where = "/".join(str(p) for p in errors[0].path) or "arguments"
+        return f"{where}: {errors[0].message}"
+
     async def execute(self, name: str, arguments: str, ctx: ToolContext) -> ToolOutcome:
         """Run one call. Never raises for bad arguments or tool failures: those are error outcomes."""
         tool = self._tools.get(name)
@@ -118,10 +126,8 @@ class ToolRegistry:
             args = json.loads(arguments) if arguments.strip() else {}
         except ValueError as exc:
             return ToolOutcome(f"invalid arguments: not JSON ({exc.msg})", False)
-        errors = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.path))
-        if errors:
-            where = "/".join(str(p) for p in errors[0].path) or "arguments"
-            return ToolOutcome(f"invalid arguments: {where}: {errors[0].message}", False)
+        if (problem := self.check_arguments(name, args)) is not None:
+            return ToolOutcome(f"invalid arguments: {problem}", False)
         state_before = dict(ctx.state)
         result = await self._call(tool, args, ctx)
         if ctx.state != state_before and (problem := state_problem(ctx.state)):

@@ -66,12 +66,12 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
     }
   }
 
-  async function runAgui(): Promise<void> {
+  async function runAgui(params: Record<string, unknown> = {}): Promise<void> {
     if (!agui) return;
     status = "streaming";
     draw();
     try {
-      await agui.runAgent({}, {
+      await agui.runAgent(params, {
         onMessagesChanged: () => draw(),
         onRunErrorEvent: ({ event }) => { error = `${(event as any).code ?? "RUN_ERROR"}: ${event.message}`; },
       });
@@ -83,10 +83,24 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
   }
 
   const tools = () => clientTools(list, choice.agent);
+  const resumes = new Map<string, unknown>();
   const actions = {
     decide: (call: { toolCallId: string; approvalId?: string }, approved: boolean, reason: string) => {
       if (aisdk && call.approvalId) void aisdk.decide(call.approvalId, approved, reason);
       else if (agui) {
+        // A 1.x agent was handed the gates as interrupts: they are answered together in resume[].
+        const open = agui.pendingInterrupts ?? [];
+        const interrupt = open.find((i) => i.toolCallId === call.toolCallId);
+        if (interrupt) {
+          resumes.set(interrupt.id, { interruptId: interrupt.id, status: "resolved",
+                                      payload: approved ? { approved } : { approved, reason: reason || "denied by a person" } });
+          if (open.every((i) => resumes.has(i.id))) {
+            const resume = open.map((i) => resumes.get(i.id));
+            resumes.clear();
+            void runAgui({ resume });
+          }
+          return;
+        }
         const message: any = { id: newId("decision"), role: "tool", toolCallId: call.toolCallId, content: approved ? "approved" : "denied" };
         if (!approved) message.error = reason || "denied by a person";
         agui.addMessage(message);

@@ -46,7 +46,8 @@ function html(name) {
 export async function buildPages() {
   const out = join(CACHE, inputHash());
   if (existsSync(join(out, "DONE"))) return out;
-  const entries = readdirSync(PAGES).filter((f) => /\.tsx?$/.test(f) && f !== "common.ts");
+  // common*.ts(x) are modules the pages share, not pages
+  const entries = readdirSync(PAGES).filter((f) => /\.tsx?$/.test(f) && !f.startsWith("common"));
   const tmp = `${out}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });

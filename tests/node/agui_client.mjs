@@ -32,11 +32,11 @@ function makeAgent(path, init = {}) {
   return new HttpAgent({ url: `${baseUrl}${path}`, threadId, initialState: {}, headers, ...init });
 }
 
-async function run(agent) {
+async function run(agent, params = {}) {
   const record = { types: [], errors: [], finished: [] };
   try {
     const { result, newMessages } = await agent.runAgent(
-      {},
+      params,
       {
         onEvent: ({ event }) => {
           record.types.push(event.type);
@@ -46,7 +46,8 @@ async function run(agent) {
         },
         onRunFinishedEvent: (p) => {
           record.finished.push({ outcome: p.outcome ?? null, result: p.result ?? null,
-                                 pendingToolCallIds: p.pendingToolCallIds ?? null });
+                                 pendingToolCallIds: p.pendingToolCallIds ?? null,
+                                 interrupts: p.interrupts ?? null });
         },
       },
     );
@@ -76,6 +77,17 @@ function pendingCalls(agent) {
     .filter((m) => m.role === "assistant")
     .flatMap((m) => m.toolCalls ?? [])
     .filter((c) => !answered.has(c.id));
+}
+
+// A 1.x client that was handed interrupts must answer every one with resume[] (it refuses to send
+// anything else); 0.0.59 knows no interrupts and answers gates with tool messages.
+function interrupted(agent) {
+  return (agent.pendingInterrupts ?? []).length > 0;
+}
+
+function resumeAll(agent, payload, extra = []) {
+  const resume = agent.pendingInterrupts.map((i) => ({ interruptId: i.id, status: "resolved", payload }));
+  return run(agent, { resume: [...resume, ...extra] });
 }
 
 const calc = (expression) => `/call calculator ${JSON.stringify({ expression })}`;
@@ -122,8 +134,12 @@ const scenarios = {
     const agent = makeAgent(path);
     say(agent, text);
     await run(agent);
-    for (const call of pendingCalls(agent)) answerTool(agent, call.id, "approved");
-    await run(agent);
+    if (interrupted(agent)) {
+      await resumeAll(agent, { approved: true });
+    } else {
+      for (const call of pendingCalls(agent)) answerTool(agent, call.id, "approved");
+      await run(agent);
+    }
     say(agent, "and now?");
     await run(agent);
     return agent;
@@ -132,8 +148,12 @@ const scenarios = {
     const agent = makeAgent(path);
     say(agent, text);
     await run(agent);
-    for (const call of pendingCalls(agent)) answerTool(agent, call.id, "no", "the user said no");
-    await run(agent);
+    if (interrupted(agent)) {
+      await resumeAll(agent, { approved: false, reason: "the user said no" });
+    } else {
+      for (const call of pendingCalls(agent)) answerTool(agent, call.id, "no", "the user said no");
+      await run(agent);
+    }
     say(agent, "ok then");
     await run(agent);
     return agent;
@@ -152,8 +172,13 @@ const scenarios = {
     const agent = makeAgent("/v1/ag-ui/agents/guarded");
     say(agent, calc("3 - 1"));
     await run(agent);
-    answerTool(agent, "call_not_pending", "approved");
-    await run(agent);
+    if (interrupted(agent)) {
+      await resumeAll(agent, { approved: true },
+                      [{ interruptId: "int_call_not_pending", status: "resolved", payload: { approved: true } }]);
+    } else {
+      answerTool(agent, "call_not_pending", "approved");
+      await run(agent);
+    }
     return agent;
   },
   // First half of a resume across a restart: leave a call waiting at its gate.

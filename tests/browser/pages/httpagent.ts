@@ -1,8 +1,10 @@
 // An HttpAgent page (@ag-ui/client) on another origin than the server, posting to
 // /v1/ag-ui/agents/{agent}. On load it reads the thread's history into `initialMessages`, so a reload
-// shows the conversation. A pending call on agent `guarded` is a permission gate (Approve sends a
-// tool message without `error`, Deny one with `error`); on agent `frontend` it is `ask_user`, answered
-// with the text typed next to it. Each answer runs the agent again; the same server run continues.
+// shows the conversation. A pending call on agent `guarded` is a permission gate: the 1.x client was
+// handed it as an interrupt, so Approve/Deny answer it in `resume[]` (once every open interrupt has an
+// answer); a gate that is not an interrupt (rebuilt from history) is answered with a tool message
+// (without `error` to allow, with it to deny). On agent `frontend` it is `ask_user`, answered with the
+// text typed next to it. Each answer runs the agent again; the same server run continues.
 import { HttpAgent, type Message } from "@ag-ui/client";
 
 import { agentId, authHeaders, publish, readHistory, server, thread } from "./common";
@@ -38,11 +40,11 @@ function toolMessage(toolCallId: string, content: string, prefix: string, error?
   return message;
 }
 
-async function run(): Promise<void> {
+async function run(params: Record<string, unknown> = {}): Promise<void> {
   status = "running";
   render();
   try {
-    await agent.runAgent({}, {
+    await agent.runAgent(params, {
       onMessagesChanged: () => render(),
       onRunErrorEvent: ({ event }) => {
         errors.push(`${(event as any).code}: ${event.message}`);
@@ -60,6 +62,27 @@ function answer(message: Message): void {
   void run();
 }
 
+const answers = new Map<string, any>();
+
+function decide(callId: string, approved: boolean): void {
+  const open = agent.pendingInterrupts ?? [];
+  const interrupt = open.find((i: any) => i.toolCallId === callId);
+  if (!interrupt) {
+    answer(approved ? toolMessage(callId, "approved", "decision")
+                    : toolMessage(callId, "denied", "decision", "the user said no"));
+    return;
+  }
+  answers.set(interrupt.id, { interruptId: interrupt.id, status: "resolved",
+                              payload: approved ? { approved } : { approved, reason: "the user said no" } });
+  if (open.every((i: any) => answers.has(i.id))) {
+    const resume = open.map((i: any) => answers.get(i.id));
+    answers.clear();
+    void run({ resume });
+  } else {
+    render();
+  }
+}
+
 function renderCall(call: any, results: Map<string, any>): HTMLElement {
   const result = results.get(call.id);
   const state = result ? (result.error !== undefined ? "error" : "done") : "pending";
@@ -67,10 +90,13 @@ function renderCall(call: any, results: Map<string, any>): HTMLElement {
     el("code", {}, `${call.function.name}(${call.function.arguments})`));
   if (result) {
     node.append(el("span", { class: "output" }, result.error !== undefined ? ` ✗ ${result.content}` : ` → ${result.content}`));
+  } else if (status === "ready" && agentId === "guarded" && (agent.pendingInterrupts ?? []).some(
+    (i: any) => i.toolCallId === call.id && answers.has(i.id))) {
+    node.append(" (answered)");
   } else if (status === "ready" && agentId === "guarded") {
     node.append(" ",
-      button("approve", "Approve", () => answer(toolMessage(call.id, "approved", "decision"))),
-      button("deny", "Deny", () => answer(toolMessage(call.id, "denied", "decision", "the user said no"))));
+      button("approve", "Approve", () => decide(call.id, true)),
+      button("deny", "Deny", () => decide(call.id, false)));
   } else if (status === "ready" && call.function.name === "ask_user") {
     const input = el("input", { class: "answer-text" }) as HTMLInputElement;
     node.append(" ", input, button("answer", "Answer", () =>

@@ -1,111 +1,12 @@
-// A useChat page (AI SDK v6, @ai-sdk/react) on another origin than the server: DefaultChatTransport
-// posts to /v1/ai-sdk/agents/{agent}/chat; the chat id is the thread id. On load it reads the thread's
-// history and starts from it, so a reload shows the conversation. Approvals (agent `guarded`) and the
-// browser-executed `ask_user` (agent `frontend`) are answered with buttons.
+// useChat with AI SDK v6 (ai@6, @ai-sdk/react 3): the page itself is common_usechat.tsx.
 import { useChat } from "@ai-sdk/react";
 import {
   DefaultChatTransport,
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
-  type UIMessage,
 } from "ai";
-import { useEffect, useMemo, useState } from "react";
-import { createRoot } from "react-dom/client";
 
-import { agentId, authHeaders, publish, readHistory, server, thread } from "./common";
+import { mount } from "./common_usechat";
 
-const api = `${server}/v1/ai-sdk/agents/${encodeURIComponent(agentId)}/chat`;
-const resendWhen =
-  agentId === "guarded" ? lastAssistantMessageIsCompleteWithApprovalResponses
-  : agentId === "frontend" ? lastAssistantMessageIsCompleteWithToolCalls
-  : undefined;
-
-type Actions = {
-  approve: (approvalId: string, approved: boolean) => void;
-  answer: (tool: string, toolCallId: string, answer: string) => void;
-};
-
-function ToolPart({ part, actions }: { part: any; actions: Actions }) {
-  const name = part.type === "dynamic-tool" ? part.toolName : part.type.slice("tool-".length);
-  const [answer, setAnswer] = useState("");
-  return (
-    <div className="part tool" data-tool={name} data-state={part.state} data-call={part.toolCallId}>
-      <code>{name}({JSON.stringify(part.input ?? {})})</code>
-      {part.state === "approval-requested" && (
-        <span>
-          {" "}
-          <button className="approve" onClick={() => actions.approve(part.approval.id, true)}>Approve</button>
-          <button className="deny" onClick={() => actions.approve(part.approval.id, false)}>Deny</button>
-        </span>
-      )}
-      {part.state === "input-available" && name === "ask_user" && (
-        <span>
-          {" "}
-          <input className="answer-text" value={answer} onChange={(e) => setAnswer(e.target.value)} />
-          <button className="answer" onClick={() => actions.answer(name, part.toolCallId, answer)}>Answer</button>
-        </span>
-      )}
-      {part.state === "output-available" && <span className="output"> → {JSON.stringify(part.output)}</span>}
-      {part.state === "output-error" && <span className="output"> ✗ {part.errorText}</span>}
-      {part.state === "output-denied" && <span className="output"> denied</span>}
-    </div>
-  );
-}
-
-function Part({ part, actions }: { part: any; actions: Actions }) {
-  if (part.type === "text") return <p className="part text">{part.text}</p>;
-  if (part.type === "reasoning") return <p className="part reasoning">thinking: {part.text}</p>;
-  if (part.type === "dynamic-tool" || part.type.startsWith("tool-")) return <ToolPart part={part} actions={actions} />;
-  return null; // step-start, data parts
-}
-
-function Chat({ initial, historyStatus }: { initial: UIMessage[]; historyStatus: number }) {
-  const transport = useMemo(() => new DefaultChatTransport({ api, headers: authHeaders }), []);
-  const { messages, sendMessage, status, error, addToolApprovalResponse, addToolOutput } = useChat({
-    id: thread,
-    messages: initial,
-    transport,
-    sendAutomaticallyWhen: resendWhen,
-  });
-  const [input, setInput] = useState("");
-  const actions: Actions = {
-    approve: (id, approved) => void addToolApprovalResponse({ id, approved }),
-    answer: (tool, toolCallId, answer) => void addToolOutput({ tool: tool as never, toolCallId, output: { answer } }),
-  };
-  useEffect(() => {
-    publish({ page: "usechat", thread, agent: agentId, status, error: error?.message ?? null, messages, historyStatus });
-  }, [status, error, messages, historyStatus]);
-  return (
-    <main>
-      <h1>useChat · agent {agentId} · thread {thread}</h1>
-      <div id="status" data-status={status}>{status}</div>
-      {error && <div id="error">{error.message}</div>}
-      <ol id="messages">
-        {messages.map((m) => (
-          <li key={m.id} className="message" data-role={m.role} data-id={m.id}>
-            <b>{m.role}</b>
-            {m.parts.map((p, i) => <Part key={i} part={p} actions={actions} />)}
-          </li>
-        ))}
-      </ol>
-      <form id="composer" onSubmit={(e) => {
-        e.preventDefault();
-        void sendMessage({ text: input });
-        setInput("");
-      }}>
-        <textarea id="input" value={input} onChange={(e) => setInput(e.target.value)} />
-        <button id="send" type="submit" disabled={status !== "ready" || input === ""}>Send</button>
-      </form>
-    </main>
-  );
-}
-
-async function main() {
-  const history = await readHistory(`/v1/ai-sdk/threads/${encodeURIComponent(thread)}/messages`);
-  createRoot(document.getElementById("root")!).render(<Chat initial={history.items} historyStatus={history.status} />);
-}
-
-main().catch((err) => {
-  publish({ page: "usechat", fatal: String(err) });
-  document.body.textContent = `fatal: ${err}`;
-});
+mount({ useChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses,
+        lastAssistantMessageIsCompleteWithToolCalls }, "usechat");
