@@ -1,14 +1,16 @@
-"""The ``awaken`` command: ``serve`` and ``ledger copy``.
+"""The ``awaken`` command: ``serve``, ``ledger copy`` and ``ledger migrate``.
 
 ``awaken serve [--config PATH] [--bind HOST:PORT]`` loads the config (one clear line and exit 2 on a
 bad one), opens the ledger, starts the MCP servers and serves on hypercorn's trio worker until
 SIGINT/SIGTERM; then the HTTP side stops first and the MCP servers (stdio children) after it.
+With ``[server] workers = N > 1`` it supervises N such processes on one address (``awaken/workers.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 
@@ -18,18 +20,21 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from .config import AppConfig, load_config
-from .context import ServerContext
+from .context import ServerContext, check_workers
 from .errors import ConfigError, StoreUnavailable
 from .exchange import MAX_BODY
 from .ledger_copy import add_copy_command
+from .ledger_migrate import add_migrate_command
 from .server import build_asgi
+from .workers import supervise
 
 log = logging.getLogger("awaken")
 
 
-def hypercorn_config(config: AppConfig) -> HypercornConfig:
+def hypercorn_config(config: AppConfig, worker_fd: int | None = None) -> HypercornConfig:
     hc = HypercornConfig()
-    hc.bind = [config.server.bind]
+    # a worker serves the socket its supervisor bound and passed down
+    hc.bind = [config.server.bind if worker_fd is None else f"fd://{worker_fd}"]
     hc.graceful_timeout = config.server.graceful_timeout
     hc.accesslog = None
     hc.errorlog = "-"
@@ -38,7 +43,8 @@ def hypercorn_config(config: AppConfig) -> HypercornConfig:
     return hc
 
 
-async def serve(config: AppConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+async def serve(config: AppConfig, worker_fd: int | None = None, *,
+                task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
     """Open the ledger, serve until SIGINT/SIGTERM (or cancellation), close everything."""
     ctx = ServerContext.build(config)
     await ctx.open()
@@ -54,14 +60,16 @@ async def serve(config: AppConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> N
             # after hypercorn's graceful shutdown interrupts what still runs for ``shutdown``
             async with ctx.app.hosting(), trio.open_nursery() as nursery:
                 await nursery.start(ctx.run_mcp)
+                await nursery.start(ctx.run_claims)
 
                 async def web(task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
-                    await hypercorn_serve(build_asgi(ctx), hypercorn_config(config),
+                    await hypercorn_serve(build_asgi(ctx), hypercorn_config(config, worker_fd),
                                           shutdown_trigger=shutdown_trigger, task_status=task_status)
                     nursery.cancel_scope.cancel()  # the web side is done: stop the MCP servers
 
                 binds = await nursery.start(web)
-                print(f"awaken: serving on {', '.join(binds)} (ledger: {config.ledger.backend} at "
+                where = ", ".join(binds) if worker_fd is None else f"{config.server.bind} as worker {os.getpid()}"
+                print(f"awaken: serving on {where} (ledger: {config.ledger.backend} at "
                       f"{config.ledger.path})", flush=True)
                 task_status.started(binds)
     finally:
@@ -78,11 +86,15 @@ def _serve_command(args: argparse.Namespace) -> int:
             if not host or not port.isdigit():
                 raise ConfigError(f"--bind: {args.bind!r} is not HOST:PORT")
         ServerContext.build(config)  # surface plugin/tool/backend errors before serving
+        check_workers(config)
     except ConfigError as exc:
         print(f"awaken: {exc}", file=sys.stderr)
         return 2
     try:
-        trio.run(serve, config)
+        if config.server.workers > 1 and args.worker_fd is None:
+            trio.run(supervise, args.config, config.server.bind, config.server.workers)
+        else:
+            trio.run(serve, config, args.worker_fd)
     except StoreUnavailable as exc:
         print(f"awaken: the ledger is unavailable: {exc.message}", file=sys.stderr)
         return 1
@@ -98,8 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     p_serve = sub.add_parser("serve", help="serve the published agents over HTTP")
     p_serve.add_argument("--config", default="config.toml", help="config file (default: ./config.toml)")
     p_serve.add_argument("--bind", help="HOST:PORT, overriding server.bind")
+    p_serve.add_argument("--worker-fd", type=int, help=argparse.SUPPRESS)  # set by the workers' supervisor
     p_serve.set_defaults(func=_serve_command)
-    add_copy_command(sub)
+    p_ledger = sub.add_parser("ledger", help="ledger maintenance")
+    ledger_sub = p_ledger.add_subparsers(dest="ledger_command", required=True)
+    add_copy_command(ledger_sub)
+    add_migrate_command(ledger_sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

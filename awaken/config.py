@@ -52,6 +52,8 @@ class ServerConfig:
     cors_origins: list[str] = attrs.field(factory=list)
     #: request headers browsers may send beyond content-type, authorization, user-agent and last-event-id
     cors_extra_headers: list[str] = attrs.field(factory=list)
+    #: server processes on ``bind`` (one Trio loop each); more than 1 needs a ledger shared by processes
+    workers: int = 1
 
 
 @attrs.frozen
@@ -256,6 +258,7 @@ def _check(config: AppConfig, source: str) -> None:
         ("max_buffered_bytes", server.max_buffered_bytes, server.max_buffered_bytes > 0),
         ("ws_ping_seconds", server.ws_ping_seconds, server.ws_ping_seconds > 0),
         ("graceful_timeout", server.graceful_timeout, server.graceful_timeout >= 0),
+        ("workers", server.workers, isinstance(server.workers, int) and server.workers >= 1),
     ):
         if not ok:
             raise ConfigError(f"{source}: server.{key}: {value!r} is out of range (must be positive)")

@@ -26,6 +26,16 @@ if TYPE_CHECKING:
     from .mcp.servers import McpServers
 
 
+def check_workers(config: AppConfig) -> None:
+    """``[server] workers > 1`` needs a ledger that several processes may share (one line if not)."""
+    workers = config.server.workers
+    if workers > 1 and not ledger_class(config.ledger.backend).shared_by_processes:
+        raise ConfigError(
+            f"server.workers: {workers} server processes need a ledger they can share (backend = \"postgres\"); "
+            f"the {config.ledger.backend} ledger is owned by one process, so workers must be 1"
+        )
+
+
 def build_ledger(config: AppConfig) -> Ledger:
     """The configured backend, constructed (not opened); bad options are a ``ConfigError``."""
     backend = ledger_class(config.ledger.backend)
@@ -72,6 +82,11 @@ class ServerContext:
             task_status.started()
             return
         await self.mcp.run(task_status=task_status)
+
+    async def run_claims(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+        """The thread claims' upkeep (lease heartbeat, dead-process sweep, stop requests from other
+        processes) until cancelled; returns at once for an embedded ledger's local claims."""
+        await self.app.claims.serve(self.app.stop_local, task_status=task_status)
 
     async def aclose(self) -> None:
         for model in {id(m): m for m in self.models.values()}.values():

@@ -67,8 +67,14 @@ def sse_frame_at(position: bytes | None, payload: bytes) -> bytes:
 
 
 def text_payload(payload: Any) -> bytes:
-    """The payload of one wire event as a text message carries it (what SSE puts after ``data: ``)."""
-    return payload.encode() if type(payload) is Verbatim else orjson.dumps(payload)
+    """The payload of one wire event as a text message carries it (what SSE puts after ``data: ``).
+
+    A run's broadcast keeps these for rejoins (bounded by ``replay_bytes``, counted by length), so
+    they are copied to their exact size: the bytes ``orjson.dumps`` returns are a 4 KiB allocation
+    even for a 100-byte delta (see bench/README.md, "Memory per active stream")."""
+    if type(payload) is Verbatim:
+        return payload.encode()
+    return bytes(memoryview(orjson.dumps(payload)))
 
 
 def sse_frames(wire: Iterable[WireEvent]) -> bytes:

@@ -61,6 +61,10 @@ CODES: dict[str, tuple[str, str]] = {
         "WebSocket upgrade is refused the same way).",
     ),
     "INVALID_POSITION": ("input", "Rejoin: Last-Event-ID is not a stream position this server writes (400)."),
+    "RUN_ON_OTHER_PROCESS": (
+        "input",
+        "Rejoin: the thread's run streams on another server process (the message names it); rejoin there (409).",
+    ),
     "REPLAY_GONE": ("run", "Rejoin: the run's stream start is no longer held; read the history instead."),
     "MODEL_ERROR": ("run", "The model failed or answered with something unusable."),
     "MODEL_UNAVAILABLE": ("run", "The model endpoint could not be reached or refused the credentials."),

@@ -35,8 +35,10 @@ from .transports import sse, ws
 log = logging.getLogger("awaken.exchange")
 #: the largest request body accepted (base64 images make bodies large)
 MAX_BODY = 32 * 1024 * 1024
-#: a body larger than this is parsed in a worker thread, so decoding it never stalls the loop
-INLINE_PARSE_BYTES = 64 * 1024
+#: a body at least this large is parsed in a worker thread (``trio.to_thread``): decoding and
+#: validating a replayed history of hundreds of KB takes milliseconds that other streams' deltas
+#: would otherwise wait behind on the event loop
+OFF_LOOP_BODY = 256 * 1024
 
 #: a transport's writer of one encoded wire event: ``deliver(position or None, payload)``
 Deliver = Callable[[bytes | None, bytes], None]
@@ -89,7 +91,7 @@ async def exchange(
     try:
         if body is None:
             raise InputRejected(f"the body is larger than {MAX_BODY} bytes", code="BODY_TOO_LARGE")
-        if len(body) > INLINE_PARSE_BYTES:
+        if len(body) >= OFF_LOOP_BODY:
             parsed = await trio.to_thread.run_sync(protocol.parse, body, content_type)
         else:
             parsed = protocol.parse(body, content_type)

@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .claims import LocalClaims, ThreadClaims
 from .errors import ConfigError
 from .messages import Message, Usage, result_id
 from .models import ToolSpec
@@ -278,6 +279,15 @@ class DuplicateRun(ValueError):
 class Ledger(abc.ABC):
     """The storage plugin boundary. All methods are async and safe to call from many Trio tasks."""
 
+    #: whether several server processes may open this ledger at once (``[server] workers > 1``); a
+    #: backend that says so stores its thread claims where every process sees them (``claims``)
+    shared_by_processes: bool = False
+
+    def claims(self) -> ThreadClaims:
+        """Who may run on a thread now. An embedded ledger (one process owns it) keeps the default:
+        the server's own registry of active runs decides (``LocalClaims``)."""
+        return LocalClaims()
+
     @abc.abstractmethod
     async def open(self) -> None:
         """Open (creating if needed) the store and recover runs left ``running`` by a crash."""
@@ -465,7 +475,10 @@ def ledger_class(name: str) -> type[Ledger]:
         raise ConfigError(
             f"ledger.backend: unknown backend {name!r}; known backends: {', '.join(sorted(backends))}"
         )
-    return backends[name].load()
+    try:
+        return backends[name].load()
+    except ImportError as exc:  # e.g. postgres without its extra: pip install 'awaken[postgres]'
+        raise ConfigError(f"ledger.backend: the {name} backend cannot be loaded: {exc}") from None
 
 
 def imported_updated_at(thread: ThreadRecord, runs: Sequence[RunRecord], messages: Sequence[Message]) -> int:

@@ -99,9 +99,7 @@ def _copy_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_copy_command(sub: argparse._SubParsersAction) -> None:
-    p_ledger = sub.add_parser("ledger", help="ledger maintenance")
-    ledger_sub = p_ledger.add_subparsers(dest="ledger_command", required=True)
+def add_copy_command(ledger_sub: argparse._SubParsersAction) -> None:
     p_copy = ledger_sub.add_parser("copy", help="copy the whole history from one config's ledger to another's")
     p_copy.add_argument("--from", dest="source", required=True, metavar="CONFIG_A")
     p_copy.add_argument("--to", dest="dest", required=True, metavar="CONFIG_B")

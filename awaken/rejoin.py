@@ -26,13 +26,26 @@ from .auth.principal import PRINCIPAL_KEY, Principal
 from .broadcast import Channel, parse_position, position
 from .context import ServerContext
 from .encoding import text_payload
-from .errors import InputRejected
+from .errors import InputRejected, StoreUnavailable
 from .exchange import DETACHED, Deliver
 from .ledger import Ledger
 from .protocol import Protocol
 from .transports import sse
 
 Producer = Callable[[Deliver], Awaitable[None]]
+
+
+async def _held_elsewhere(ctx: ServerContext, thread_id: str, principal: Principal | None) -> str | None:
+    """The server process (``host:pid``) whose run holds the thread, when it is not this one and the
+    caller may see the thread (several processes on one database); None otherwise."""
+    try:
+        holder = await ctx.app.claims.holder(thread_id)
+        if holder is None or holder == ctx.app.claims.process_id:
+            return None
+        _exists, owner = await ctx.app.owner_of(thread_id)
+    except StoreUnavailable:
+        return None
+    return holder if principal is None or principal.may_see(owner) else None
 
 
 async def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, principal: Principal | None,
@@ -119,6 +132,13 @@ def rejoin_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
             await sse.send_once(send, json_headers, _error_body(exc.code, exc.message), 400)
             return
         if produce is None:
+            elsewhere = await _held_elsewhere(ctx, params["thread"], scope.get(PRINCIPAL_KEY))
+            if elsewhere is not None:
+                await sse.send_once(send, json_headers, _error_body(
+                    "RUN_ON_OTHER_PROCESS",
+                    f"the run on this thread streams on server process {elsewhere}; rejoin through that process"),
+                    409)
+                return
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return

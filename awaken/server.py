@@ -38,7 +38,9 @@ another user 404 ``UNKNOWN_THREAD`` (``access.visible_thread``; runs check it at
 from __future__ import annotations
 
 import math
+import os
 import re
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -94,9 +96,12 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
             response.headers["Allow"] = ", ".join(exc.valid_methods)
         return response
 
+    process = f"{socket.gethostname()}:{os.getpid()}"
+
     @app.get("/healthz")
     async def healthz():  # noqa: ANN202
-        return jsonify({"status": "ok"})
+        # which server process answered (several may serve one address: [server] workers)
+        return jsonify({"status": "ok"}), 200, {"x-awaken-process": process}
 
     probe: dict[str, Any] = {"at": -math.inf, "error": None}
 

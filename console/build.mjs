@@ -15,6 +15,23 @@ import * as esbuild from "esbuild";
 const HERE = dirname(fileURLToPath(import.meta.url));
 const out = resolve(process.argv[2] ?? join(HERE, "..", "awaken", "console", "static"));
 
+// Size. package.json pins zod to 3.25.76, the version @ag-ui/client and @ag-ui/proto require and one
+// `ai` accepts, so npm installs one zod for both client libraries instead of two (a zod 4 for `ai`
+// beside @ag-ui's own 3.25, each bundled with its zod/v4). And zod's namespace object (`z`, which the client libraries import whole) re-exports every locale's
+// error messages, which esbuild cannot tree-shake from a namespace; the console only ever uses zod's
+// default English messages (nothing calls z.config with another locale), so the locale index is
+// reduced to English. Every other module of zod and of the client libraries is bundled as published.
+const englishOnly = {
+  name: "zod-english-only",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, (args) => ({
+      contents: 'export { default as en } from "./en.js";\n',
+      resolveDir: dirname(args.path),
+      loader: "js",
+    }));
+  },
+};
+
 const result = await esbuild.build({
   absWorkingDir: HERE,
   entryPoints: { console: "src/main.ts" },
@@ -28,6 +45,7 @@ const result = await esbuild.build({
   legalComments: "none",
   charset: "utf8",
   define: { "process.env.NODE_ENV": '"production"' },
+  plugins: [englishOnly],
   logLevel: "warning",
 });
 const css = await esbuild.build({

@@ -114,6 +114,13 @@ class Tab:
     async def fill(self, selector: str, value: str) -> None:
         await self.command("fill", selector=selector, value=value)
 
+    async def select(self, selector: str, value: str) -> None:
+        await self.command("select", selector=selector, value=value)
+
+    async def press(self, key: str) -> None:
+        """Press ``key`` on the focused element (``"Tab"``, ``"Shift+Tab"``, ``"Enter"``, ``"Space"``)."""
+        await self.command("press", key=key)
+
     async def wait_for(self, predicate: str, arg: Any = None, within: float = 15) -> Any:
         """Wait until the JS function ``predicate(arg)`` is truthy in the page; return its value.
         ``within``: the seconds the page has (the runner's deadline; its error shows the page state)."""

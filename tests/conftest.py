@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import trio
 
+from . import pg_cluster
 from .browser_harness import BrowserRunner
 from .helpers import default_config_data, live_server, make_config
 
@@ -123,3 +124,10 @@ async def cross_origin_server(browser, tmp_path):
     server = dict(default_config_data()["server"], cors_origins=[browser.pages_origin])
     async with live_server(make_config(tmp_path, server=server)) as srv:
         yield srv
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_cluster_teardown():
+    """Stop the throwaway Postgres cluster at the end of the session, if a test started one."""
+    yield
+    pg_cluster.stop_cluster()

@@ -54,6 +54,7 @@ async def live_server(config: AppConfig) -> AsyncIterator[LiveServer]:
     try:
         async with ctx.app.hosting(), trio.open_nursery() as nursery:
             await nursery.start(ctx.run_mcp)
+            await nursery.start(ctx.run_claims)
             hc = HypercornConfig()
             hc.bind = ["127.0.0.1:0"]
             hc.accesslog = None

@@ -1,4 +1,4 @@
-"""The built-in backends as ledger factories for the importable suites (``awaken.testing``).
+"""The built-in backends (and Postgres on the session's throwaway cluster) as ledger factories for the importable suites (``awaken.testing``).
 
 ``BACKENDS`` maps a backend name to a module-level factory ``factory(root, **options)`` that builds an
 unopened ledger under ``root``; tests parametrise ``ledger_factory`` over it, so adding a backend here
@@ -14,7 +14,9 @@ from typing import Any
 from awaken.ledger import Ledger
 from awaken.testing import harness
 from storage_backends.files import FileLedger
+from storage_backends.postgres_ledger import PostgresLedger
 from storage_backends.sqlite_ledger import SqliteLedger
+from tests import pg_cluster
 
 
 def sqlite_ledger(root: Path, **options: Any) -> Ledger:
@@ -25,8 +27,17 @@ def file_ledger(root: Path, **options: Any) -> Ledger:
     return FileLedger(str(root / "ledger"), **options)
 
 
+def postgres_ledger(root: Path, **options: Any) -> Ledger:
+    """A schema of the session's throwaway cluster, one per root (nothing is written under it)."""
+    return PostgresLedger(pg_cluster.dsn_for(root), password_env=pg_cluster.PASSWORD_ENV, **options)
+
+
 #: backend name -> factory(root directory, **backend options) -> an unopened ledger
-BACKENDS: dict[str, Callable[..., Ledger]] = {"sqlite": sqlite_ledger, "files": file_ledger}
+BACKENDS: dict[str, Callable[..., Ledger]] = {
+    "sqlite": sqlite_ledger,
+    "files": file_ledger,
+    "postgres": postgres_ledger,
+}
 
 
 def make_ledger(backend: str, root: Path | str, **options: Any) -> Ledger:

@@ -144,3 +144,79 @@ async def test_a_new_thread_has_an_empty_admission_view(backend, tmp_path):
         view = await ledger.admission_view("nobody", {"u1"}, {"c1": None}, 10)
     assert (view.thread, view.messages, view.pending) == (None, (), ())
     assert view.message_ids() == view.answered_calls() == frozenset()
+
+
+# -- the one-pass AG-UI parser against the plain per-message one ------------------------------------
+
+
+def plain_agui_messages(raw_messages: list) -> tuple[tuple, tuple[str, ...]]:
+    """The plain parser's message loop (every message validated field by field, as before the
+    one-pass parser): the reference the fast parser must agree with, refusals included."""
+    from awaken.agui.request import _HISTORY_ROLES, _parts, _string, _tool_content
+    from awaken.jsonbody import reject
+
+    messages: list = []
+    ids: list[str] = []
+    for i, raw in enumerate(raw_messages):
+        where = f"messages[{i}]"
+        if not isinstance(raw, dict):
+            raise reject(f"{where} must be an object")
+        message_id = _string(raw, "id", f"{where}.")
+        role = raw.get("role")
+        ids.append(message_id)
+        if role in ("user", "system", "developer"):
+            if role != "user" and not isinstance(raw.get("content"), str):
+                raise reject(f"{where}.content must be a string")
+            messages.append(InputMessage(message_id, role, _parts(raw.get("content"), where)))
+        elif role == "tool":
+            tool_call_id = _string(raw, "toolCallId", f"{where}.")
+            error = raw.get("error")
+            if error is not None and not isinstance(error, str):
+                raise reject(f"{where}.error must be a string")
+            messages.append(ToolMessage(message_id, tool_call_id, _tool_content(raw.get("content", ""), where),
+                                        error))
+        elif role in _HISTORY_ROLES:
+            continue
+        else:
+            raise reject(f"{where}.role {role!r} is not a known role")
+    return tuple(messages), tuple(ids)
+
+
+_values = st.one_of(st.none(), st.just(""), st.just("x"), st.integers(0, 2), st.just([]),
+                    st.just([{"type": "text", "text": "t"}]), st.just([{"type": "audio"}]), st.just({}))
+_raw_message = st.one_of(
+    st.fixed_dictionaries({"id": st.sampled_from(["m1", "m2", "m3", "", 7, None]),
+                           "role": st.sampled_from(["user", "assistant", "system", "developer", "tool",
+                                                    "reasoning", "activity", "robot", None, ["user"]])},
+                          optional={"content": _values, "toolCallId": st.sampled_from(["c1", "", 3]),
+                                    "error": st.sampled_from([None, "bad", 1])}),
+    _values,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.lists(_raw_message, max_size=6))
+def test_the_one_pass_agui_parser_admits_and_refuses_exactly_as_the_plain_parser(raw):
+    """Same messages and ids, or the same refusal (code and message naming the field)."""
+    import orjson
+
+    from awaken.agui.request import parse_run_input
+
+    def fast() -> object:
+        try:
+            parsed = parse_run_input(orjson.dumps({"threadId": "t", "runId": "r", "messages": raw}),
+                                     "application/json")
+            return parsed.messages, parsed.message_ids
+        except InputRejected as exc:
+            return ("refused", exc.code, exc.message)
+
+    def plain() -> object:
+        try:
+            messages, ids = plain_agui_messages(raw)
+        except InputRejected as exc:
+            return ("refused", exc.code, exc.message)
+        if len(set(ids)) != len(ids):
+            return ("refused", "INVALID_REQUEST", "message ids must be unique within a request")
+        return messages, ids
+
+    assert fast() == plain()

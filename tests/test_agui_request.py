@@ -173,6 +173,8 @@ def test_wrong_content_type_is_unsupported_media_type(content_type):
         body(messages=[{"id": 5, "role": "user", "content": "x"}]),
         body(messages=[{"id": "u1", "role": "wizard", "content": "x"}]),
         body(messages=[{"id": "u1", "content": "x"}]),
+        body(messages=[{"id": "u1", "role": ["assistant"], "content": "x"}]),
+        body(messages=[{"id": "u1", "role": {"user": 1}, "content": "x"}]),
         body(messages=[user(42)]),
         body(messages=[user(None)]),
         body(messages=[{"id": "s", "role": "system", "content": [{"type": "text", "text": "x"}]}]),

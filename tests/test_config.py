@@ -177,7 +177,7 @@ def test_a_backend_registered_by_a_third_party_package_is_chosen_by_name(tmp_pat
     ctx = ServerContext.build(parse_config(data))
     assert type(ctx.ledger).__name__ == "SqliteLedger"
     data["ledger"]["backend"] = "nope"
-    with pytest.raises(ConfigError, match=r"known backends: files, sqlite, vendor-db$"):
+    with pytest.raises(ConfigError, match=r"known backends: files, postgres, sqlite, vendor-db$"):
         ServerContext.build(parse_config(data))
 
 

@@ -16,7 +16,7 @@ import trio
 from awaken.errors import StoreUnavailable
 
 from .browser_harness import Tab, read_history
-from .helpers import agui_body, held, parse_sse, post_agui
+from .helpers import agui_body, held, live_server, parse_sse, post_agui, release
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 COMBOS = [("ai-sdk", "sse"), ("ai-sdk", "ws"), ("ag-ui", "sse"), ("ag-ui", "ws")]
@@ -104,6 +104,7 @@ async def test_chat_over_each_protocol_runs_server_tool_approval_denial_and_clie
         history = await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
     (answer,) = [p for m in history for p in m["parts"] if p["type"] == "tool-ask_user"]
     assert answer["output"] == {"answer": "teal"}
+    assert await tab.text("#chat-status") == "ready"  # a status, and no error beside it
     assert await tab.page_errors() == []
 
 
@@ -129,6 +130,7 @@ async def test_sessions_list_shows_a_thread_made_over_each_protocol(browser, ser
     assert await tab.command("eval", expression="document.querySelector('tr.session').dataset.thread") == threads[3]
     await tab.fill("#search", "")
     await tab.wait_for("() => document.querySelectorAll('tr.session').length === 4")
+    await tab.command("eval", expression="document.activeElement.blur()")
     await tab.screenshot("sessions-1280")
     await tab.command("viewport", width=390, height=844)
     await tab.screenshot("sessions-390")
@@ -284,3 +286,213 @@ async def test_delete_in_a_session_asks_first_then_removes_the_thread(browser, s
     assert await server.ctx.ledger.get_thread("t-del") is None
     async with server.client() as client:
         assert (await client.get("/v1/ai-sdk/threads/t-del/messages")).status_code == 404
+
+
+ROWS = "[...document.querySelectorAll('tr.session')].map((r) => r.dataset.thread)"
+
+
+async def rows_become(tab: Tab, ids: list[str]) -> None:
+    await tab.wait_for(f"(ids) => JSON.stringify({ROWS}) === JSON.stringify(ids)"
+                       " && document.querySelector('#sessions').dataset.loaded === 'true'", arg=ids)
+
+
+async def test_sessions_filter_by_status_and_agent_search_by_id_and_title_and_follow_live_status(browser, server):
+    """A running, a waiting, a failed and a completed session: each filter shows exactly its own; the
+    running one turns completed on the open page (the list re-reads every two seconds) without a reload."""
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+
+    def user(content: str) -> list[dict]:
+        return [{"id": "u1", "role": "user", "content": content}]
+
+    async with server.client() as client:
+        await post_agui(client, agui_body("t-done", "r-done", user("a plain question")))
+        await post_agui(client, agui_body("t-fails", "r-fails", user("/fail")))
+        await post_agui(client, agui_body("t-waits", "r-waits", user('/call calculator {"expression": "1+1"}')),
+                        "/v1/ag-ui/agents/guarded")
+
+    async def run() -> None:
+        async with server.client() as client:
+            await post_agui(client, agui_body("t-runs", "r-runs", user(held("console-live", 3))))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        with trio.fail_after(10):
+            while not await server.ctx.ledger.get_thread("t-runs"):
+                await trio.sleep(0.02)
+        await goto(tab, server, "/sessions")
+        await rows_become(tab, ["t-runs", "t-waits", "t-fails", "t-done"])
+        statuses = await tab.command("eval", expression="Object.fromEntries([...document.querySelectorAll('tr.session')]"
+                                                        ".map((r) => [r.dataset.thread, r.dataset.status]))")
+        assert statuses == {"t-runs": "running", "t-waits": "waiting", "t-fails": "failed", "t-done": "completed"}
+        for status, ids in [("running", ["t-runs"]), ("waiting", ["t-waits"]), ("failed", ["t-fails"]),
+                            ("", ["t-runs", "t-waits", "t-fails", "t-done"])]:
+            await tab.select("#filter-status", status)
+            await rows_become(tab, ids)
+        await tab.select("#filter-agent", "guarded")
+        await rows_become(tab, ["t-waits"])
+        await tab.select("#filter-agent", "")
+        for needle, ids in [("t-fa", ["t-fails"]), ("PLAIN", ["t-done"]), ("no such session", [])]:
+            await tab.fill("#search", needle)
+            await rows_become(tab, ids)
+        assert await tab.text("#sessions") == "No sessions match."
+        await tab.fill("#search", "t-runs")
+        await rows_become(tab, ["t-runs"])
+        await tab.command("eval", expression="window.__samePage = true")
+        await release(server, "console-live")
+    await tab.wait_for("() => document.querySelector('tr.session[data-thread=\"t-runs\"]')?.dataset.status === 'completed'")
+    assert await tab.command("eval", expression="window.__samePage") is True  # no reload, no navigation
+    assert await tab.page_errors() == []
+
+
+FOCUSED = """(() => { const e = document.activeElement;
+  return e === document.body || !e ? 'body' : e.id || (e.dataset.nav && `nav:${e.dataset.nav}`)
+    || (e.closest('tr.session') && 'session-link') || [...e.classList].join('.') || e.tagName.toLowerCase(); })()"""
+
+
+async def tab_to(tab: Tab, selector: str, limit: int = 40) -> list[str]:
+    """Press Tab until ``selector`` has the focus; what had it on the way."""
+    seen = []
+    for _ in range(limit):
+        await tab.press("Tab")
+        seen.append(await tab.command("eval", expression=FOCUSED))
+        if await tab.command("eval", expression=f"document.activeElement.matches({json.dumps(selector)})"):
+            return seen
+    raise AssertionError(f"Tab never reached {selector}: {seen}")
+
+
+async def test_the_main_controls_are_reachable_and_work_from_the_keyboard(browser, server):
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+    async with server.client() as client:
+        await post_agui(client, agui_body("t-keys", "r-keys", [{"id": "u1", "role": "user", "content": "by keyboard"}]))
+    await goto(tab, server, "/sessions")
+    await tab.wait_for("() => document.querySelector('#sessions')?.dataset.loaded === 'true'")
+    await tab.command("eval", expression="document.activeElement?.blur()")
+    seen = await tab_to(tab, "tr.session a")
+    assert seen == ["brand", "nav:sessions", "nav:chat", "nav:agents", "filter-agent", "filter-status", "search",
+                    "session-link"]
+    await tab.press("Enter")  # opens the session
+    await tab.wait_for("() => document.querySelector('#view')?.dataset.loaded === 'true'"
+                       " && document.querySelector('#view').dataset.thread === 't-keys'")
+    await tab.command("eval", expression="document.activeElement?.blur()")
+    assert "delete" in await tab_to(tab, "#delete")
+    await tab.press("Space")  # asks first; the confirmation has the focus, Tab reaches "Keep it"
+    await tab.wait_for("() => document.activeElement?.id === 'confirm-delete'")
+    await tab.press("Tab")
+    await tab.press("Enter")
+    await tab.wait_for("() => document.querySelector('#delete') && !document.querySelector('#confirm-delete')")
+    assert await server.ctx.ledger.get_thread("t-keys") is not None
+
+    await tab.command("eval", expression="document.activeElement?.blur()")
+    await tab_to(tab, "[data-nav=chat]")
+    await tab.press("Enter")
+    await tab.wait_for("() => document.querySelector('#chat-status')?.dataset.status === 'ready'")
+    await tab.select("#chat-agent", "guarded")
+    await tab.command("eval", expression="document.activeElement?.blur()")
+    seen = await tab_to(tab, "#chat-input")
+    assert seen[-5:] == ["chat-agent", "chat-protocol", "chat-transport", "new-chat", "chat-input"]
+    for key in '/call calculator {"expression": "4*4"}':
+        await tab.press(key if key != " " else "Space")
+    await tab_to(tab, "#chat-send")
+    await tab.press("Space")
+    await tool_state(tab, "calculator", "approval-requested")
+    await settled(tab)
+    await tab.command("eval", expression="document.activeElement?.blur()")
+    await tab_to(tab, "#transcript .approve")
+    await tab.press("Enter")
+    await tool_state(tab, "calculator", "output-available")
+    await wait_text(tab, "#transcript .message[data-role=assistant]", "16")
+    assert await tab.page_errors() == []
+
+
+FITS = "document.documentElement.scrollWidth <= window.innerWidth"
+WIDER = """[...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > innerWidth)
+  .slice(0, 5).map((e) => `${e.tagName}.${e.className}#${e.id} ${Math.round(e.getBoundingClientRect().right)}`)"""
+
+
+async def fits(tab: Tab, where: object) -> None:
+    if not await tab.command("eval", expression=FITS):
+        raise AssertionError(f"{where}: wider than the screen: {await tab.command('eval', expression=WIDER)}")
+
+
+async def test_every_page_fits_1280_and_390_px_without_horizontal_scroll(browser, server):
+    tab = browser.tab("console")
+    thread = await chat_to(tab, server, "ai-sdk", "sse", "guarded")
+    await say(tab, '/think a long thought ' + "x" * 300 + '\n/call calculator {"expression": "' + "1+" * 60 + '1"}')
+    await tool_state(tab, "calculator", "approval-requested")
+    await settled(tab)
+    pages = {"sessions": "() => document.querySelector('#sessions')?.dataset.loaded === 'true'",
+             f"sessions/{thread}": "() => document.querySelector('#view')?.dataset.loaded === 'true'",
+             "agents": "() => document.querySelectorAll('.agent').length === 3",
+             "chat?agent=guarded": "() => document.querySelector('#chat-status')?.dataset.status === 'ready'"}
+    for width, height in [(1280, 900), (390, 844)]:
+        await tab.command("viewport", width=width, height=height)
+        for path, ready in pages.items():
+            await goto(tab, server, f"/{path}")
+            await tab.wait_for(ready)
+            await fits(tab, (width, path))
+        # the chat with its tool call, as it was left
+        await chat_to(tab, server, "ai-sdk", "sse", "guarded")
+        await say(tab, '/call calculator {"expression": "' + "2*" * 80 + '2"}')
+        await tool_state(tab, "calculator", "approval-requested")
+        await fits(tab, (width, "chat"))
+
+
+BOXES = """(() => { const r = (s) => { const b = document.querySelector(s).getBoundingClientRect();
+  return [Math.round(b.left), Math.round(b.top), Math.round(b.width), Math.round(b.height)]; };
+  return JSON.stringify({transcript: r('#transcript'), input: r('#chat-input'), send: r('#chat-send'),
+                         scrollY: window.scrollY}); })()"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+async def test_nothing_moves_while_a_stream_renders(browser, server, width):
+    """Every animation frame from before the question until the answer is committed, the transcript's
+    box, the message box and the send button stay where they were, and the page does not scroll; the
+    stream is held open (a /hold gate) while the frames are sampled, then released."""
+    tab = browser.tab("console")
+    await tab.command("viewport", width=width, height=800)
+    await chat_to(tab, server, "ai-sdk", "sse", "assistant")
+    await say(tab, "/words 200")  # a transcript taller than the screen
+    await settled(tab)
+    gate = f"console-steady-{width}"
+    await tab.command("eval", expression=f"""(() => {{ window.__boxes = new Set(); window.__sampling = true;
+      const f = () => {{ window.__boxes.add({BOXES}); if (window.__sampling) requestAnimationFrame(f); }}; f(); }})()""")
+    await say(tab, held(gate, 60))
+    await tab.wait_for("() => document.querySelector('#chat-status').dataset.status === 'streaming'"
+                       " && document.querySelectorAll('#transcript .message[data-role=assistant]').length === 2")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(release, server, gate)
+        await settled(tab)
+    boxes = await tab.command("eval", expression="window.__sampling = false, [...window.__boxes]")
+    assert len(boxes) == 1, boxes
+    # the newest words are in sight: the transcript follows the stream to its end
+    assert await tab.command("eval", expression="(() => { const t = document.querySelector('#transcript');"
+                                                " return t.scrollHeight - t.scrollTop - t.clientHeight < 4; })()")
+
+
+async def test_agents_page_shows_mcp_tools_with_their_server_kind_and_permission(browser, tmp_path):
+    """Two MCP servers (the suite's demo server over stdio, twice: one allowed, one asking a person);
+    the agent's tools on the page are the /v1/agents listing, row for row."""
+    from .test_mcp import MCP_AGENT, stdio_demo, with_mcp
+
+    config = with_mcp(tmp_path, {"demo": stdio_demo(tmp_path / "demo.log"),
+                                 "gated": stdio_demo(tmp_path / "gated.log", permission="ask")},
+                      mcp={**MCP_AGENT, "tools": ["calculator", "demo__echo", "gated__pid"]})
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+    async with live_server(config) as mcp_server:
+        async with mcp_server.client() as client:
+            listing = (await client.get("/v1/agents")).json()
+        (agent,) = [a for a in listing["agents"] if a["id"] == "mcp"]
+        await goto(tab, mcp_server, "/agents")
+        await tab.wait_for("() => document.querySelectorAll('.agent[data-agent=mcp] tr[data-tool]').length === 3")
+        rows = await tab.command("eval", expression="""[...document.querySelectorAll('.agent[data-agent=mcp] tr[data-tool]')]
+          .map((r) => [r.dataset.tool, r.querySelector('.kind').firstChild.textContent,
+                       r.querySelector('.mcp-server')?.textContent ?? null, r.querySelector('.permission').innerText])""")
+        assert rows == [[t["name"], t["kind"], f"via {t['name'].split('__')[0]}" if t["kind"] == "mcp" else None,
+                         t["permission"]] for t in agent["tools"]]
+        assert sorted(map(tuple, rows)) == [("calculator", "server", None, "allow"),
+                                           ("demo__echo", "mcp", "via demo", "allow"),
+                                           ("gated__pid", "mcp", "via gated", "ask")]
+        await tab.screenshot("agents-mcp-1280")

@@ -24,7 +24,7 @@ from .frontend import parse_context, parse_state, parse_tools
 from .interrupts import ResumeEntry
 
 _MEDIA_PARTS = frozenset({"audio", "video", "document", "binary"})
-_HISTORY_ROLES = frozenset({"assistant", "reasoning", "activity"})
+_HISTORY_ROLES = ("assistant", "reasoning", "activity")  # a tuple: a role of any JSON type is compared, never hashed
 
 
 @attrs.frozen
@@ -180,28 +180,37 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
         raise reject("messages must be an array")
     messages: list[InputMessage | ToolMessage] = []
     ids: list[str] = []
+    # One pass, no per-message allocation beyond what is kept: a replayed history is mostly assistant
+    # messages (only their id is read) and plain-text user messages (one TextPart each); the field
+    # path for an error message is built only when a message is refused.
+    append_id, append = ids.append, messages.append
     for i, raw in enumerate(raw_messages):
-        where = f"messages[{i}]"
-        if not isinstance(raw, dict):
-            raise reject(f"{where} must be an object")
-        message_id = _string(raw, "id", f"{where}.")
+        if type(raw) is not dict:
+            raise reject(f"messages[{i}] must be an object")
+        message_id = raw.get("id")
+        if type(message_id) is not str or not message_id:
+            _string(raw, "id", f"messages[{i}].")  # raises with the plain path's message
+        append_id(message_id)
         role = raw.get("role")
-        ids.append(message_id)
-        if role in ("user", "system", "developer"):
-            if role != "user" and not isinstance(raw.get("content"), str):
+        if role in _HISTORY_ROLES:
+            continue
+        content = raw.get("content")
+        if role == "user" and type(content) is str:
+            append(InputMessage(message_id, "user", (TextPart(content),) if content else ()))
+        elif role in ("user", "system", "developer"):
+            where = f"messages[{i}]"
+            if role != "user" and not isinstance(content, str):
                 raise reject(f"{where}.content must be a string")
-            messages.append(InputMessage(message_id, role, _parts(raw.get("content"), where)))
+            append(InputMessage(message_id, role, _parts(content, where)))
         elif role == "tool":
+            where = f"messages[{i}]"
             tool_call_id = _string(raw, "toolCallId", f"{where}.")
             error = raw.get("error")
             if error is not None and not isinstance(error, str):
                 raise reject(f"{where}.error must be a string")
-            messages.append(ToolMessage(message_id, tool_call_id, _tool_content(raw.get("content", ""), where),
-                                        error))
-        elif role in _HISTORY_ROLES:
-            continue
+            append(ToolMessage(message_id, tool_call_id, _tool_content(raw.get("content", ""), where), error))
         else:
-            raise reject(f"{where}.role {role!r} is not a known role")
+            raise reject(f"messages[{i}].role {role!r} is not a known role")
     if len(set(ids)) != len(ids):
         raise reject("message ids must be unique within a request")
     return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state, tools, context, resume)

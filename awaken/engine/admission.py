@@ -13,11 +13,18 @@ thread's run with ``Cause.STOPPED`` and returns its committed status. A run whos
 not be committed in time stays in the registry (its thread busy) until ``reconcile_forever``, a
 task of the server's nursery, has committed it.
 
+The claim itself goes through the ledger's ``ThreadClaims`` (``awaken/claims.py``): the registry
+refuses a second run of this process at once, then the claims refuse a thread another server process
+holds (an embedded ledger's ``LocalClaims`` always agree). A run's claim is released when its
+outcome is committed, before its response ends. ``stop`` of a thread another process holds asks
+that process (``request_stop``) and waits until the thread is free.
+
 Ownership: a thread belongs to the subject that started it (written with its first run). ``admit``
 is where runs check it, for every protocol and transport: a caller the thread is not visible to
 (``Principal.may_see``) gets ``UnknownThread``, exactly what a thread that does not exist gives the
 read routes, before anything else is said about it (not even ``THREAD_BUSY``). ``owner_of`` answers
 the same question for the routes that are not runs (``awaken/access.py``).
+
 Hosting. ``launch`` admits a run and executes it as a task of the server-owned nursery that
 ``hosting()`` opens (``cli.serve`` and the test server hold it open around hypercorn): a run is
 owned by the server, not by the connection that asked for it, and streams into its
@@ -48,6 +55,7 @@ from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
 from . import outcome, reconcile
 from .commit import write
+from .outcome import FINAL_COMMIT_TIMEOUT
 from .policy import superseded
 from .run import AdmittedRun
 
@@ -66,8 +74,12 @@ class RunApplication:
         self.tools = tools
         self._active: dict[str, AdmittedRun] = {}
         self._late_send, self._late_receive = trio.open_memory_channel[AdmittedRun](math.inf)
-        #: threads being deleted: no run is admitted on them meanwhile
+        self.claims = ledger.claims()
+        #: threads being deleted: no run is admitted on them meanwhile (and the tokens of their claims)
         self._deleting: set[str] = set()
+        self._deleting_tokens: set[str] = set()
+        self.claims.live_tokens(
+            lambda: frozenset(r.claim_token for r in self._active.values()) | frozenset(self._deleting_tokens))
         self._host: trio.Nursery | None = None
 
     @property
@@ -166,6 +178,16 @@ class RunApplication:
         run.owner = principal.subject
         self._active[thread_id] = run
         try:
+            if not await self.claims.claim(thread_id, run.claim_token):
+                held = await self.ledger.get_thread(thread_id)
+                if held is not None and not principal.may_see(held.owner):
+                    raise UnknownThread(f"no thread {thread_id!r}")  # nothing is said about others' threads
+                raise InputRejected(
+                    f"thread {thread_id!r} already has an active run on another server process; "
+                    "send the next input when it ends",
+                    code="THREAD_BUSY",
+                )
+            run.claimed = True
             if asks is None:
                 view = await self.ledger.thread_view(thread_id)
             else:
@@ -183,19 +205,38 @@ class RunApplication:
             try:
                 await outcome.interrupt(run)
             finally:
-                run.settle()
+                await run.settle()
 
     async def stop(self, thread_id: str) -> RunStatus | None:
         """Stop the thread's active run (``Cause.STOPPED``) and wait for its committed outcome.
 
         Returns the status the run ended with (``interrupted``, or the outcome it reached first), or
-        None when nothing runs on the thread. A waiting run is not active: nothing runs for it.
+        None when nothing runs on the thread. A waiting run is not active: nothing runs for it. A run
+        another server process holds is stopped there (``ThreadClaims.request_stop``); this waits
+        until that process released the thread and returns the run's committed status (still
+        ``running`` if it did not stop within the wait).
         """
         run = self._active.get(thread_id)
-        if run is None:
+        if run is not None:
+            run.cancel(Cause.STOPPED)
+            return await run.settled()
+        if await self.claims.request_stop(thread_id) is None:
             return None
-        run.cancel(Cause.STOPPED)
-        return await run.settled()
+        with trio.move_on_after(FINAL_COMMIT_TIMEOUT + REMOTE_STOP_GRACE):
+            # the holder's release is a row in the database: look until it is gone
+            while True:
+                if await self.claims.holder(thread_id) is None:
+                    break
+                await trio.sleep(REMOTE_POLL_SECONDS)
+        runs = await self.ledger.list_runs(thread_id)
+        return runs[-1].status if runs else None
+
+    async def stop_local(self, thread_id: str) -> None:
+        """Another process asked to stop this thread's run (a no-op when it is not running here)."""
+        run = self._active.get(thread_id)
+        if run is not None:
+            run.cancel(Cause.STOPPED)
+            await run.settled()
 
     async def delete(self, thread_id: str) -> bool:
         """Delete the thread from the ledger (False: there was none), holding it so that no run is
@@ -204,10 +245,21 @@ class RunApplication:
             raise InputRejected(f"thread {thread_id!r} has an active run; stop it first (POST /v1/threads/{{id}}/stop)",
                                 code="THREAD_BUSY")
         self._deleting.add(thread_id)
+        token = new_id("claim")
+        self._deleting_tokens.add(token)
         try:
-            return await self.ledger.delete_thread(thread_id)
+            # the thread is claimed for the delete, so no process admits a run on it meanwhile
+            if not await self.claims.claim(thread_id, token):
+                raise InputRejected(f"thread {thread_id!r} has an active run on another server process; stop it "
+                                    "first (POST /v1/threads/{id}/stop)", code="THREAD_BUSY")
+            try:
+                return await self.ledger.delete_thread(thread_id)
+            finally:
+                with trio.move_on_after(FINAL_COMMIT_TIMEOUT, shield=True):
+                    await self.claims.release(thread_id, token)
         finally:
             self._deleting.discard(thread_id)
+            self._deleting_tokens.discard(token)
 
     def shutting_down(self) -> None:
         """The server is shutting down: a run cancelled from now on is interrupted for ``shutdown``."""
@@ -224,9 +276,19 @@ class RunApplication:
             async for run in self._late_receive:
                 nursery.start_soon(reconcile.settle_late, run)
 
-    def _release(self, run: AdmittedRun) -> None:
+    async def _release(self, run: AdmittedRun) -> None:
         if self._active.get(run.thread_id) is run:
             del self._active[run.thread_id]
+        if run.claimed:
+            run.claimed = False
+            with trio.move_on_after(FINAL_COMMIT_TIMEOUT, shield=True):
+                await self.claims.release(run.thread_id, run.claim_token)
+
+
+#: how long ``stop`` waits, beyond a final commit's bound, for another process to free the thread
+REMOTE_STOP_GRACE = 3.0
+#: how often ``stop`` looks whether another process freed the thread
+REMOTE_POLL_SECONDS = 0.05
 
 
 async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> None:

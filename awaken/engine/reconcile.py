@@ -55,4 +55,4 @@ async def settle_late(run: AdmittedRun) -> None:
         log.exception("run %s: the reconciler failed to commit %s", run.run_id, final.status.value)
     finally:
         run.unsettled = None
-        run.settle()
+        await run.settle()

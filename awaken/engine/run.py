@@ -21,7 +21,7 @@ from ..errors import AwakenError, InputRejected
 from ..events import RunFailed, RunFinished, RunStarted, RunStopped
 from ..messages import Message, Usage
 from ..models import ToolSpec
-from ..protocol import RunRequest, Sink, ToolDecision
+from ..protocol import RunRequest, Sink, ToolDecision, new_id
 from ..runstate import Cause, RunStatus, describe
 from . import commit, outcome, policy, steps
 
@@ -38,9 +38,9 @@ class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
     __slots__ = ("_cause", "_executing", "_reconciling", "_released", "_scope", "_settled", "_streamed", "agent", "answer_message_id", "app",
-                 "broadcast", "client_state", "client_tools", "decided", "owner", "owner_known",
-                 "history", "ledger", "remaining", "replay", "request", "resumed", "run_id", "start", "start_error",
-                 "state", "status", "steps_done", "thread_id", "unsettled", "usage")
+                 "broadcast", "claim_token", "claimed", "client_state", "client_tools", "decided", "owner",
+                 "owner_known", "history", "ledger", "remaining", "replay", "request", "resumed", "run_id", "start",
+                 "start_error", "state", "status", "steps_done", "thread_id", "unsettled", "usage")
 
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
         self.app = app
@@ -49,6 +49,9 @@ class AdmittedRun:
         self.request = RunRequest(thread_id, agent.id)
         self.thread_id = thread_id
         self.run_id = ""
+        #: this run's claim on the thread (``ThreadClaims``): its token, and whether it is held
+        self.claim_token = new_id("claim")
+        self.claimed = False
         #: the run's committed status, as far as this process wrote it
         self.status = RunStatus.RUNNING
         self.resumed = False
@@ -156,7 +159,7 @@ class AdmittedRun:
             await outcome.fail(self, sink, "INTERNAL_ERROR", "the server failed while running the agent")
         finally:
             if self.unsettled is None:  # else the thread stays claimed until the outcome is committed
-                self.release()
+                await self.release()
                 if self.status is not RunStatus.RUNNING:
                     self._settled.set()
 
@@ -166,11 +169,11 @@ class AdmittedRun:
             await self.start.wait()
         return self.start_error is None
 
-    def release(self) -> None:
-        """Free the thread (a no-op after the first call)."""
+    async def release(self) -> None:
+        """Free the thread (a no-op after the first call); shielded, so a cancellation cannot skip it."""
         if not self._released:
             self._released = True
-            self.app._release(self)
+            await self.app._release(self)
 
     def abandon(self) -> None:
         """The run was admitted but never executed: its first write will never happen."""
@@ -178,7 +181,7 @@ class AdmittedRun:
             self.start_error = InputRejected("the run never started")
             self.start.set()
 
-    def settle(self) -> None:
+    async def settle(self) -> None:
         """Free the thread and wake ``settled`` — unless the outcome still waits for the store: then
         the reconciler does both once it has committed it."""
         if self.unsettled is not None:
@@ -186,5 +189,5 @@ class AdmittedRun:
                 self._reconciling = True
                 self.app.reconcile(self)
             return
-        self.release()
+        await self.release()
         self._settled.set()

@@ -61,7 +61,8 @@ async def run_and_kill(
 ) -> list[tuple[str, str, int]]:
     """Spawn the child, SIGKILL it as ``mode`` says, return the commits it acknowledged. With
     ``deletes`` (``{"DELETING": set(), "DELETED": set()}``) the child also deletes threads, and the
-    threads it announced are added to those sets."""
+    threads it announced are added to those sets; in ``after-acks`` mode the kill then also waits for
+    one more acknowledged delete, so every backend, however slow, has its deletes exercised."""
     path = os.pathsep.join(p for p in sys.path if p)
     env = {**os.environ, "PYTHONPATH": path, "PYTHONIOENCODING": "utf-8"}
     proc = await trio.lowlevel.open_process(
@@ -77,6 +78,9 @@ async def run_and_kill(
     ready = trio.Event()
     enough = trio.Event()
     wanted = rng.randint(1, 40)
+    deleted = trio.Event()
+    if deletes is None:
+        deleted.set()
 
     async def read_stdout() -> None:
         buffer = b""
@@ -94,6 +98,8 @@ async def run_and_kill(
                 elif deletes is not None and line.startswith((b"DELETING ", b"DELETED ")):
                     word, thread_id = line.decode().split(" ", 1)
                     deletes[word].add(thread_id)
+                    if word == "DELETED":
+                        deleted.set()
         assert buffer == b"" or not buffer.startswith(b"ACK"), "a partial ACK line is not an acknowledgement"
 
     async def read_stderr() -> None:
@@ -111,6 +117,7 @@ async def run_and_kill(
                 await trio.sleep(rng.uniform(0, 0.08))
             else:
                 await enough.wait()
+                await deleted.wait()
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
     await proc.stdout.aclose()

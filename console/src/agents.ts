@@ -1,4 +1,5 @@
-// The agents page: each agent's model, tools (kind and permission) and description.
+// The agents page: each agent's model, tools (kind: built-in, plugin, client or MCP, with the MCP
+// server a tool comes from; permission) and description.
 
 import { get } from "./api";
 import { h } from "./dom";
@@ -37,7 +38,8 @@ export async function agentsPage(view: HTMLElement): Promise<void> {
             h("thead", {}, h("tr", {}, h("th", {}, "Tool"), h("th", {}, "Kind"), h("th", {}, "Permission"))),
             h("tbody", {}, a.tools.map((t) => h("tr", { "data-tool": t.name },
               h("td", {}, h("code", {}, t.name), h("div", { class: "muted" }, t.description)),
-              h("td", { class: "kind" }, t.kind),
+              h("td", { class: "kind" }, t.kind,
+                t.kind === "mcp" && t.name.includes("__") ? h("div", { class: "muted mcp-server" }, `via ${t.name.split("__")[0]}`) : null),
               h("td", { class: "permission" }, h("span", { class: `badge perm-${t.permission}` }, t.permission))))))),
     )));
 }

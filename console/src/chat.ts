@@ -122,14 +122,18 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
     const live = current === "ready" || current === "error";
     const messages = aisdk ? aisdk.messages : (agui?.messages ?? []);
     const failure = aisdk?.error ? aisdk.error.message : error;
+    // follow the stream when the newest words were in sight; otherwise keep the reader's place
+    const following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+    const place = transcript.scrollTop;
     transcript.replaceChildren(messages.length === 0 ? h("p", { class: "muted" }, "No messages yet.") :
       aisdk ? uiMessages(messages as UIMessage[], tools(), actions, live) : aguiMessages(messages as any[], tools(), actions, live));
+    transcript.scrollTop = following ? transcript.scrollHeight : place;
     info.replaceChildren(h("span", {}, "Thread "), h("code", { id: "chat-thread" }, threadId), " · ",
       messages.length ? h("a", { id: "open-session", href: `#/sessions/${encodeURIComponent(threadId)}` }, "Open this session") :
         h("span", { class: "muted" }, "nothing committed yet"));
     statusLine.dataset.status = current;
     statusLine.replaceChildren(h("span", { class: `badge status-${current}` }, current),
-      failure ? h("span", { id: "chat-error", class: "error-text" }, ` ${failure}`) : null);
+      ...(failure ? [h("span", { id: "chat-error", class: "error-text" }, ` ${failure}`)] : []));
     send.disabled = !live;
     stop.disabled = live;
   }

@@ -22,25 +22,32 @@ document.body.replaceChildren(
   banner, view);
 
 let needToken = false;
+let refusal: ApiError | null = null; // the server's last 401, shown on the token prompt
 onApiEvent(({ kind, error }) => {
   if (kind === "unavailable") {
     banner.hidden = false;
     banner.textContent = error?.status === 503
-      ? `The server is unavailable (503 ${error.code}): ${error.message} Retrying on the next refresh.`
+      ? `The server is unavailable (503 ${error.code}): ${error.message.replace(/\.?$/, ".")} Retrying on the next refresh.`
       : `The server could not be reached: ${error?.message ?? ""}`;
   } else if (kind === "ok") {
     banner.hidden = true;
   } else if (kind === "unauthorized" && !needToken) {
     needToken = true;
+    refusal = error ?? null;
     route();
   }
 });
 
 function tokenPrompt(): void {
+  who.textContent = "";
+  signOut.hidden = true;
   const field = h("input", { id: "token", type: "password", autocomplete: "off", required: true, "aria-label": "API token" });
   const form = h("form", { id: "token-form", class: "card narrow" },
     h("h1", {}, "Sign in"),
-    h("p", {}, token() ? "That token was refused. Paste another one." : "This server needs a token (an API key or a JWT)."),
+    token()
+      ? h("p", { id: "token-refused", class: "error-text", role: "alert" },
+        `The server refused that token (401 ${refusal?.code ?? "UNAUTHENTICATED"}${refusal?.message ? `: ${refusal.message}` : ""}). Paste another one.`)
+      : h("p", {}, "This server needs a token (an API key or a JWT)."),
     h("label", {}, h("span", {}, "Token"), field),
     h("p", { class: "muted" }, "Kept in this tab only (sessionStorage)."),
     h("button", { type: "submit" }, "Continue"));

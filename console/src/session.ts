@@ -14,16 +14,15 @@ const REFRESH_MS = 2000;
 function runsTable(runs: any[]): HTMLElement {
   return h("table", { class: "runs" },
     h("thead", {}, h("tr", {}, h("th", {}, "Run"), h("th", {}, "Status"), h("th", { class: "num" }, "Steps"),
-      h("th", { class: "num" }, "Tokens in / out"), h("th", {}, "Started"), h("th", { class: "num" }, "Took"))),
+      h("th", { class: "num" }, "Tokens in / out"), h("th", { class: "num" }, "Took"))),
     h("tbody", {}, runs.map((r) => h("tr", { class: "run", "data-run": r.runId, "data-status": r.status },
-      h("td", {}, h("code", {}, r.runId), h("div", { class: "muted" }, r.agentId)),
+      h("td", {}, h("code", {}, r.runId), h("div", { class: "muted" }, `${r.agentId} · ${time(r.createdAt)}`)),
       h("td", {}, h("span", { class: `badge status-${r.status}` }, r.status),
         r.cause ? h("div", { class: "cause muted" }, `cause: ${r.cause}`) : null,
         r.error ? h("div", { class: "run-error error-text" }, `${r.error.code}: ${r.error.message ?? ""}`) : null),
-      h("td", { class: "num" }, String(r.steps)),
-      h("td", { class: "num" }, `${r.usage.inputTokens} / ${r.usage.outputTokens}`),
-      h("td", {}, time(r.createdAt)),
-      h("td", { class: "num" }, duration(Math.max(0, r.updatedAt - r.createdAt)))))));
+      h("td", { class: "num", "data-label": "steps" }, String(r.steps)),
+      h("td", { class: "num", "data-label": "tokens in / out" }, `${r.usage.inputTokens} / ${r.usage.outputTokens}`),
+      h("td", { class: "num", "data-label": "took" }, duration(Math.max(0, r.updatedAt - r.createdAt)))))));
 }
 
 export async function sessionPage(view: HTMLElement, threadId: string, signal: AbortSignal): Promise<void> {

@@ -58,12 +58,17 @@ export async function sessionsPage(view: HTMLElement, signal: AbortSignal): Prom
     h("div", { class: "filters" }, agentSelect, statusSelect, search), body, more);
 
   let generation = 0;
+  let shown = ""; // what the list shows now: a refresh that changes nothing leaves the page (and the focus) alone
   async function load(): Promise<void> {
     const mine = ++generation;
     try {
       const { items, end } = await collect(q, want);
       if (mine !== generation || signal.aborted) return;
       more.hidden = end;
+      const key = JSON.stringify(items);
+      if (key === shown && body.dataset.loaded === "true") return;
+      shown = key;
+      const focused = (document.activeElement as HTMLElement | null)?.closest<HTMLElement>("tr.session")?.dataset.thread;
       body.dataset.loaded = "true";
       if (items.length === 0) {
         body.replaceChildren(h("p", { class: "muted empty" }, "No sessions match."));
@@ -81,11 +86,13 @@ export async function sessionsPage(view: HTMLElement, signal: AbortSignal): Prom
             h("td", {}, h("span", { class: `badge status-${status}` }, status),
               t.lastRun?.errorCode ? h("div", { class: "muted" }, t.lastRun.errorCode) : null,
               t.lastRun?.cause ? h("div", { class: "muted" }, t.lastRun.cause) : null),
-            h("td", { class: "num" }, String(t.messageCount)),
-            h("td", {}, time(t.updatedAt)));
+            h("td", { class: "num", "data-label": "messages" }, String(t.messageCount)),
+            h("td", { "data-label": "updated" }, time(t.updatedAt)));
         }))));
+      if (focused) body.querySelector<HTMLElement>(`tr.session[data-thread="${CSS.escape(focused)}"] a`)?.focus();
     } catch (err) {
       if (mine !== generation || signal.aborted) return;
+      shown = "";
       body.dataset.loaded = "error";
       body.replaceChildren(h("p", { class: "error-text" },
         `The sessions could not be listed: ${err instanceof ApiError ? `${err.code}: ${err.message}` : String(err)}`));

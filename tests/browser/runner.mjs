@@ -111,6 +111,15 @@ const ops = {
     await (await tab(name)).page.locator(selector).fill(value);
     return null;
   },
+  async select({ tab: name, selector, value }) {
+    await (await tab(name)).page.locator(selector).selectOption(value);
+    return null;
+  },
+  async press({ tab: name, key }) {
+    // a key on whatever has the focus, as a person types it (e.g. "Tab", "Shift+Tab", "Enter", " ")
+    await (await tab(name)).page.keyboard.press(key);
+    return null;
+  },
   async waitFor({ tab: name, predicate, arg = null, timeout = DEFAULT_TIMEOUT }) {
     const { page, problems } = await tab(name);
     try {

@@ -1,0 +1,89 @@
+"""Idle threads do not grow the process beyond their index entry: ``python -m bench.idle``.
+
+For each backend a fresh child process opens a ledger, writes 10,000 threads (one completed run of two
+messages each, ~1 KB of text) and reads each thread's whole history once right after writing it (what
+admission and the history route do to a hot thread), so every thread passes through whatever the
+backend keeps for hot threads and then goes idle. The process's resident memory is read after 1,000
+threads and after 10,000; (RSS at 10,000 - RSS at 1,000) / 9,000 is what one idle thread costs. The
+file ledger's history cache is capped by ``cache_bytes`` (``[ledger] options``; default 256 KiB): it
+is printed with its cap. What remains per idle thread is the backend's index of it (SQLite: the
+thread id in the set of known threads; files: the thread's index entry: ids, log segments, runs).
+
+    python -m bench.idle [--threads 10000] [--backends sqlite,files]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import trio
+
+from awaken.ledger import Commit, RunRecord, ledger_class
+from awaken.messages import Message, TextPart
+from awaken.runstate import RunStatus
+
+
+def rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def child(backend: str, root: str, threads: int) -> dict[str, float]:
+    options = {"fsync": False} if backend == "files" else {}
+    path = str(Path(root) / ("awaken.db" if backend == "sqlite" else "ledger"))
+    ledger = ledger_class(backend)(path=path, **options)
+    await ledger.open()
+    marks: dict[int, int] = {}
+    try:
+        for n in range(threads):
+            thread_id, run_id = f"idle-{n}", f"idle-r{n}"
+            await ledger.start_run(RunRecord(run_id, thread_id, "assistant", RunStatus.RUNNING, n, n),
+                                   [Message(f"u{n}", "user", (TextPart("a question of some length " * 20),))])
+            await ledger.commit(thread_id, run_id, Commit(RunStatus.COMPLETED, (
+                Message(f"a{n}", "assistant", (TextPart("an answer of some length " * 20),), run_id),)))
+            await ledger.thread_view(thread_id)
+            if n + 1 in (1000, threads):
+                gc.collect()
+                marks[n + 1] = rss_kb()
+        cache = getattr(ledger, "_cache", None)
+        out = {"rss_kb_1000": marks[1000], f"rss_kb_{threads}": marks[threads],
+               "bytes_per_idle_thread": (marks[threads] - marks[1000]) * 1024 / (threads - 1000)}
+        if cache is not None:
+            out |= {"history_cache_bytes": cache.total, "history_cache_cap": cache.budget}
+        return out
+    finally:
+        await ledger.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=10_000)
+    parser.add_argument("--backends", default="sqlite,files")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        with tempfile.TemporaryDirectory() as root:
+            print(json.dumps(trio.run(child, args.child, root, args.threads)))
+        return
+    print(f"| backend | RSS after 1,000 threads | after {args.threads:,} | per idle thread | history cache |")
+    print("|---|---|---|---|---|")
+    for backend in args.backends.split(","):
+        done = subprocess.run([sys.executable, "-m", "bench.idle", "--child", backend, "--threads", str(args.threads)],
+                              capture_output=True, text=True, check=True)
+        r = json.loads(done.stdout)
+        cache = (f"{r['history_cache_bytes'] / 1024:.0f} KiB of {r['history_cache_cap'] / 1024:.0f} KiB cap"
+                 if "history_cache_cap" in r else "none")
+        print(f"| {backend} | {r['rss_kb_1000'] / 1024:.1f} MiB | {r[f'rss_kb_{args.threads}'] / 1024:.1f} MiB | "
+              f"{r['bytes_per_idle_thread']:.0f} B | {cache} |")
+
+
+if __name__ == "__main__":
+    main()

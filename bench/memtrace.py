@@ -1,0 +1,140 @@
+"""Where a server's bytes go per active stream and per waiting run: ``python -m bench.memtrace``.
+
+Runs ``awaken serve`` under tracemalloc (``--child``: ``SIGUSR1`` takes a snapshot, ``SIGUSR2`` writes
+the difference from the first one as lines ``bytes count file:line``), then drives it as
+``bench/measure.py`` does: 200 paced AG-UI/SSE streams held open, then 400 runs left waiting (agent
+``guarded``). For each it prints the bytes per stream (per run) that Python allocated, grouped by the
+line that allocated them, largest first. RSS also holds what tracemalloc cannot see (C buffers of
+sockets and SQLite, allocator slack); compare with ``python -m bench``'s memory rows.
+
+    python -m bench.memtrace [--backend sqlite] [--streams 200] [--runs 400] [--top 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import tracemalloc
+from pathlib import Path
+
+import trio
+
+from .client import Endpoint, Session, request_body, script
+from .measure import WAITING_TEXT, _make_runs, _sessions, guarded_endpoint
+from .servers import awaken_server
+
+
+def child(out: Path, argv: list[str]) -> int:
+    from awaken.cli import main
+
+    tracemalloc.start(1)
+    first: list[tracemalloc.Snapshot] = []
+
+    def take(_signum: int, _frame: object) -> None:
+        first[:] = [tracemalloc.take_snapshot()]
+
+    def write(_signum: int, _frame: object) -> None:
+        stats = tracemalloc.take_snapshot().compare_to(first[0], "lineno")
+        lines = [f"{s.size_diff} {s.count_diff} {s.traceback[0].filename}:{s.traceback[0].lineno}" for s in stats]
+        (out.with_suffix(".tmp")).write_text("\n".join(lines))
+        os.replace(out.with_suffix(".tmp"), out)
+
+    signal.signal(signal.SIGUSR1, take)
+    signal.signal(signal.SIGUSR2, write)
+    return main(argv)
+
+
+async def snapshot_diff(pid: int, out: Path) -> list[tuple[int, int, str]]:
+    target = trio.Path(out)
+    await target.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR2)
+    while not await target.exists():
+        await trio.sleep(0.1)
+    rows = []
+    for line in (await target.read_text()).splitlines():
+        size, count, where = line.split(" ", 2)
+        rows.append((int(size), int(count), where))
+    return rows
+
+
+def show(title: str, rows: list[tuple[int, int, str]], n: int, top: int) -> None:
+    total = sum(r[0] for r in rows)
+    print(f"\n## {title}: {total / n / 1024:.2f} KB per item traced by Python ({n} items)\n")
+    print("| bytes per item | objects per item | allocated at |\n|---|---|---|")
+    root = str(Path(__file__).resolve().parent.parent) + "/"
+    for size, count, where in sorted(rows, key=lambda r: -r[0])[:top]:
+        print(f"| {size / n:.0f} | {count / n:.2f} | {where.replace(root, '').split('site-packages/')[-1]} |")
+    by_file: dict[str, list[int]] = {}
+    for size, count, where in rows:
+        name = where.rsplit(":", 1)[0].replace(root, "").split("site-packages/")[-1]
+        acc = by_file.setdefault(name, [0, 0])
+        acc[0] += size
+        acc[1] += count
+    print("\n| bytes per item | objects per item | file |\n|---|---|---|")
+    for name, (size, count) in sorted(by_file.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"| {size / n:.0f} | {count / n:.2f} | {name} |")
+
+
+async def main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        data, out = Path(tmp), Path(tmp) / "diff.txt"
+        server = awaken_server("memtrace", args.backend, data / "server", data / "logs")
+        server.argv = [sys.executable, "-m", "bench.memtrace", "--child", str(out), *server.argv[3:]]
+        await server.start()
+        try:
+            endpoint = Endpoint("awaken", "agui", "sse", f"{server.base_url}/v1/ag-ui")
+            async with trio.open_nursery() as nursery:
+                warm = Session(endpoint, nursery=nursery)
+                for _ in range(5):
+                    await warm.run(request_body("agui", script(3)), limit_s=30)
+                await warm.aclose()
+                os.kill(server.pid, signal.SIGUSR1)
+                await trio.sleep(0.3)
+                sessions, _ = await _sessions(endpoint, args.streams, nursery)
+                started = 0
+
+                def first() -> None:
+                    nonlocal started
+                    started += 1
+
+                async def one(session: Session) -> None:
+                    await session.run(request_body("agui", script(50, 200)), limit_s=60, on_first_delta=first)
+
+                for session in sessions:
+                    nursery.start_soon(one, session)
+                while started < len(sessions):
+                    await trio.sleep(0.05)
+                await trio.sleep(0.5)
+                show("active stream (its connection included)", await snapshot_diff(server.pid, out),
+                     len(sessions), args.top)
+                nursery.cancel_scope.cancel()
+            for session in sessions:
+                await session.aclose()
+            await trio.sleep(1)
+            errors: list[str] = []
+            guarded = guarded_endpoint(endpoint)
+            await _make_runs(guarded, 5, lambda: request_body("agui", WAITING_TEXT, agent="guarded"), errors,
+                             concurrency=8)
+            await trio.sleep(0.5)
+            os.kill(server.pid, signal.SIGUSR1)
+            await trio.sleep(0.3)
+            await _make_runs(guarded, args.runs, lambda: request_body("agui", WAITING_TEXT, agent="guarded"),
+                             errors, concurrency=8)
+            await trio.sleep(0.5)
+            show("waiting run", await snapshot_diff(server.pid, out), args.runs, args.top)
+        finally:
+            await server.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        sys.exit(child(Path(sys.argv[2]), sys.argv[3:]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="sqlite")
+    parser.add_argument("--streams", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--top", type=int, default=25)
+    trio.run(main, parser.parse_args())

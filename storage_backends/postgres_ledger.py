@@ -1,0 +1,647 @@
+"""The Postgres ledger: psycopg 3 and a psycopg-pool connection pool, called from Trio in threads.
+
+``[ledger] backend = "postgres"``, ``path`` = the DSN (``postgresql://user@host:port/db``), and the
+password in the environment variable named by ``options.password_env`` (a DSN holding a password is
+refused: it would sit in the config file). Every call runs one blocking function in a worker thread
+(``trio.to_thread.run_sync``) behind a ``trio.CapacityLimiter`` as wide as the pool, so the event
+loop never blocks and no caller waits inside the pool. Connections are in autocommit mode; each
+``start_run``/``commit``/``import_thread`` is one explicit transaction whose first write to the
+thread's row (``UPDATE threads SET last_seq = last_seq + n … RETURNING``) locks it and reserves the
+seqs, so concurrent commits to one thread take seqs in turn; reads that must agree (``thread_view``)
+share one ``REPEATABLE READ`` snapshot, sent as one pipeline.
+
+``open`` applies the schema migrations (``postgres_schema``) and then recovers: runs left
+``running`` on a thread that no live server process claims become ``interrupted`` with cause
+``server_restart`` (another process's runs are left alone; ``postgres_claims`` interrupts a dead
+process's runs once its lease lapses). Then it registers this process (``claims()``: several server
+processes may share one database).
+
+Each thread row also carries its listing summary (owner, title, agent of the latest run,
+``updated_at``, message count), kept by the same transactions that write the thread, so a listing
+page is one index scan on ``(updated_at, id)``. ``updated_at`` comes from this ledger's
+``WriteClock`` (strictly increasing per ledger object, continued from the newest stored value at
+open). ``delete_thread`` deletes the thread's row in one transaction; its messages, runs and
+pending calls go with it (``ON DELETE CASCADE``), so a crash leaves it wholly present or gone.
+
+A connection that fails (the server is down or restarting) raises ``StoreUnavailable``; the pool
+checks each connection as it hands it out and reconnects in the background, so the ledger recovers
+by itself once the database answers again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg_pool
+import trio
+from psycopg.conninfo import conninfo_to_dict
+
+from awaken.errors import StoreUnavailable
+from awaken.ledger import (
+    ALL_OWNERS,
+    RESTART_CAUSE,
+    Commit,
+    DuplicateRun,
+    Ledger,
+    OwnerFilter,
+    PendingCall,
+    RunRecord,
+    RunSummary,
+    ThreadPage,
+    ThreadRecord,
+    ThreadSummary,
+    ThreadView,
+    Usage,
+    WriteClock,
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    imported_updated_at,
+    last_run_of,
+    thread_title,
+    tools_from_json,
+    tools_to_json,
+)
+from awaken.messages import Message, parts_from_json, parts_to_json
+from awaken.runstate import RunStatus
+
+from .postgres_claims import PostgresClaims
+from .postgres_schema import SchemaTooNew, migrate
+
+T = TypeVar("T")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _b(text: str) -> bytes:
+    """An id as stored (its UTF-8 bytes); an id that is not valid Unicode is a ValueError."""
+    return text.encode("utf-8")
+
+
+def _s(data: bytes | memoryview | None) -> str | None:
+    return None if data is None else bytes(data).decode("utf-8")
+
+
+def _enc(text: str | None) -> bytes | None:
+    """A free text (title, owner) as stored: UTF-8 bytes, whatever code points it holds."""
+    return None if text is None else text.encode("utf-8", "surrogatepass")
+
+
+def _dec(data: bytes | memoryview | None) -> str | None:
+    return None if data is None else bytes(data).decode("utf-8", "surrogatepass")
+
+
+class PostgresLedger(Ledger):
+    """``[ledger] backend = "postgres"``; ``path`` is the DSN. Options: ``password_env`` (the name of the
+    variable holding the password), ``pool_size`` (connections, default 8), ``connect_timeout``
+    (seconds to wait for a connection before ``StoreUnavailable``, default 5), ``lease_seconds`` (how
+    long a process that stopped renewing its lease keeps its runs before another process interrupts
+    them, default 10)."""
+
+    shared_by_processes = True
+
+    def __init__(
+        self,
+        path: str,
+        password_env: str | None = None,
+        pool_size: int = 8,
+        connect_timeout: float = 5.0,
+        lease_seconds: float = 10.0,
+    ) -> None:
+        if not isinstance(path, str) or not path.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"path must be a DSN postgresql://user@host:port/database, not {path!r}")
+        try:
+            params = conninfo_to_dict(path)
+        except psycopg.ProgrammingError as exc:
+            raise ValueError(f"path is not a valid DSN: {exc}") from None
+        if "password" in params:
+            raise ValueError("the DSN holds a password: put it in an environment variable named by password_env")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError(f"pool_size must be a positive integer, not {pool_size!r}")
+        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or connect_timeout <= 0:
+            raise ValueError(f"connect_timeout must be a positive number of seconds, not {connect_timeout!r}")
+        self._kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(2, int(connect_timeout))}
+        if password_env is not None:
+            if not isinstance(password_env, str) or not password_env:
+                raise ValueError(f"password_env must name an environment variable, not {password_env!r}")
+            password = os.environ.get(password_env)
+            if password is None:
+                raise ValueError(f"the environment variable {password_env} (password_env) is not set")
+            self._kwargs["password"] = password
+        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, int | float) or lease_seconds <= 0:
+            raise ValueError(f"lease_seconds must be a positive number of seconds, not {lease_seconds!r}")
+        self.dsn = path
+        self.pool_size = pool_size
+        self.connect_timeout = float(connect_timeout)
+        self._pool: psycopg_pool.ConnectionPool | None = None
+        self._limiter = trio.CapacityLimiter(pool_size)
+        self._clock = WriteClock()
+        self._claims = PostgresClaims(self, float(lease_seconds))
+        self._registered = False
+
+    def claims(self) -> PostgresClaims:
+        return self._claims
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _new_pool(self) -> psycopg_pool.ConnectionPool:
+        return psycopg_pool.ConnectionPool(
+            self.dsn,
+            kwargs=self._kwargs,
+            min_size=1,
+            max_size=self.pool_size,
+            open=False,
+            timeout=self.connect_timeout,
+            check=psycopg_pool.ConnectionPool.check_connection,
+            reconnect_timeout=0,  # keep trying in the background for as long as the database is away
+            name="awaken-ledger",
+        )
+
+    async def _call(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        pool = self._pool
+        if pool is None:
+            raise StoreUnavailable("the ledger is closed")
+
+        def run() -> T:
+            try:
+                with pool.connection() as conn:
+                    return fn(conn)
+            except (DuplicateRun, ValueError):
+                raise
+            except psycopg.DataError as exc:  # e.g. a NUL character in a text field
+                raise ValueError(f"the Postgres ledger cannot store this value: {exc}") from None
+            except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed) as exc:
+                raise StoreUnavailable(f"the Postgres ledger failed: {_one_line(exc)}") from None
+
+        return await trio.to_thread.run_sync(run, limiter=self._limiter)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, apply the migrations and recover runs left ``running`` (see the module doc)."""
+        pool = self._new_pool()
+
+        def setup() -> None:
+            # one direct connection first: its failure says why (a refused password, no such database)
+            with psycopg.connect(self.dsn, **self._kwargs) as conn:
+                migrate(conn)
+                _recover(conn)
+                self._claims.register(conn)
+                row = conn.execute("SELECT coalesce(max(updated_at), 0) FROM threads").fetchone()
+                self._clock.advance_to(row[0])
+            try:
+                pool.open(wait=True, timeout=self.connect_timeout)
+            except BaseException:
+                pool.close()
+                raise
+
+        try:
+            await trio.to_thread.run_sync(setup, limiter=self._limiter)
+        except SchemaTooNew as exc:
+            raise StoreUnavailable(f"cannot open the Postgres ledger: {exc}") from None
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise StoreUnavailable(
+                f"cannot open the Postgres ledger at {self._where()}: {_one_line(exc)}"
+            ) from None
+        self._pool = pool
+        self._registered = True
+
+    async def migrate(self) -> list[int]:
+        """Apply the missing schema migrations without opening the ledger; return their versions."""
+
+        def run() -> list[int]:
+            with psycopg.connect(self.dsn, **self._kwargs) as conn:
+                return migrate(conn)
+
+        try:
+            return await trio.to_thread.run_sync(run, limiter=self._limiter)
+        except SchemaTooNew as exc:
+            raise StoreUnavailable(str(exc)) from None
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"cannot migrate the Postgres ledger at {self._where()}: {_one_line(exc)}") from None
+
+    def _where(self) -> str:
+        info = conninfo_to_dict(self.dsn)
+        return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+
+    async def aclose(self) -> None:
+        """Remove this process and its claims (its threads are free at once), then close the pool."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+
+        def close() -> None:
+            try:
+                if self._registered:
+                    with pool.connection(timeout=self.connect_timeout) as conn:
+                        self._claims.unregister(conn)
+            except (psycopg.Error, psycopg_pool.PoolTimeout):
+                pass  # the database is away: the lease lapses and another process cleans up
+            finally:
+                self._registered = False
+                pool.close()
+
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(close, limiter=self._limiter)
+
+    async def ping(self) -> None:
+        await self._call(lambda conn: conn.execute("SELECT 1").fetchone())
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        return await self._call(lambda conn: _thread(conn, thread_id))
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        def q(conn: psycopg.Connection) -> RunRecord | None:
+            row = conn.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = %s", (_b(run_id),)).fetchone()
+            return None if row is None else _run(row)
+
+        return await self._call(q)
+
+    async def list_runs(self, thread_id: str) -> list[RunRecord]:
+        def q(conn: psycopg.Connection) -> list[RunRecord]:
+            rows = conn.execute(
+                f"SELECT {_RUN_COLS} FROM runs WHERE thread_id = %s ORDER BY created_at, ord", (_b(thread_id),)
+            )
+            return [_run(r) for r in rows]
+
+        return await self._call(q)
+
+    async def pending_calls(self, thread_id: str) -> list[PendingCall]:
+        return await self._call(lambda conn: _pending(conn, thread_id))
+
+    async def thread_view(self, thread_id: str) -> ThreadView:
+        """The thread, its history and its pending calls from one snapshot, in one worker call."""
+
+        def q(conn: psycopg.Connection) -> ThreadView:
+            tid = _b(thread_id)
+            with conn.pipeline():  # one round trip: four statements, one snapshot
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                thread = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = %s", (tid,))
+                messages = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = %s ORDER BY seq",
+                                        (tid,))
+                pending = conn.execute(f"SELECT {_PENDING_COLS} FROM pending WHERE thread_id = %s ORDER BY ord",
+                                       (tid,))
+                conn.execute("COMMIT")
+            row = thread.fetchone()
+            if row is None:
+                return ThreadView(None, (), ())
+            return ThreadView(_thread_record(row), tuple(map(_message, messages)), tuple(map(_pending_call, pending)))
+
+        return await self._call(q)
+
+    async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
+        return await self._call(lambda conn: _messages(conn, thread_id, after_seq, limit))
+
+    async def list_threads(self) -> list[ThreadRecord]:
+        def q(conn: psycopg.Connection) -> list[ThreadRecord]:
+            rows = conn.execute(f"SELECT {_THREAD_COLS} FROM threads ORDER BY created_at, id")
+            return [_thread_record(r) for r in rows]
+
+        return await self._call(q)
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    async def start_run(
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+    ) -> list[Message]:
+        title = _enc(thread_title(inputs))
+
+        def body(conn: psycopg.Connection) -> list[Message]:
+            with conn.transaction():
+                thread_id = _b(run.thread_id)
+                conn.execute(
+                    "INSERT INTO threads (id, created_at, owner) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                    (thread_id, run.created_at, _enc(owner)),
+                )
+                if not _insert_run(conn, run):
+                    raise DuplicateRun(run.run_id)
+                n = len(inputs)
+                row = conn.execute(  # locks the thread's row, reserves the seqs and updates the summary
+                    "UPDATE threads SET last_seq = last_seq + %s, message_count = message_count + %s, "
+                    "title = coalesce(title, %s), agent_id = %s, updated_at = %s WHERE id = %s RETURNING last_seq",
+                    (n, n, title, run.agent_id, self._clock.now(), thread_id),
+                ).fetchone()
+                return _append(conn, run.thread_id, row[0] - n, inputs)
+
+        return await self._call(body)
+
+    async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
+        title = _enc(thread_title(commit.messages))
+        now = self._clock.now()
+
+        def body(conn: psycopg.Connection) -> list[Message]:
+            tid = _b(thread_id)
+            with conn.transaction():
+                n = len(commit.messages)
+                # one statement checks the run is the thread's, locks the thread's row (commits to one
+                # thread queue here), reserves the seqs, replaces the state and updates the summary
+                row = conn.execute(
+                    "UPDATE threads SET last_seq = last_seq + %s, message_count = message_count + %s, "
+                    "title = coalesce(title, %s), state = coalesce(%s, state), updated_at = %s "
+                    "WHERE id = %s AND EXISTS (SELECT 1 FROM runs WHERE id = %s AND thread_id = %s) "
+                    "RETURNING last_seq",
+                    (n, n, title, None if commit.state is None else _dumps(commit.state), now, tid, _b(run_id), tid),
+                ).fetchone()
+                if row is None:
+                    raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
+                appended = _append(conn, thread_id, row[0] - n, commit.messages)
+                if commit.resolved:
+                    conn.execute(
+                        "DELETE FROM pending WHERE thread_id = %s AND tool_call_id = ANY(%s)",
+                        (tid, [_b(c) for c in commit.resolved]),
+                    )
+                _insert_pending(conn, commit.pending)
+                conn.execute(
+                    "UPDATE runs SET status = %s, updated_at = %s, error_code = %s, error_message = %s, "
+                    "cause = %s, input_tokens = input_tokens + %s, output_tokens = output_tokens + %s, "
+                    "steps = steps + %s WHERE id = %s",
+                    (
+                        commit.status.value,
+                        now,
+                        commit.error_code,
+                        commit.error_message,
+                        commit.cause,
+                        commit.usage.input_tokens,
+                        commit.usage.output_tokens,
+                        commit.steps,
+                        _b(run_id),
+                    ),
+                )
+            return appended
+
+        return await self._call(body)
+
+    async def import_thread(
+        self,
+        thread: ThreadRecord,
+        runs: Sequence[RunRecord],
+        messages: Sequence[Message],
+        pending: Sequence[PendingCall],
+        updated_at: int | None = None,
+    ) -> None:
+        thread_id = thread.thread_id
+        if updated_at is None:
+            updated_at = imported_updated_at(thread, runs, messages)
+        latest = last_run_of(runs)
+        title = _enc(thread_title(sorted(messages, key=lambda m: m.seq)))
+        if any(r.thread_id != thread_id for r in runs) or any(p.thread_id != thread_id for p in pending):
+            raise ValueError(f"import of thread {thread_id!r}: a run or pending call is of another thread")
+        if any(not 0 < m.seq <= thread.last_seq for m in messages):
+            raise ValueError(f"import of thread {thread_id!r}: a message seq is outside 1..{thread.last_seq}")
+        if len({m.seq for m in messages}) != len(messages) or len({m.id for m in messages}) != len(messages):
+            raise ValueError(f"import of thread {thread_id!r}: a message id or seq repeats")
+
+        def body(conn: psycopg.Connection) -> None:
+            tid = _b(thread_id)
+            with conn.transaction():
+                created = conn.execute(
+                    "INSERT INTO threads (id, created_at, state, last_seq, owner, title, agent_id, updated_at, "
+                    "message_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (id) DO NOTHING RETURNING 1",
+                    (tid, thread.created_at, _dumps(thread.state), thread.last_seq, _enc(thread.owner), title,
+                     latest.agent_id if latest else None, updated_at, len(messages)),
+                ).fetchone()
+                if created is None:
+                    raise ValueError(f"thread {thread_id!r} already exists in the ledger")
+                for run in runs:
+                    if not _insert_run(conn, run):
+                        raise DuplicateRun(run.run_id)
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        [_message_row(tid, m, m.seq, m.created_at) for m in messages],
+                    )
+                _insert_pending(conn, pending)
+
+        await self._call(body)
+        self._clock.advance_to(updated_at)
+
+    # -- listing and deletion ---------------------------------------------------------------------
+
+    async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
+        def q(conn: psycopg.Connection) -> ThreadSummary | None:
+            row = conn.execute(f"SELECT {_SUMMARY_COLS} FROM threads t WHERE id = %s", (_b(thread_id),)).fetchone()
+            return None if row is None else _summary(row)
+
+        return await self._call(q)
+
+    async def list_thread_summaries(
+        self, owner: OwnerFilter, agent: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> ThreadPage:
+        check_limit(limit)
+        where: list[str] = []
+        args: list[Any] = []
+        if owner is not ALL_OWNERS:
+            where.append("owner IS NOT DISTINCT FROM %s")
+            args.append(_enc(owner))  # type: ignore[arg-type]
+        if agent is not None:
+            where.append("agent_id = %s")
+            args.append(agent)
+        if cursor is not None:
+            after_updated, after_id = decode_cursor(cursor)
+            where.append("(updated_at, id) < (%s, %s)")  # a row value: the index seeks to the cursor
+            args += [after_updated, _b(after_id)]
+        query = (f"SELECT {_SUMMARY_COLS} FROM threads t {'WHERE ' + ' AND '.join(where) if where else ''} "
+                 "ORDER BY updated_at DESC, id DESC LIMIT %s")
+
+        def q(conn: psycopg.Connection) -> ThreadPage:
+            rows = conn.execute(query, (*args, limit + 1)).fetchall()
+            items = tuple(_summary(row) for row in rows[:limit])
+            more = len(rows) > limit
+            return ThreadPage(items, encode_cursor(items[-1].updated_at, items[-1].thread_id) if more else None)
+
+        return await self._call(q)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """One statement, one transaction: the thread's row and, by ``ON DELETE CASCADE``, its messages,
+        runs and pending calls."""
+
+        def body(conn: psycopg.Connection) -> bool:
+            row = conn.execute("DELETE FROM threads WHERE id = %s RETURNING 1", (_b(thread_id),)).fetchone()
+            return row is not None
+
+        return await self._call(body)
+
+
+# -- SQL helpers (run inside a worker thread) -----------------------------------------------------
+
+_RUN_COLS = (
+    "id, thread_id, agent_id, status, created_at, updated_at, error_code, error_message, "
+    "input_tokens, output_tokens, steps, cause, tools"
+)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _recover(conn: psycopg.Connection) -> None:
+    """Runs left ``running`` by a dead process become ``interrupted``, cause ``server_restart``: every
+    running run whose thread no live process (lease not lapsed) claims.
+
+    The table lock waits for any transaction still writing runs (a killed client's, being rolled
+    back or committed right now), so a run it commits cannot slip past this update.
+    """
+    with conn.transaction():
+        conn.execute("LOCK TABLE runs IN SHARE ROW EXCLUSIVE MODE")
+        conn.execute(
+            "UPDATE runs SET status = %s, error_code = NULL, cause = %s, updated_at = %s WHERE status = %s "
+            "AND NOT EXISTS (SELECT 1 FROM thread_claims c JOIN processes p ON p.id = c.process_id "
+            "                WHERE c.thread_id = runs.thread_id AND p.lease_until >= now())",
+            (RunStatus.INTERRUPTED.value, RESTART_CAUSE, _now_ms(), RunStatus.RUNNING.value),
+        )
+
+
+_THREAD_COLS = "id, created_at, state, last_seq, owner"
+#: a listing row: the thread's summary columns, whether it has pending calls, and its latest run
+_SUMMARY_COLS = (
+    "id, title, agent_id, created_at, updated_at, message_count, owner, "
+    "EXISTS (SELECT 1 FROM pending p WHERE p.thread_id = t.id), "
+    "(SELECT ARRAY[r.id, convert_to(r.status, 'UTF8'), convert_to(r.cause, 'UTF8'), "
+    "convert_to(r.error_code, 'UTF8')] FROM runs r WHERE r.thread_id = t.id ORDER BY r.created_at DESC, r.ord DESC "
+    "LIMIT 1)"
+)
+_MESSAGE_COLS = "id, role, parts, run_id, seq, created_at"
+_PENDING_COLS = "tool_call_id, run_id, thread_id, name, arguments, kind, message_id"
+
+
+def _message(r: tuple[Any, ...]) -> Message:
+    return Message(_s(r[0]), r[1], parts_from_json(json.loads(r[2])), _s(r[3]), r[4], r[5])  # type: ignore[arg-type]
+
+
+def _pending_call(r: tuple[Any, ...]) -> PendingCall:
+    return PendingCall(_s(r[0]), _s(r[1]), _s(r[2]), r[3], r[4], r[5], _s(r[6]))  # type: ignore[arg-type]
+
+
+def _thread_record(row: tuple[Any, ...]) -> ThreadRecord:
+    return ThreadRecord(_s(row[0]), row[1], json.loads(row[2]), row[3], _dec(row[4]))  # type: ignore[arg-type]
+
+
+def _summary(row: tuple[Any, ...]) -> ThreadSummary:
+    run = row[8]
+    return ThreadSummary(
+        thread_id=_s(row[0]),  # type: ignore[arg-type]
+        title=_dec(row[1]),
+        agent_id=row[2],
+        created_at=row[3],
+        updated_at=row[4],
+        message_count=row[5],
+        last_run=None if run is None else RunSummary(_s(run[0]), RunStatus(_s(run[1])), _s(run[2]), _s(run[3])),  # type: ignore[arg-type]
+        waiting=bool(row[7]),
+        owner=_dec(row[6]),
+    )
+
+
+def _thread(conn: psycopg.Connection, thread_id: str) -> ThreadRecord | None:
+    row = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = %s", (_b(thread_id),)).fetchone()
+    return None if row is None else _thread_record(row)
+
+
+def _messages(conn: psycopg.Connection, thread_id: str, after_seq: int, limit: int) -> list[Message]:
+    rows = conn.execute(
+        f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+        (_b(thread_id), after_seq, max(0, limit)),
+    )
+    return [_message(r) for r in rows]
+
+
+def _pending(conn: psycopg.Connection, thread_id: str) -> list[PendingCall]:
+    rows = conn.execute(f"SELECT {_PENDING_COLS} FROM pending WHERE thread_id = %s ORDER BY ord", (_b(thread_id),))
+    return [_pending_call(r) for r in rows]
+
+
+def _run(row: tuple[Any, ...]) -> RunRecord:
+    return RunRecord(
+        run_id=_s(row[0]),  # type: ignore[arg-type]
+        thread_id=_s(row[1]),  # type: ignore[arg-type]
+        agent_id=row[2],
+        status=RunStatus(row[3]),
+        created_at=row[4],
+        updated_at=row[5],
+        error_code=row[6],
+        error_message=row[7],
+        usage=Usage(row[8], row[9]),
+        steps=row[10],
+        cause=row[11],
+        tools=tools_from_json(json.loads(row[12])),
+    )
+
+
+def _insert_run(conn: psycopg.Connection, run: RunRecord) -> bool:
+    """Insert the run; False if its id is taken (nothing written)."""
+    return conn.execute(
+        f"INSERT INTO runs ({_RUN_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (id) DO NOTHING RETURNING 1",
+        (
+            _b(run.run_id),
+            _b(run.thread_id),
+            run.agent_id,
+            run.status.value,
+            run.created_at,
+            run.updated_at,
+            run.error_code,
+            run.error_message,
+            run.usage.input_tokens,
+            run.usage.output_tokens,
+            run.steps,
+            run.cause,
+            _dumps(tools_to_json(run.tools)),
+        ),
+    ).fetchone() is not None
+
+
+def _insert_pending(conn: psycopg.Connection, calls: Sequence[PendingCall]) -> None:
+    if not calls:
+        return
+    try:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO pending (thread_id, tool_call_id, run_id, name, arguments, kind, message_id) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (_b(p.thread_id), _b(p.tool_call_id), _b(p.run_id), p.name, p.arguments, p.kind, _b(p.message_id))
+                    for p in calls
+                ],
+            )
+    except psycopg.errors.UniqueViolation:
+        raise ValueError("a pending tool call id is already pending on the thread") from None
+
+
+def _message_row(thread_id: bytes, m: Message, seq: int, created: int) -> tuple[Any, ...]:
+    return (thread_id, seq, _b(m.id), m.role, None if m.run_id is None else _b(m.run_id),
+            _dumps(parts_to_json(m.parts)), created)
+
+
+def _append(conn: psycopg.Connection, thread_id: str, last: int, messages: Sequence[Message]) -> list[Message]:
+    """Insert ``messages`` at seqs ``last + 1…`` (the caller locked the thread's row and reserved them)."""
+    if not messages:
+        return []
+    tid = _b(thread_id)
+    now = _now_ms()
+    out = [Message(m.id, m.role, m.parts, m.run_id, last + i + 1, m.created_at or now) for i, m in enumerate(messages)]
+    if len({m.id for m in out}) != len(out):
+        raise ValueError(f"a message id repeats in one commit on thread {thread_id!r}")
+    try:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [_message_row(tid, m, m.seq, m.created_at) for m in out],
+            )
+    except psycopg.errors.UniqueViolation:
+        raise ValueError(f"a message id is already committed on thread {thread_id!r}") from None
+    return out
