@@ -39,7 +39,7 @@ log = logging.getLogger("awaken.broadcast")
 Deliver = Callable[[bytes, bytes], None]
 #: bytes counted per replayed frame beyond its payload (the position and the deque entry)
 FRAME_OVERHEAD = 64
-_BOUNDARY = (ev.StepStarted, ev.RunFinished, ev.RunFailed)
+_BOUNDARY = (ev.StepStarted, ev.RunFinished, ev.RunFailed, ev.RunStopped)
 
 
 def position(key: bytes, seq: int) -> bytes:
@@ -190,8 +190,11 @@ class Channel:
         return watcher
 
     def close(self) -> None:
-        """The run ended: every watcher is done (after the frames it was sent)."""
+        """The run ended: every watcher is done (after the frames it was sent). A watcher still awaiting
+        a step boundary (the run ended with none: interrupted, no terminal event) has reached its last."""
         self.closed = True
+        for watcher in self.awaiting:
+            watcher.boundary.set()
         for watcher in self.watchers + self.awaiting:
             watcher.done.set()
         self.watchers = []

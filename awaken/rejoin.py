@@ -3,7 +3,7 @@
 
 ``watch_thread`` is the one entry point (the SSE routes here use it, and so can any other route
 that rejoins, e.g. a CopilotKit ``connect``): it finds the thread's active run, checks that the
-caller may watch it (the subject who started the run, the thread's stored owner, or an admin), and returns a producer that streams
+caller may watch it (the thread's stored owner, or an admin: ``Principal.may_see``), and returns a producer that streams
 the run's events in the protocol's encoding to a transport's ``deliver(position, payload)``:
 
 * from the position after ``after`` (``Last-Event-ID``), or from the run's first event without one;
@@ -49,12 +49,13 @@ async def _held_elsewhere(ctx: ServerContext, thread_id: str, principal: Princip
 
 
 async def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, principal: Principal | None,
-                 last_event_id: str | None = None) -> Producer | None:
-    """The producer that streams ``thread_id``'s active run from ``last_event_id`` (None: its start),
-    or None when nothing runs on the thread, or when the caller may not see the thread (only its
-    owner and admins may watch: another user's thread answers exactly as an idle one, so ids leak
-    nothing and a page's resume on a thread it cannot see is a plain "nothing to resume"). Raises
-    ``InputRejected`` (``INVALID_POSITION``) for a ``last_event_id`` this server never writes."""
+                 last_event_id: str | None = None, *, from_snapshot: bool = False) -> Producer | None:
+    """The producer that streams ``thread_id``'s active run from ``last_event_id`` (None: its start;
+    ``from_snapshot``: the head, the committed messages as a snapshot, then the live tail, as for a
+    position no longer held), or None when nothing runs on the thread, or when the caller may not see
+    the thread (only its owner and admins may watch: another user's thread answers exactly as an idle
+    one, so ids leak nothing and a page's resume on a thread it cannot see is a plain "nothing to
+    resume"). Raises ``InputRejected`` (``INVALID_POSITION``) for a ``last_event_id`` this server never writes."""
     run = ctx.app.active(thread_id)
     broadcast = run.broadcast if run is not None else None
     if broadcast is None or broadcast.closed:
@@ -63,8 +64,8 @@ async def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, p
         _exists, owner = await ctx.app.owner_of(thread_id)
         if not principal.may_see(owner):
             return None
-    after = 0
-    if last_event_id:
+    after = -1 if from_snapshot else 0
+    if last_event_id and not from_snapshot:
         try:
             key, seq = parse_position(last_event_id)
         except ValueError as exc:
@@ -92,7 +93,8 @@ async def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, p
 
 async def _from_snapshot(ledger: Ledger, protocol: Protocol, channel: Channel, thread_id: str,
                          deliver: Deliver) -> Any:
-    """Head, the committed messages at the next step boundary, then the live tail from it."""
+    """Head, the committed messages at the next step boundary, then the live tail from it (a run that
+    ends with no boundary, interrupted with no terminal event, gets the head and the messages committed)."""
     watcher = channel.watch_from_boundary(deliver)
     await watcher.boundary.wait()
     view = await ledger.thread_view(thread_id)

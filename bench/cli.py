@@ -217,6 +217,8 @@ class Bench:
                                   self._memory_waiting(subject)))
                 steps.append(Step(f"memory per completed run (control) {subject.name}",
                                   2.0 + p.memory_waiting * 0.006, self._memory_completed(subject)))
+                steps.append(Step(f"memory per detached run {subject.name}", 3.0 + p.memory_streams * 0.01,
+                                  self._memory_detached(subject)))
             for subject in awaken:
                 for concurrency in (1, 16):
                     steps.append(Step(f"ledger commits/s {subject.backend} (concurrency {concurrency})",
@@ -303,6 +305,16 @@ class Bench:
             try:
                 self.raw[("memory_completed", subject.name)].append(
                     await measure.memory_completed(endpoint, server, self.plan.memory_waiting))
+            finally:
+                await server.stop()
+        return run
+
+    def _memory_detached(self, subject: Subject) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            server, endpoint = await self._fresh_server(subject, "detached")
+            try:
+                self.raw[("memory_detached", subject.name)].append(
+                    await measure.memory_detached(endpoint, server, self.plan.memory_streams))
             finally:
                 await server.stop()
         return run

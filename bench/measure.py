@@ -11,7 +11,8 @@ Definitions:
 * **events/s** — data frames (messages) of one ``/words N`` stream over its duration;
 * **wall time** (sweep) — from releasing all requests at once (connections already open) to the end
   of the last stream; a stream that fails, times out or delivers a different number of deltas is an error;
-* **memory** — VmRSS of the server process, before and with N streams open (or N waiting runs made).
+* **memory** — VmRSS of the server process, before and with N streams open (or N waiting runs made,
+  or N detached runs going on after their connections closed).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import orjson
 import trio
 
 from .client import Barrier, Endpoint, Session, StreamResult, clock, request_body, script
-from .servers import ServerProcess, process_sched
+from .servers import DETACHED_AGENT, ServerProcess, process_sched
 from .stats import summary
 
 WAITING_TEXT = '/call calculator {"expression":"1"}'
@@ -309,6 +310,75 @@ async def memory_waiting(endpoint: Endpoint, server: ServerProcess, count: int, 
     }
 
 
+async def _detach(endpoint: Endpoint, body: bytes, errors: list[str]) -> None:
+    """Start one run and close its connection after the first text delta (the run goes on, detached)."""
+    first = trio.Event()
+    async with trio.open_nursery() as nursery:
+        session = Session(endpoint, nursery=nursery)
+
+        async def start() -> None:
+            result = await session.run(body, limit_s=30, on_first_delta=first.set)
+            if not first.is_set():
+                errors.append(result.error or "ended before its first text delta")
+                first.set()
+
+        nursery.start_soon(start)
+        await first.wait()
+        nursery.cancel_scope.cancel()
+    await session.aclose()
+
+
+async def _still_active(base_url: str, thread_ids: list[str]) -> int:
+    """How many of the threads have a run the AG-UI rejoin route still streams (204: none active)."""
+    import httpx
+
+    active = 0
+    async with httpx.AsyncClient(base_url=base_url, timeout=10) as client:
+        for thread_id in thread_ids:
+            async with client.stream("GET", f"/v1/ag-ui/threads/{thread_id}/stream") as response:
+                active += response.status_code == 200
+    return active
+
+
+async def memory_detached(endpoint: Endpoint, server: ServerProcess, count: int, *, words: int = 100,
+                          delay_ms: float = 200, concurrency: int = 16, settle: float = 0.4) -> dict[str, Any]:
+    """RSS with ``count`` detached runs: each started on the bench's ``on_disconnect = "continue"`` agent
+    with a paced answer (``/words 100``, ``/delay 200``: 20 s), its connection closed after the first text
+    delta, so the run streams on with nobody watching (its replay buffer filling as it goes). ``count/2``
+    first, then ``count`` (the slope is the marginal cost); then the rejoin route counts the runs still going."""
+    endpoint = agent_endpoint(endpoint, DETACHED_AGENT)
+    await latency_series(endpoint.with_path(_assistant_path(endpoint)), 3, fresh=False, warmup=0)
+    await trio.sleep(settle)
+    rss0 = await _sample_rss(server)
+    errors: list[str] = []
+    thread_ids: list[str] = []
+    limiter = trio.CapacityLimiter(concurrency)
+
+    async def one() -> None:
+        body = request_body(endpoint.protocol, script(words, delay_ms), agent=DETACHED_AGENT)
+        thread_ids.append(orjson.loads(body)["threadId"])
+        async with limiter:
+            await _detach(endpoint, body, errors)
+
+    half = count // 2
+    stage_rss: list[int] = []
+    for stage_count in (half, count - half):
+        async with trio.open_nursery() as nursery:
+            for _ in range(stage_count):
+                nursery.start_soon(one)
+        await trio.sleep(settle)
+        stage_rss.append(await _sample_rss(server))
+    active = await _still_active(server.base_url, thread_ids)
+    rss_half, rss_full = stage_rss
+    return {
+        "runs": count, "still_active": active, "errors": len(errors),
+        "error_samples": sorted(set(errors))[:3],
+        "rss_base_kb": rss0, "rss_half_kb": rss_half, "rss_full_kb": rss_full,
+        "kb_per_run": round((rss_full - rss0) / count, 2) if count else None,
+        "kb_per_run_marginal": round((rss_full - rss_half) / (count - half), 2) if count - half else None,
+    }
+
+
 async def memory_completed(endpoint: Endpoint, server: ServerProcess, count: int, *, concurrency: int = 8,
                            settle: float = 0.5) -> dict[str, Any]:
     """The control for ``memory_waiting``: RSS after ``count`` short runs that complete, each on a new
@@ -336,11 +406,16 @@ def _assistant_path(endpoint: Endpoint) -> str:
     return path.split("/agents/")[0] if "/agents/" in path else path
 
 
-def guarded_endpoint(endpoint: Endpoint) -> Endpoint:
-    """The AG-UI SSE endpoint of agent ``guarded`` (AI SDK bodies name the agent instead)."""
+def agent_endpoint(endpoint: Endpoint, agent: str) -> Endpoint:
+    """The AG-UI SSE endpoint of ``agent`` (AI SDK bodies name the agent instead)."""
     if endpoint.protocol == "agui" and endpoint.transport == "sse":
-        return endpoint.with_path(_assistant_path(endpoint).rstrip("/") + "/agents/guarded")
+        return endpoint.with_path(_assistant_path(endpoint).rstrip("/") + f"/agents/{agent}")
     return endpoint
+
+
+def guarded_endpoint(endpoint: Endpoint) -> Endpoint:
+    """The AG-UI SSE endpoint of agent ``guarded``."""
+    return agent_endpoint(endpoint, "guarded")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def summarise(bench: Collected) -> dict[str, Any]:
     raw = bench.raw
     floor = bench.floor.name if bench.floor else "floor"
     out: dict[str, Any] = {k: [] for k in ("latency", "lateness", "throughput", "sweep", "short_runs", "ledger")}
-    out["memory"] = {"active": [], "waiting": []}
+    out["memory"] = {"active": [], "waiting": [], "detached": []}
 
     lat: dict[tuple[str, str, str], dict[str, Any]] = {}
     for key, results in raw.items():
@@ -166,6 +166,9 @@ def summarise(bench: Collected) -> dict[str, Any]:
             control = completed.get(key[1])
             out["memory"]["waiting"].append({"subject": key[1], "channel": "agui/sse", **runs[0],
                                              "control_completed": control})
+    for key, runs in raw.items():
+        if key[0] == "memory_detached":
+            out["memory"]["detached"].append({"subject": key[1], "channel": "agui/sse", **runs[0]})
     out["contention"] = _contention(out)
 
     for key, runs in raw.items():
@@ -497,6 +500,19 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         md.append("")
         md.append("Control: the same number of short runs that complete, each on a new thread, on another fresh "
                   "server. What both cost is per thread (ledger caches and indexes), not per waiting run.")
+        md.append("")
+
+    body = [[row["subject"], row["runs"], row["still_active"], row["rss_base_kb"], row["rss_full_kb"],
+             row["kb_per_run"], row["kb_per_run_marginal"], row["errors"]]
+            for row in results["memory"].get("detached", [])]
+    if body:
+        md.append("Detached runs: N runs on an `on_disconnect = \"continue\"` agent, paced (`/words 100`, "
+                  "`/delay 200`), each connection closed after its first text delta; RSS while they stream on "
+                  "with nobody watching (each holding its replay buffer). \"still active\": runs the rejoin route "
+                  "still streams after the last sample.")
+        md.append("")
+        md += _table(["server", "detached runs", "still active", "RSS before KB", "RSS with N KB", "KB/run",
+                      "marginal KB/run", "errors"], body)
         md.append("")
 
     md.append("## Ledger commits")

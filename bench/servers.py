@@ -54,6 +54,12 @@ def file_backend_available() -> tuple[bool, str]:
     return True, "ok"
 
 
+#: the bench's own agent whose runs outlive their connection (``memory per detached run``)
+DETACHED_AGENT = "bench_detached"
+DETACHED_TABLE = (f'\n[agents.{DETACHED_AGENT}]\nmodel = "scripted"\ntools = []\n'
+                  'on_disconnect = "continue"\n')
+
+
 def awaken_config(backend: str, data_dir: Path) -> str:
     """The repo's config.toml with its ``[ledger]`` table pointed at ``data_dir`` (a minimal config if the
     repo's cannot be used)."""
@@ -63,14 +69,15 @@ def awaken_config(backend: str, data_dir: Path) -> str:
         text = (REPO / "config.toml").read_text()
         new = re.sub(r"(?ms)^\[ledger\]\s*$.*?(?=^\[)", ledger + "\n", text, count=1)
         tomllib.loads(new)
-        if new != text and "[agents.guarded]" in new:
-            return new
+        if new != text and "[agents.guarded]" in new and f"[agents.{DETACHED_AGENT}]" not in new:
+            return new + DETACHED_TABLE
     except (OSError, tomllib.TOMLDecodeError):
         pass
     tools = '["calculator", "current_time", "set_state"]'
     return (f'default_agent = "assistant"\n\n{ledger}\n'
             f'[agents.assistant]\nmodel = "scripted"\ntools = {tools}\ndefault_permission = "allow"\n\n'
-            f'[agents.guarded]\nmodel = "scripted"\ntools = {tools}\ndefault_permission = "ask"\n')
+            f'[agents.guarded]\nmodel = "scripted"\ntools = {tools}\ndefault_permission = "ask"\n'
+            + DETACHED_TABLE)
 
 
 @dataclass

@@ -57,6 +57,11 @@ def test_bench_quick_reports_every_section(tmp_path):
     assert all(r["ratio"]["first_delta_p50"] is not None for r in awaken_latency)
     assert {r["subject"] for r in report["memory"]["active"]} >= {"floor", "awaken[sqlite]"}
     assert any(r["subject"] == "awaken[sqlite]" and r["errors"] == 0 for r in report["memory"]["waiting"])
+    # Memory per detached run: every run went on after its connection closed, and was still going when sampled.
+    [detached] = [r for r in report["memory"]["detached"] if r["subject"] == "awaken[sqlite]"]
+    assert detached["errors"] == 0 and detached["still_active"] == detached["runs"] > 0, detached
+    assert isinstance(detached["kb_per_run"], int | float), detached
+    assert "Detached runs" in (out / "report.md").read_text()
     assert any(r["backend"] == "sqlite" and r["commits_per_s"] > 0 for r in report["ledger"])
     targets = {t["target"].split(" ")[0] for t in report["targets"]}
     assert {"time", "one-stream", "widest", "<="} <= targets

@@ -9,8 +9,9 @@ import orjson
 
 from awaken.runstate import RunStatus
 
-from .helpers import agui_body, live_server, make_config, parse_sse, types
+from .helpers import agui_body, live_server, make_config, parse_sse, release, types
 from .helpers import agui_text as text_of
+from .test_rejoin_http import Frames, is_type
 
 CK = "/v1/copilotkit"
 
@@ -76,6 +77,40 @@ async def test_connect_replays_the_threads_committed_history_and_state(client):
     assert rest[1]["messages"] == history
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
     assert rest[2]["snapshot"] == {"color": "teal"}
+
+
+async def test_connect_joins_the_active_run_after_the_finished_runs_history(client, server):
+    """The second run commits a tool step, then is held (scripted ``/hold``) after its answer's first
+    word; a reloaded page's ``connect`` gets the finished history, then that run from its start to its
+    end, without the events of what the history already holds (the committed tool step)."""
+    await client.post(f"{CK}/agent/assistant/run", json=agui_body("t-join", "r1", [user("u1", "hello")]))
+    ask = '/call calculator {"expression": "6*7"}\n/hold ck-join'
+    body = agui_body("t-join", "r2", [user("u1", "hello"), user("u2", ask)])
+    async with client.stream("POST", f"{CK}/agent/assistant/run", json=body) as running:
+        streamed = Frames(running)
+        await streamed.until(is_type("TEXT_MESSAGE_CONTENT"))
+        connect = agui_body("t-join", "r-connect", [])
+        async with client.stream("POST", f"{CK}/agent/assistant/connect", json=connect) as joined:
+            assert joined.status_code == 200
+            assert joined.headers["content-type"].startswith("text/event-stream")
+            replay = Frames(joined)
+            before = [p for _, p in await replay.until(is_type("TEXT_MESSAGE_CONTENT"))]
+            assert server.ctx.app.active("t-join").run_id == "r2"  # joined while the run is held
+            await release(server, "ck-join")
+            after = [p for _, p in await replay.rest()]
+        await streamed.rest()
+    events = before + after
+    history = (await client.get("/v1/ag-ui/threads/t-join/messages")).json()["items"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant", "tool", "assistant"]
+    assert types(events[:3]) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert events[0]["runId"] == events[2]["runId"] == "r1"
+    assert events[1]["messages"] == history[:5]  # the finished run, the held run's input and committed tool step
+    live = events[3:]
+    assert types(live) == ["RUN_STARTED", "STEP_STARTED", "STEP_FINISHED", "STEP_STARTED", "TEXT_MESSAGE_START"] + \
+        ["TEXT_MESSAGE_CONTENT"] * (len(live) - 8) + ["TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED"]
+    assert live[0]["runId"] == live[-1]["runId"] == "r2"
+    assert live[4]["messageId"] == history[5]["id"]
+    assert text_of(live) == history[5]["content"] == 'Here is what the tools said: calculator returned {"result":42}.'
 
 
 async def test_connect_to_an_empty_thread_replays_nothing(client):

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from awaken import __version__
-from awaken.copilotkit.replay import replay_events
+from awaken.copilotkit.replay import Joined, replay_events
 from awaken.copilotkit.runtime import (
     RuntimeCall,
     RuntimeError_,
@@ -18,7 +18,7 @@ from awaken.copilotkit.runtime import (
     stop_scope,
 )
 from awaken.ledger import ThreadRecord, ThreadView
-from awaken.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from awaken.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
 JSON = "application/json"
 
@@ -132,3 +132,33 @@ def test_connect_replays_committed_history_and_state():
         {"type": "STATE_SNAPSHOT", "snapshot": {"color": "teal"}},
         {"type": "RUN_FINISHED", "threadId": "t-1", "runId": "r2"},
     ]
+
+
+def test_connect_names_the_newest_finished_run_when_a_run_is_active():
+    messages = (
+        Message("u1", "user", (TextPart("hi"),), "r1", 1),
+        Message("m1", "assistant", (TextPart("hello"),), "r1", 2),
+        Message("u2", "user", (TextPart("again"),), "r2", 3),
+    )
+    view = ThreadView(ThreadRecord("t-1", 1, {}, 3), messages, ())
+    events = replay_events(view, active_run_id="r2")
+    assert (events[0]["runId"], events[-1]["runId"]) == ("r1", "r1")
+    first = replay_events(ThreadView(ThreadRecord("t-1", 1, {}, 1), messages[2:], ()), active_run_id="r2")
+    assert (first[0]["runId"], first[-1]["runId"]) == ("r2", "r2")  # nothing finished yet: the active run's input
+
+
+def test_a_joined_run_leaves_out_the_events_of_what_the_history_holds():
+    joined = Joined.of([
+        Message("u2", "user", (TextPart("go"),), "r2", 1),
+        Message("m1", "assistant", (ReasoningPart("rs1", "hmm"), ToolCallPart("c1", "calculator", "{}")), "r2", 2),
+    ])
+    assert not joined.keeps({"type": "REASONING_MESSAGE_CONTENT", "messageId": "rs1", "delta": "hmm"})
+    assert not joined.keeps({"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "calculator",
+                             "parentMessageId": "m1"})
+    assert not joined.keeps({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{}"})
+    assert not joined.keeps({"type": "TOOL_CALL_END", "toolCallId": "c1"})
+    # the call's result is not committed yet: it is new, although its call is not
+    assert joined.keeps({"type": "TOOL_CALL_RESULT", "messageId": "tr_c1", "toolCallId": "c1", "content": "42"})
+    assert joined.keeps({"type": "TEXT_MESSAGE_START", "messageId": "m2", "role": "assistant"})
+    assert joined.keeps({"type": "RUN_STARTED", "threadId": "t-1", "runId": "r2"})
+    assert joined.keeps({"type": "RUN_FINISHED", "threadId": "t-1", "runId": "r2"})

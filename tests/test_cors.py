@@ -36,6 +36,9 @@ BROWSER_ROUTES = [
     ("GET", "/v1/threads/t1"),
     ("DELETE", "/v1/threads/t1"),
     ("POST", "/v1/threads/t1/stop"),
+    ("GET", "/v1/ag-ui/threads/t1/stream"),
+    ("GET", "/v1/ai-sdk/chat/t1/stream"),
+    ("GET", "/v1/ai-sdk/agents/frontend/chat/t1/stream"),
 ]
 WS_ROUTES = ["/v1/ag-ui/ws", "/v1/ag-ui/agents/guarded/ws", "/v1/ai-sdk/ws", "/v1/ai-sdk/agents/frontend/ws"]
 
@@ -69,6 +72,18 @@ async def test_preflight_from_an_allowed_origin_is_answered(client, method, path
         "access-control-max-age": "600",
     }
     assert response.headers["vary"] == "Origin"
+
+
+async def test_a_page_rejoining_with_last_event_id_passes_its_preflight_and_reads_the_answer(client):
+    """A ``fetch`` rejoin sends ``Last-Event-ID`` (not a CORS-safelisted header): the preflight allows it,
+    and the rejoin's own answer (204: nothing runs) carries the page's origin."""
+    path = "/v1/ag-ui/threads/t-none/stream"
+    response = await client.options(path, headers=preflight_headers(ALLOWED, "GET", "last-event-id"))
+    assert response.status_code == 204
+    assert "last-event-id" in response.headers["access-control-allow-headers"].split(", ")
+    response = await client.get(path, headers={"origin": ALLOWED, "last-event-id": "run_x:3"})
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-origin"] == ALLOWED
 
 
 @pytest.mark.parametrize(("method", "path"), BROWSER_ROUTES)

@@ -200,7 +200,6 @@ async def test_no_stdio_child_survives_shutdown(tmp_path):
     assert [alive(p) for p in pids] == [False, False]
 
 
-@pytest.mark.parametrize("demo", ["stdio"], indirect=True)
 async def test_a_disconnect_mid_call_cancels_it_and_interrupts_the_run(tmp_path, demo):
     log = tmp_path / "demo.log"
     config = with_mcp(tmp_path, {"demo": {**demo, "timeout_seconds": 60}}, mcp=MCP_AGENT)
@@ -218,6 +217,24 @@ async def test_a_disconnect_mid_call_cancels_it_and_interrupts_the_run(tmp_path,
             while not (runs := await server.ctx.ledger.list_runs("t-cut")) or runs[0].status is RunStatus.RUNNING:
                 await trio.sleep(0.02)
         assert [r.status for r in runs] == [RunStatus.INTERRUPTED]
+
+
+async def test_a_stop_mid_call_cancels_it_and_commits_the_run_interrupted_stopped(tmp_path, demo):
+    log = tmp_path / "demo.log"
+    config = with_mcp(tmp_path, {"demo": {**demo, "timeout_seconds": 60}}, mcp=MCP_AGENT)
+    async with live_server(config) as server, server.client() as client:
+        body = agui_body("t-stop", "r-stop", [user("u1", '/call demo__sleep {"seconds": 45}')])
+        async with client.stream("POST", "/v1/ag-ui/agents/mcp", json=body) as response:
+            await wait_until(lambda: "started sleep 45.0" in (log.read_text() if log.exists() else ""))
+            stopped = await client.post("/v1/threads/t-stop/stop")  # the call is running in the MCP server
+            events = parse_sse(await response.aread())
+        assert (stopped.status_code, stopped.json()) == (200, {"runId": "r-stop", "status": "interrupted"})
+        # the stop cancelled the call: the SDK sent notifications/cancelled and the handler saw it
+        await wait_until(lambda: "cancelled sleep 45.0" in log.read_text())
+        runs = await server.ctx.ledger.list_runs("t-stop")
+    assert [(r.status, r.cause) for r in runs] == [(RunStatus.INTERRUPTED, "stopped")]
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STOPPED"
+    assert "TOOL_CALL_RESULT" not in [e["type"] for e in events]
 
 
 @pytest.mark.parametrize("demo", ["http"], indirect=True)

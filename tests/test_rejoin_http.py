@@ -1,7 +1,7 @@
 """Detached runs and rejoin over HTTP (issue 16): ``on_disconnect``, positions, the rejoin routes,
 several watchers, snapshots for lost positions, owner-only watching.
 
-Runs are held open by the ``gate`` tool (tests/plugins/gate.py), which the test opens: no timing windows.
+The routes are exercised on each built-in ledger backend. Runs are held open by the ``gate`` tool (tests/plugins/gate.py), which the test opens: no timing windows.
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ from awaken.ledger import Commit
 from awaken.runstate import RunStatus
 from awaken.testing.harness import assistant, run_record, user
 
-from .helpers import agui_body, default_config_data, live_server, make_config
+from .helpers import agui_body, default_config_data, held, live_server, make_config, release
 from .plugins import gate
 
 GATE = '/call gate {"name": "%s"}'
 
 
-def rejoin_config(tmp_path, **top: Any):
+def rejoin_config(tmp_path, backend: str = "sqlite", **top: Any):
     agents = default_config_data()["agents"]
     agents["held"] = {"model": "scripted", "tools": ["gate"]}
     agents["detached"] = {"model": "scripted", "tools": ["gate"], "on_disconnect": "continue"}
-    return make_config(tmp_path, agents=agents, tools={"plugins": ["tests.plugins.gate:gate"]}, **top)
+    return make_config(tmp_path, backend=backend, agents=agents, tools={"plugins": ["tests.plugins.gate:gate"]},
+                       **top)
 
 
 @pytest.fixture(autouse=True)
@@ -37,9 +38,10 @@ def fresh_gates():
     gate.reset()
 
 
-@pytest.fixture
-async def srv(tmp_path):
-    async with live_server(rejoin_config(tmp_path)) as server:
+@pytest.fixture(params=["sqlite", "files"])
+async def srv(tmp_path, request):
+    """A live server on each built-in ledger backend: detach and rejoin work on every one."""
+    async with live_server(rejoin_config(tmp_path, request.param)) as server:
         yield server
 
 
@@ -139,6 +141,18 @@ async def test_a_continue_agents_run_outlives_its_connection_and_commits_its_out
     await wait_for_status(srv.ctx.ledger, "t-cont", RunStatus.COMPLETED)
 
 
+async def test_a_stop_interrupts_a_detached_run_that_nobody_watches_with_cause_stopped(srv):
+    async with srv.client() as client:
+        _, context = await start_held(client, "detached", "t-dstop", "ds1")
+        await context.__aexit__(None, None, None)
+        await watchers_gone(srv, "t-dstop")  # detached: the run goes on at its gate with nobody watching
+        stopped = await client.post("/v1/threads/t-dstop/stop")
+    assert (stopped.status_code, stopped.json()) == (200, {"runId": "run-t-dstop", "status": "interrupted"})
+    [run] = await srv.ctx.ledger.list_runs("t-dstop")
+    assert (run.status, run.cause) == (RunStatus.INTERRUPTED, "stopped")
+    assert not srv.ctx.app.is_active("t-dstop")
+
+
 # -- the rejoin routes -------------------------------------------------------------------------------
 
 
@@ -179,6 +193,57 @@ async def test_two_watchers_see_the_same_run_and_a_late_one_gets_it_from_the_sta
     assert first + rest == watched  # the late watcher is replayed what the first saw, then both go live
 
 
+async def test_a_watcher_too_slow_to_keep_up_is_dropped_alone_and_the_run_and_the_other_watcher_go_on(tmp_path):
+    """A rejoined watcher whose client reads nothing is dropped at the transport's byte bound (as for any
+    stream), while the run streams on to its committed outcome and the run's own stream, read as it
+    comes, gets every event."""
+    from awaken.agui.adapter import PROTOCOL
+    from awaken.rejoin import rejoin_route
+
+    server_table = {**default_config_data().get("server", {}), "max_buffered_bytes": 64 * 1024}
+    words = 3000  # well over 64 KiB of frames
+    async with live_server(rejoin_config(tmp_path, server=server_table)) as server, server.client() as client:
+        body = agui_body("t-slow", "run-slow", [{"id": "u1", "role": "user", "content": held("slow1", words)}])
+        async with client.stream("POST", "/v1/ag-ui/agents/detached", json=body) as response:
+            frames = Frames(response)
+            first = await frames.until(is_type("TEXT_MESSAGE_CONTENT"))  # the run is held after this delta
+            stuck, dropped = trio.Event(), trio.Event()
+
+            async def send(message: dict) -> None:  # the slow client: its first body write never completes
+                if message["type"] == "http.response.body":
+                    stuck.set()
+                    await trio.sleep_forever()
+
+            async def receive() -> dict:  # and it never disconnects: only the byte bound can drop it
+                await trio.sleep_forever()
+
+            async def slow_watcher() -> None:
+                await rejoin_route(PROTOCOL)(server.ctx, {"type": "http", "headers": []}, receive, send,
+                                             {"thread": "t-slow"})
+                dropped.set()
+
+            rest: list[tuple[str | None, Any]] = []
+
+            async def fast_watcher() -> None:  # the run's own stream, read as it comes
+                rest.extend(await frames.rest())
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(slow_watcher)
+                with trio.fail_after(5):
+                    await stuck.wait()
+                nursery.start_soon(fast_watcher)
+                await release(server, "slow1")
+                with trio.fail_after(5):
+                    await dropped.wait()
+        run = await wait_for_status(server.ctx.ledger, "t-slow", RunStatus.COMPLETED)
+    seen = first + rest
+    assert [p["type"] for _, p in seen].count("TEXT_MESSAGE_CONTENT") == words
+    assert seen[-1][1]["type"] == "RUN_FINISHED"
+    key = seen[0][0].rpartition(":")[0]
+    assert [p for p, _ in seen] == [f"{key}:{n}" for n in range(1, len(seen) + 1)]
+    assert run.error_code is None
+
+
 async def test_a_position_the_server_no_longer_holds_gets_a_snapshot_then_the_live_tail(srv):
     async with srv.client() as client:
         first, context = await start_held(client, "detached", "t-snap", "s1")
@@ -199,6 +264,39 @@ async def test_a_position_the_server_no_longer_holds_gets_a_snapshot_then_the_li
     assert tail == list(range(tail[0], tail[0] + len(tail)))
 
 
+async def test_a_snapshot_rejoin_of_a_run_stopped_before_its_next_step_ends_with_the_stop(srv):
+    """A rejoin from a lost position waits for the run's next step boundary; a stop is one (the run's
+    terminal event), so the stream ends: head, the committed messages, RUN_ERROR STOPPED."""
+    async with srv.client() as client:
+        _, context = await start_held(client, "detached", "t-snapstop", "ss1")
+        await context.__aexit__(None, None, None)
+        async with client.stream("GET", "/v1/ag-ui/threads/t-snapstop/stream",
+                                 headers={"last-event-id": "run_gone:7"}) as rejoined:
+            assert rejoined.status_code == 200
+            assert (await client.post("/v1/threads/t-snapstop/stop")).status_code == 200
+            with trio.fail_after(5):
+                frames = frames_of(await rejoined.aread())
+    assert [payload["type"] for _, payload in frames] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_ERROR"]
+    assert frames[1][1]["messages"][0]["role"] == "user" and frames[-1][1]["code"] == "STOPPED"
+
+
+async def test_a_snapshot_rejoin_of_a_run_that_ends_without_a_terminal_event_ends_too(srv):
+    """A cancel agent's run whose connection goes is interrupted with no terminal event for anyone; a
+    rejoin from a lost position waiting for the next step gets the head and the committed messages,
+    and its stream ends with the run (never left open)."""
+    async with srv.client() as client:
+        _, context = await start_held(client, "held", "t-snapgone", "sg1")
+        async with client.stream("GET", "/v1/ag-ui/threads/t-snapgone/stream",
+                                 headers={"last-event-id": "run_gone:7"}) as rejoined:
+            assert rejoined.status_code == 200
+            await context.__aexit__(None, None, None)  # the run's own connection goes: client_gone
+            with trio.fail_after(5):
+                frames = frames_of(await rejoined.aread())
+    assert [payload["type"] for _, payload in frames] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
+    run = await wait_for_status(srv.ctx.ledger, "t-snapgone", RunStatus.INTERRUPTED)
+    assert run.cause == "client_gone"
+
+
 async def test_a_last_event_id_that_is_no_position_is_refused_400(srv):
     async with srv.client() as client:
         _, context = await start_held(client, "detached", "t-bad", "b1")
@@ -209,14 +307,15 @@ async def test_a_last_event_id_that_is_no_position_is_refused_400(srv):
     assert response.json()["error"]["code"] == "INVALID_POSITION"
 
 
-async def test_aisdk_resume_streams_the_whole_answer_to_done(srv):
+@pytest.mark.parametrize("resume", ["/v1/ai-sdk/chat/c-ai/stream", "/v1/ai-sdk/agents/detached/chat/c-ai/stream"])
+async def test_aisdk_resume_streams_the_whole_answer_to_done(srv, resume):
     async with srv.client() as client:
         body = {"id": "c-ai", "messages": [{"id": "u1", "role": "user",
                                             "parts": [{"type": "text", "text": GATE % "r1"}]}]}
         async with client.stream("POST", "/v1/ai-sdk/agents/detached/chat", json=body) as response:
             original = await read_frames_until(response, lambda p: isinstance(p, dict)
                                                and p.get("type") == "tool-input-available")
-        async with client.stream("GET", "/v1/ai-sdk/chat/c-ai/stream") as resumed:
+        async with client.stream("GET", resume) as resumed:
             assert resumed.status_code == 200
             gate.open_gate("r1")
             frames = frames_of(await resumed.aread())

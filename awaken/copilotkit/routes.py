@@ -1,8 +1,9 @@
 """The ASGI handler of ``/v1/copilotkit``: reads the request, names its call (``runtime.py``), answers.
 
 ``run`` is an AG-UI exchange over SSE (the same adapter, engine and ledger as ``/v1/ag-ui``);
-``connect`` streams the thread's committed history (``replay.py``) and ends (only to the subject
-that started the thread, or an admin; anyone else gets the empty replay of an unknown thread); ``stop`` stops the
+``connect`` streams the thread's committed history (``replay.py``), then the active run's events
+through ``rejoin.watch_thread`` to its end (only to the thread's owner, or an admin; anyone else gets
+the empty replay of an unknown thread); ``stop`` stops the
 thread's active run through ``RunApplication.stop``; ``info`` lists the config's agents.
 """
 
@@ -17,13 +18,14 @@ from ..agui.adapter import PROTOCOL as AGUI
 from ..agui.capabilities import capabilities
 from ..auth import principal_of
 from ..context import ServerContext
-from ..encoding import sse_frames
+from ..encoding import sse_frames, text_payload
 from ..errors import InputRejected, StoreUnavailable
-from ..exchange import MAX_BODY, content_type_of, exchange
+from ..exchange import DETACHED, MAX_BODY, Deliver, content_type_of, exchange
 from ..jsonbody import load_json_object
+from ..rejoin import watch_thread
 from ..transports import sse
 from . import runtime
-from .replay import replay_events
+from .replay import Joined, replay_events
 
 PREFIX = "/v1/copilotkit"
 _JSON = [(b"content-type", b"application/json")]
@@ -75,12 +77,13 @@ async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, rec
                                      keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
         await exchange(ctx, AGUI, transport, call.body, "application/json", call.agent_id, principal_of(scope))
     elif call.kind == "connect":
-        await _connect(ctx, call, scope, send)
+        await _connect(ctx, call, scope, receive, send)
     else:
         await _stop(ctx, call, scope, send)
 
 
-async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send: sse.ASGISend) -> None:
+async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, receive: sse.ASGIReceive,
+                   send: sse.ASGISend) -> None:
     try:
         data = load_json_object(call.body)
     except InputRejected as exc:
@@ -88,15 +91,32 @@ async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, s
     thread_id = data.get("threadId")
     if not isinstance(thread_id, str) or not thread_id:
         raise runtime.RuntimeError_(400, "threadId must be a non-empty string")
+    principal = principal_of(scope)
     try:
+        live = await watch_thread(ctx, AGUI, thread_id, principal)  # first: a run ending now is in the view
         view = await ctx.ledger.thread_view(thread_id)
         _exists, owner = await ctx.app.owner_of(thread_id)
     except StoreUnavailable as exc:
         await _json(send, 503, {"error": exc.code, "message": exc.message})
         return
-    if view.thread is not None and not principal_of(scope).may_see(owner):
+    if view.thread is not None and not principal.may_see(owner):
         view = attrs.evolve(view, thread=None)  # another subject's thread replays as an unknown one
-    await sse.send_once(send, sse.sse_headers(AGUI.sse_headers), sse_frames(replay_events(view)))
+    active = ctx.app.active(thread_id)
+    history = replay_events(view, active.run_id if live is not None and active is not None else None)
+    if live is None:
+        await sse.send_once(send, sse.sse_headers(AGUI.sse_headers), sse_frames(history))
+        return
+    joined = Joined.of(view.messages)
+
+    async def produce(deliver: Deliver) -> None:
+        for wire in history:
+            deliver(None, text_payload(wire))
+        await live(lambda at, payload: deliver(at, payload) if joined.keeps(orjson.loads(payload)) else None)
+
+    server = ctx.config.server
+    transport = sse.SseTransport(send, receive, sse.sse_headers(AGUI.sse_headers),
+                                 keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
+    await transport.stream(produce, DETACHED)
 
 
 async def _stop(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send: sse.ASGISend) -> None:

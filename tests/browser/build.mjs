@@ -5,7 +5,8 @@
 //
 // The hash covers every file under pages/, this script and package-lock.json (the library versions),
 // so a changed page or an upgraded library rebuilds, and anything else reuses .build/<hash>/.
-// Each page `pages/<name>.ts(x)` becomes `<name>.js` plus `<name>.html` (a #root div and the script).
+// Each page `pages/<name>.ts(x)` becomes `<name>.js` plus `<name>.html` (a #root div and the script;
+// the page's stylesheet `<name>.css` too when the page imports CSS).
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -26,7 +27,7 @@ function inputHash() {
   return hash.digest("hex").slice(0, 16);
 }
 
-function html(name) {
+function html(name, css) {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${name}</title>
 <style>
@@ -37,7 +38,7 @@ function html(name) {
   .part { margin: 2px 0; } .tool code { background: #fff3cd; }
   #status { color: #666; font-size: 12px; } #error { color: #b00; }
   textarea { width: 70%; height: 2.5em; vertical-align: middle; }
-</style></head>
+</style>${css ? `<link rel="stylesheet" href="./${name}.css">` : ""}</head>
 <body><div id="root"></div><script type="module" src="./${name}.js"></script></body></html>
 `;
 }
@@ -61,11 +62,13 @@ export async function buildPages() {
     jsx: "automatic",
     sourcemap: true,
     define: { "process.env.NODE_ENV": '"production"' },
+    // CopilotKit's chat imports KaTeX's stylesheet, whose math fonts no test page shows
+    loader: { ".woff2": "empty", ".woff": "empty", ".ttf": "empty" },
     logLevel: "warning",
   });
   for (const f of entries) {
     const name = f.replace(/\.tsx?$/, "");
-    writeFileSync(join(tmp, `${name}.html`), html(name));
+    writeFileSync(join(tmp, `${name}.html`), html(name, existsSync(join(tmp, `${name}.css`))));
   }
   writeFileSync(join(tmp, "DONE"), "");
   for (const old of readdirSync(CACHE)) {

@@ -40,7 +40,7 @@ mkdirSync(shots, { recursive: true });
 const pagesDir = await buildPages();
 
 // -- the pages' origin -------------------------------------------------------------------------------
-const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".map": "application/json" };
+const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css", ".map": "application/json" };
 const pages = createServer((req, res) => {
   const path = normalize(decodeURIComponent(new URL(req.url, "http://x").pathname)).replace(/^\/+/, "");
   const file = join(pagesDir, path);
