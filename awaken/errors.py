@@ -7,6 +7,7 @@ classified once, at the adapter edge (the way h11's ``error_status_hint`` works)
 * ``RunFailure`` — a run was admitted and then failed; the failure is committed on the run.
 * ``StoreUnavailable`` — the ledger cannot be read or written; history answers 503.
 * ``BadCursor`` — a history cursor that is not in the thread's committed page sequence (400).
+* ``BadLimit`` — a history or listing ``limit`` that is not an integer in range (400).
 * ``UnknownThread`` — history for a thread the ledger has never seen (404).
 * ``Unauthenticated`` — no credentials, or bad ones, on a ``/v1/`` route (401).
 """
@@ -45,6 +46,13 @@ CODES: dict[str, tuple[str, str]] = {
         "No such thread for this caller: nothing was committed to it, or it belongs to another user (404).",
     ),
     "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
+    "INVALID_ID": ("input", "A thread, run or message id breaks the id rule (1-256 printable characters, no "
+                   "surrounding whitespace, no leading /, not . or ..)."),
+    "INVALID_LIMIT": ("input", "History: limit is not an integer from 1 to 500 (400)."),
+    "NOT_FOUND": ("input", "No route has this path (404)."),
+    "METHOD_NOT_ALLOWED": ("input", "The route exists but not for this method (405, with Allow)."),
+    "NESTING_TOO_DEEP": ("input", "The request body nests arrays and objects deeper than 64 levels."),
+    "TOO_MANY_MESSAGES": ("input", "The request carries more than 10,000 messages."),
     "REQUEST_BUSY": ("input", "A run is already streaming on this socket; send the next request after it ends."),
     "ORIGIN_NOT_ALLOWED": ("input", "A browser preflight came from an origin not in server.cors_origins (403)."),
     "UNAUTHENTICATED": (
@@ -117,6 +125,12 @@ class BadCursor(AwakenError):
     """A history cursor that is not in the thread's committed page sequence (HTTP 400)."""
 
     code = "INVALID_CURSOR"
+
+
+class BadLimit(AwakenError):
+    """A history or listing ``limit`` that is not an integer in range (HTTP 400)."""
+
+    code = "INVALID_LIMIT"
 
 
 class UnknownThread(AwakenError):

@@ -26,6 +26,7 @@ from .context import ServerContext
 from .encoding import WireEvent
 from .engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
 from .errors import AwakenError, InputRejected, StoreUnavailable, UnknownThread
+from .ids import check_id, check_request_ids
 from .ledger import ThreadView
 from .protocol import Protocol, RunRequest, new_id
 from .runstate import Cause, Interruptible
@@ -97,12 +98,16 @@ async def exchange(
         encoder = protocol.encoder(parsed)
         thread, agent = protocol.target(parsed, agent_id)
         thread_id = thread or new_id("thread")
+        check_id("threadId", thread_id)
     except InputRejected as exc:
         await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
         return
 
     def build(view: ThreadView) -> RunRequest:
-        return protocol.to_run_request(parsed, thread_id, agent, view)
+        request = protocol.to_run_request(parsed, thread_id, agent, view)
+        check_request_ids(thread_id, request.run_id, [m.id for m in request.inputs]
+                          + [d.message_id for d in request.decisions])
+        return request
 
     def broadcast(run: AdmittedRun) -> RunBroadcast:
         out = RunBroadcast(run.run_id, thread_id, ctx.config.server.replay_bytes, run.owner)
@@ -143,11 +148,15 @@ async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, *, 
     await transport.stream(produce, run if attached else DETACHED)
 
 
-def content_type_of(scope: dict[str, Any]) -> str | None:
+def header_of(scope: dict[str, Any], header: bytes) -> str | None:
     for name, value in scope.get("headers", []):
-        if name == b"content-type":
+        if name == header:
             return value.decode("latin-1")
     return None
+
+
+def content_type_of(scope: dict[str, Any]) -> str | None:
+    return header_of(scope, b"content-type")
 
 
 async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, receive: sse.ASGIReceive,
@@ -156,10 +165,14 @@ async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, rece
     server = ctx.config.server
     transport = sse.SseTransport(send, receive, sse.sse_headers(protocol.sse_headers),
                                  keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
-    try:
-        body = await sse.read_body(receive, MAX_BODY)
-    except sse.ClientGone:
-        return
+    declared = header_of(scope, b"content-length")
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY:
+        body = None  # refused from the header: the body is never read
+    else:
+        try:
+            body = await sse.read_body(receive, MAX_BODY)
+        except sse.ClientGone:
+            return
     await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, principal_of(scope))
 
 

@@ -5,7 +5,7 @@ which the next page starts, bound to the thread by a keyed digest. ``read_page``
 the cursor after its last item (the same cursor again when nothing newer is committed yet). A
 cursor that is malformed, belongs to another thread, or points past the committed sequence raises
 ``BadCursor`` (400); an unknown thread raises ``UnknownThread`` (404); a store failure propagates as
-``StoreUnavailable`` (503), never as an empty page.
+``StoreUnavailable`` (503), never as an empty page; a bad ``limit`` is ``INVALID_LIMIT`` (400).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import base64
 import binascii
 import hashlib
 
-from .errors import BadCursor, UnknownThread
+from .errors import BadCursor, BadLimit, UnknownThread
 from .ledger import Ledger
 from .messages import Message
 
@@ -47,8 +47,9 @@ def decode_cursor(thread_id: str, cursor: str) -> int:
 def parse_limit(value: str | None) -> int:
     if value is None or value == "":
         return DEFAULT_LIMIT
-    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
-        raise BadCursor(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    # isdigit() alone accepts "²" and "①", which int() refuses: ASCII digits only
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_LIMIT:
+        raise BadLimit(f"limit must be an integer from 1 to {MAX_LIMIT}")
     return int(value)
 
 

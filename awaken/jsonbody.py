@@ -1,7 +1,13 @@
-"""What every protocol's request parser checks first: the content type and a JSON-object body.
+"""What every protocol's request parser checks first: the content type and a JSON-object body,
+and the bounds every JSON value the server keeps must stay within.
 
 Sans-IO: bytes and a header value in, a dict out, or an ``InputRejected`` with its catalogue code
-(``UNSUPPORTED_MEDIA_TYPE``, ``INVALID_JSON``, ``INVALID_REQUEST``).
+(``UNSUPPORTED_MEDIA_TYPE``, ``INVALID_JSON``, ``INVALID_REQUEST``, ``NESTING_TOO_DEEP``,
+``TOO_MANY_MESSAGES``).
+
+Bounds: no JSON value the server accepts or commits nests deeper than ``MAX_DEPTH`` (every
+serialiser on the way out, orjson's 255 levels included, can then write it back), and a request
+carries at most ``MAX_MESSAGES`` messages (a request's work is bounded before it starts).
 """
 
 from __future__ import annotations
@@ -11,6 +17,11 @@ from typing import Any
 import orjson
 
 from .errors import InputRejected
+
+#: the deepest nesting of arrays and objects accepted in a request body, a tool result or the state
+MAX_DEPTH = 64
+#: the most messages one request may carry (history replay included)
+MAX_MESSAGES = 10_000
 
 
 def reject(message: str, code: str = "INVALID_REQUEST") -> InputRejected:
@@ -31,4 +42,32 @@ def load_json_object(body: bytes) -> dict[str, Any]:
         raise reject(f"the body is not valid JSON: {exc}", "INVALID_JSON") from None
     if not isinstance(data, dict):
         raise reject("the body must be a JSON object")
+    if too_deep(data, MAX_DEPTH):
+        raise reject(f"the body nests arrays and objects deeper than {MAX_DEPTH} levels", "NESTING_TOO_DEEP")
+    messages = data.get("messages")
+    if isinstance(messages, list) and len(messages) > MAX_MESSAGES:
+        raise reject(f"the body carries {len(messages)} messages; at most {MAX_MESSAGES} are accepted",
+                     "TOO_MANY_MESSAGES")
     return data
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests arrays/objects more than ``limit`` levels (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, (dict, list)) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def loads_bounded(text: str | bytes) -> Any:
+    """``orjson.loads`` for text the server committed and now sends (tool results and arguments):
+    raises ``ValueError`` (orjson's ``JSONDecodeError`` included) for bad JSON or nesting deeper
+    than ``MAX_DEPTH``, so the caller falls back to sending the text itself."""
+    value = orjson.loads(text)
+    if isinstance(value, (dict, list)) and too_deep(value):
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    return value

@@ -300,6 +300,11 @@ class Ledger(abc.ABC):
     async def ping(self) -> None:
         """Return if the store answers; raise ``StoreUnavailable`` if not."""
 
+    async def probe_write(self) -> None:
+        """Return if the store can commit now (``/readyz``); raise ``StoreUnavailable`` if not.
+        Backends override it with a real write; the default only pings."""
+        await self.ping()
+
     @abc.abstractmethod
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         """The thread, or None if nothing was ever committed to it."""

@@ -9,7 +9,7 @@ preflights for every ``/v1/`` path and puts CORS headers on every answer, a 401 
 
 Routes:
     GET  /healthz                                    200 while the process serves
-    GET  /readyz                                     200 when the ledger answers, else 503
+    GET  /readyz                                     200 when the ledger can commit (write probe), else 503
     GET  /v1/me                                      the caller's principal {subject, role}
     GET  /v1/agents                                  the published agents
     GET  /v1/ag-ui/agents/{agentId}/capabilities     the agent's AG-UI AgentCapabilities
@@ -37,14 +37,18 @@ another user 404 ``UNKNOWN_THREAD`` (``access.visible_thread``; runs check it at
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
+import trio
 from quart import jsonify, request
 from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from . import console, cors, threads_api
 from .access import visible_thread
@@ -54,9 +58,10 @@ from .aisdk import adapter as aisdk_adapter
 from .auth import AuthMiddleware, principal_of
 from .context import ServerContext
 from .copilotkit import routes as copilotkit_routes
-from .errors import AwakenError, BadCursor, InputRejected, StoreUnavailable, UnknownThread
+from .errors import AwakenError, BadCursor, BadLimit, InputRejected, StoreUnavailable, UnknownThread
 from .exchange import sse_route, ws_route
 from .history import parse_limit
+from .ids import id_problem
 from .ledger import Ledger
 from .rejoin import rejoin_route
 
@@ -67,6 +72,10 @@ PageReader = Callable[[Ledger, str, "str | None", int], Awaitable[tuple[list, st
 StreamRoute = Callable[[ServerContext, dict, Any, Any, dict[str, str]], Awaitable[None]]
 
 
+#: how long /readyz reuses its write probe's answer (a probe per request would be a write per request)
+READY_CACHE_SECONDS = 1.0
+
+
 def _error(exc: AwakenError, status: int):  # noqa: ANN202 - a quart response tuple
     return jsonify({"error": {"code": exc.code, "message": exc.message}}), status
 
@@ -74,6 +83,18 @@ def _error(exc: AwakenError, status: int):  # noqa: ANN202 - a quart response tu
 def build_quart(ctx: ServerContext) -> QuartTrio:
     app = QuartTrio(__name__)
     app.config["RESPONSE_TIMEOUT"] = None
+    # ``threads//x/messages`` is a (refused) thread id, never a redirect to another path
+    app.url_map.merge_slashes = False
+
+    @app.errorhandler(HTTPException)
+    async def http_error(exc: HTTPException):  # noqa: ANN202
+        """Every routing error (404, 405, ...) as JSON with a code, never an HTML page."""
+        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.code or 500, "INVALID_REQUEST")
+        response = jsonify({"error": {"code": code, "message": exc.description or exc.name}})
+        response.status_code = exc.code or 500
+        if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+            response.headers["Allow"] = ", ".join(exc.valid_methods)
+        return response
 
     process = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -82,12 +103,21 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
         # which server process answered (several may serve one address: [server] workers)
         return jsonify({"status": "ok"}), 200, {"x-awaken-process": process}
 
+    probe: dict[str, Any] = {"at": -math.inf, "error": None}
+
     @app.get("/readyz")
     async def readyz():  # noqa: ANN202
-        try:
-            await ctx.ledger.ping()
-        except StoreUnavailable as exc:
-            return _error(exc, 503)
+        """Ready when the ledger can commit: a real write probe. A success is reused for
+        ``READY_CACHE_SECONDS``; while it fails, every call probes again (recovery shows at once)."""
+        if probe["error"] is not None or trio.current_time() - probe["at"] > READY_CACHE_SECONDS:
+            try:
+                await ctx.ledger.probe_write()
+                probe["error"] = None
+            except StoreUnavailable as exc:
+                probe["error"] = exc
+            probe["at"] = trio.current_time()
+        if probe["error"] is not None:
+            return _error(probe["error"], 503)
         return jsonify({"status": "ready"})
 
     @app.get("/v1/me")
@@ -114,10 +144,12 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
 
         async def history(thread_id: str):  # noqa: ANN202
             try:
+                if id_problem(thread_id):  # never accepted by a run route, so never committed
+                    raise UnknownThread(f"no thread {thread_id[:64]!r}")
                 await visible_thread(ctx.app, principal_of(request.scope), thread_id)
                 limit = parse_limit(request.args.get("limit"))
                 items, cursor = await read(ctx.ledger, thread_id, request.args.get("cursor"), limit)
-            except BadCursor as exc:
+            except (BadCursor, BadLimit) as exc:
                 return _error(exc, 400)
             except UnknownThread as exc:
                 return _error(exc, 404)
@@ -156,21 +188,44 @@ STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
 ]
 
 
+async def method_not_allowed(send: Callable, method: str, allow: list[str]) -> None:
+    """405 with ``Allow`` and a JSON body, for a run route called with the wrong method."""
+    body = orjson.dumps({"error": {"code": "METHOD_NOT_ALLOWED",
+                                   "message": f"{method} is not allowed here; use {', '.join(allow)}"}})
+    await send({"type": "http.response.start", "status": 405, "headers": [
+        (b"content-type", b"application/json"), (b"allow", ", ".join(allow).encode()),
+        (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
 def build_asgi(ctx: ServerContext) -> ASGIApp:
     quart_app = build_quart(ctx)
 
     async def asgi(scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            # the server's own nursery: late run outcomes are committed here for as long as it serves
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ctx.app.reconcile_forever)
+                await quart_app(scope, receive, send)
+                nursery.cancel_scope.cancel()
+            return
         if scope["type"] in ("http", "websocket"):
             method = scope.get("method", "GET") if scope["type"] == "http" else "WEBSOCKET"
             path = scope["path"]
+            allowed: set[str] = set()
             for route_method, pattern, handler in STREAM_ROUTES:
-                if route_method != method:
-                    continue
                 match = pattern.match(path)
-                if match:
-                    # scope["path"] is already percent-decoded by the server
-                    await handler(ctx, scope, receive, send, match.groupdict())
-                    return
+                if not match:
+                    continue
+                if route_method != method:
+                    allowed.add(route_method)
+                    continue
+                # scope["path"] is already percent-decoded by the server
+                await handler(ctx, scope, receive, send, match.groupdict())
+                return
+            if scope["type"] == "http" and (allow := sorted(allowed - {"WEBSOCKET"})):
+                await method_not_allowed(send, method, allow)
+                return
         await quart_app(scope, receive, send)
 
     # every /v1/ request is authenticated before routing; principal_of(scope) reads who is asking.

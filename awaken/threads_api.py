@@ -37,12 +37,12 @@ from quart_trio import QuartTrio
 from .access import visible_thread
 from .auth import principal_of
 from .context import ServerContext
-from .errors import AwakenError, BadCursor, InputRejected, StoreUnavailable, UnknownThread
+from .errors import AwakenError, BadCursor, BadLimit, InputRejected, StoreUnavailable, UnknownThread
 from .history import parse_limit
 from .ledger import ALL_OWNERS, PendingCall, RunRecord, RunSummary, ThreadSummary
 
 #: error class -> HTTP status, for every route here
-STATUS: dict[type[AwakenError], int] = {BadCursor: 400, UnknownThread: 404, InputRejected: 409,
+STATUS: dict[type[AwakenError], int] = {BadCursor: 400, BadLimit: 400, UnknownThread: 404, InputRejected: 409,
                                         StoreUnavailable: 503}
 
 

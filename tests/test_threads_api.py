@@ -155,7 +155,7 @@ async def test_the_listing_pages_with_its_cursor_and_filters_by_agent(client):
 async def test_a_bad_listing_cursor_or_limit_is_400_invalid_cursor(client, params):
     response = await client.get("/v1/threads", params=params, headers=bearer("alice"))
     assert response.status_code == 400
-    assert response.json()["error"]["code"] == "INVALID_CURSOR"
+    assert response.json()["error"]["code"] == ("INVALID_LIMIT" if "limit" in params else "INVALID_CURSOR")
 
 
 # -- one thread ----------------------------------------------------------------------------------------

@@ -33,10 +33,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from .. import events as ev
 from ..encoding import EncoderBase, EncoderMisuse, WireEvent
+from ..jsonbody import loads_bounded
 from ..messages import Usage
 from .wire import approval_id
 
@@ -46,8 +45,8 @@ _FINISH_REASON = {"completed": "stop", "waiting": "tool-calls"}
 def parse_json_or_text(content: str) -> Any:
     """A tool result as the client sees it: its JSON value, or the text itself when it is not JSON."""
     try:
-        return orjson.loads(content)
-    except orjson.JSONDecodeError:
+        return loads_bounded(content)
+    except ValueError:  # not JSON, or nested too deep to send back as JSON
         return content
 
 
@@ -229,8 +228,8 @@ class AiSdkEncoder(EncoderBase):
             raise EncoderMisuse(f"ToolCallEnd for call {e.tool_call_id}, which is not streaming")
         del self.streaming_calls[e.tool_call_id]
         try:
-            arguments = orjson.loads(e.arguments)
-        except orjson.JSONDecodeError:
+            arguments = loads_bounded(e.arguments)
+        except ValueError:
             return [{"type": "tool-input-error", "toolCallId": e.tool_call_id, "toolName": e.name,
                      "input": e.arguments, "errorText": "the model's arguments for this call are not valid JSON"}]
         return [{"type": "tool-input-available", "toolCallId": e.tool_call_id, "toolName": e.name,

@@ -32,8 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import orjson
-
+from ..jsonbody import loads_bounded
 from ..ledger import PendingCall
 from ..messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
 from ..protocol import DENIED
@@ -79,8 +78,8 @@ def tool_part(call: ToolCallPart, result: ToolResultPart | None, pending: Pendin
     """The final-state ``tool-<name>`` part of one call."""
     part: dict[str, Any] = {"type": f"tool-{call.name}", "toolCallId": call.tool_call_id}
     try:
-        arguments, raw = orjson.loads(call.arguments), False
-    except orjson.JSONDecodeError:
+        arguments, raw = loads_bounded(call.arguments), False
+    except ValueError:
         arguments, raw = call.arguments, True
     if result is not None and result.status == "ok":
         part["state"] = "output-available"

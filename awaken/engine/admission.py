@@ -9,7 +9,9 @@ new input superseding a waiting run (the only write before the stream starts, ``
 On exit a run that never reached a committed outcome is committed ``interrupted``.
 
 The registry (``active``) is what ``stop`` and a shutdown act on: ``stop(thread_id)`` cancels the
-thread's run with ``Cause.STOPPED`` and returns its committed status.
+thread's run with ``Cause.STOPPED`` and returns its committed status. A run whose outcome could
+not be committed in time stays in the registry (its thread busy) until ``reconcile_forever``, a
+task of the server's nursery, has committed it.
 
 The claim itself goes through the ledger's ``ThreadClaims`` (``awaken/claims.py``): the registry
 refuses a second run of this process at once, then the claims refuse a thread another server process
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
@@ -50,7 +53,7 @@ from ..models import ToolSpec
 from ..protocol import Asks, RunRequest, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
-from . import outcome
+from . import outcome, reconcile
 from .commit import write
 from .outcome import FINAL_COMMIT_TIMEOUT
 from .policy import superseded
@@ -70,6 +73,7 @@ class RunApplication:
         self.agents = agents
         self.tools = tools
         self._active: dict[str, AdmittedRun] = {}
+        self._late_send, self._late_receive = trio.open_memory_channel[AdmittedRun](math.inf)
         self.claims = ledger.claims()
         #: threads being deleted: no run is admitted on them meanwhile (and the tokens of their claims)
         self._deleting: set[str] = set()
@@ -161,6 +165,11 @@ class RunApplication:
             exists, owner = await self.owner_of(thread_id)
             if exists and not principal.may_see(owner):
                 raise UnknownThread(f"no thread {thread_id!r}")
+            holder = self._active.get(thread_id)
+            if holder is not None and holder.unsettled is not None:
+                raise InputRejected(
+                    f"thread {thread_id!r}: the outcome of run {holder.run_id!r} is still being committed; "
+                    "retry in a few seconds", code="THREAD_BUSY")
             raise InputRejected(
                 f"thread {thread_id!r} already has an active run; send the next input when it ends",
                 code="THREAD_BUSY",
@@ -192,6 +201,7 @@ class RunApplication:
             await prepare(run, build(view), view)
             yield run
         finally:
+            run.abandon()
             try:
                 await outcome.interrupt(run)
             finally:
@@ -255,6 +265,16 @@ class RunApplication:
         """The server is shutting down: a run cancelled from now on is interrupted for ``shutdown``."""
         for run in list(self._active.values()):
             run.blame(Cause.SHUTDOWN)
+
+    def reconcile(self, run: AdmittedRun) -> None:
+        """Hand a run whose outcome is not committed yet to ``reconcile_forever``."""
+        self._late_send.send_nowait(run)
+
+    async def reconcile_forever(self) -> None:
+        """Commit late outcomes as the store answers (the server's nursery runs this until shutdown)."""
+        async with trio.open_nursery() as nursery:
+            async for run in self._late_receive:
+                nursery.start_soon(reconcile.settle_late, run)
 
     async def _release(self, run: AdmittedRun) -> None:
         if self._active.get(run.thread_id) is run:

@@ -2,6 +2,11 @@
 code), or is interrupted (``interrupted`` with a ``Cause``). The failed and interrupted commits are
 shielded and bounded, so a cancellation cannot tear them and a stuck store cannot hold the
 connection.
+
+A final commit that cannot happen in time (the store is slow or failing) is not given up: the run
+keeps its outcome in ``run.unsettled``, the failure is logged, the thread stays claimed
+(``THREAD_BUSY``), and the reconciler (``reconcile.py``) commits it once the store answers and only
+then frees the thread. No run is ever left ``running`` next to a newer run on its thread.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from ..errors import StoreUnavailable
@@ -23,8 +29,21 @@ if TYPE_CHECKING:
     from .run import AdmittedRun
 
 log = logging.getLogger("awaken.engine")
-#: how long a shielded final commit may take before we give up on it
+#: how long a shielded final commit may hold the connection before the reconciler takes it over
 FINAL_COMMIT_TIMEOUT = 2.0
+
+
+@attrs.frozen
+class Final:
+    """A terminal outcome decided for a run and not yet committed."""
+
+    status: RunStatus
+    code: str | None = None
+    message: str | None = None
+    cause: Cause | None = None
+
+    def commit(self) -> Commit:
+        return Commit(status=self.status, error_code=self.code, error_message=self.message)
 
 
 def finish_waiting(run: AdmittedRun, sink: Sink, pending: Sequence[PendingCall]) -> None:
@@ -46,6 +65,8 @@ async def fail(run: AdmittedRun, sink: Sink, code: str, message: str) -> None:
     committed = await commit_final(run, RunStatus.FAILED, code, message)
     if not committed and code != "STORE_UNAVAILABLE":
         code, message = "STORE_UNAVAILABLE", f"{message} (and the failure could not be committed)"
+        if run.unsettled is not None:  # the reconciler commits what the client was told
+            run.unsettled = Final(RunStatus.FAILED, code, message)
     sink(RunFailed(code, message, run.usage))
 
 
@@ -57,18 +78,27 @@ async def interrupt(run: AdmittedRun) -> None:
 
 async def commit_final(run: AdmittedRun, status: RunStatus, code: str | None, message: str | None,
                        cause: Cause | None = None) -> bool:
-    """Commit a terminal status, shielded and bounded. Returns whether it was committed."""
-    if run.status is not RunStatus.RUNNING or not run.run_id:
-        return True
+    """Commit a terminal status, shielded and bounded. Returns whether it was committed.
+
+    When the store does not answer in time (or fails), the outcome stays in ``run.unsettled`` for
+    the reconciler, and the thread stays claimed until it is committed.
+    """
+    if run.status is not RunStatus.RUNNING or not run.run_id or run.unsettled is not None:
+        return run.status is not RunStatus.RUNNING
+    run.unsettled = Final(status, code, message, cause)
     with trio.move_on_after(FINAL_COMMIT_TIMEOUT, shield=True):
         if not await run.started():
+            run.unsettled = None
             return False  # the run record was never written: there is nothing to close
         try:
-            await write(run.ledger, run.thread_id, run.run_id, run.status,
-                        Commit(status=status, error_code=code, error_message=message), cause)
-        except StoreUnavailable:
-            log.warning("run %s: could not commit %s", run.run_id, status.value)
+            await write(run.ledger, run.thread_id, run.run_id, run.status, run.unsettled.commit(), cause)
+        except StoreUnavailable as exc:
+            log.error("run %s: could not commit %s (%s); thread %s stays busy until it is committed",
+                      run.run_id, status.value, exc.message, run.thread_id)
             return False
         run.status = status
+        run.unsettled = None
         return True
+    log.error("run %s: committing %s took longer than %.1f s; thread %s stays busy until it is committed",
+              run.run_id, status.value, FINAL_COMMIT_TIMEOUT, run.thread_id)
     return False

@@ -5,7 +5,9 @@ the scope that stops it.
 beside itself (a fresh run's first write, shielded, concurrent with the first model step, so the
 write is off the path to the first delta). ``cancel(cause)`` cancels that scope and records why;
 a cancellation from outside (the connection's nursery) with no cause recorded is ``client_gone``.
-Either way the run is committed ``interrupted`` with its cause before ``execute`` ends.
+Either way the run is committed ``interrupted`` with its cause before ``execute`` ends, or, when
+the store cannot take that commit in time, the outcome waits in ``unsettled`` and the run keeps its
+thread until the reconciler has committed it (``settle``).
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ log = logging.getLogger("awaken.engine")
 class AdmittedRun:
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
-    __slots__ = ("_cause", "_released", "_scope", "_settled", "_streamed", "agent", "answer_message_id", "app",
+    __slots__ = ("_cause", "_executing", "_reconciling", "_released", "_scope", "_settled", "_streamed", "agent", "answer_message_id", "app",
                  "broadcast", "claim_token", "claimed", "client_state", "client_tools", "decided", "owner",
                  "owner_known", "history", "ledger", "remaining", "replay", "request", "resumed", "run_id", "start",
-                 "start_error", "state", "status", "steps_done", "thread_id", "usage")
+                 "start_error", "state", "status", "steps_done", "thread_id", "unsettled", "usage")
 
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
         self.app = app
@@ -70,9 +72,13 @@ class AdmittedRun:
         #: the decided calls of a resume, in pending order, applied when the stream starts
         self.decided: list[tuple[PendingCall, ToolDecision]] = []
         self.remaining: list[PendingCall] = []
+        #: a terminal outcome decided but not yet committed (the store was too slow or failed)
+        self.unsettled: outcome.Final | None = None
         #: the run's output for every watcher (set by ``RunApplication.launch``; None when executed bare)
         self.broadcast: RunBroadcast | None = None
         self._scope = trio.CancelScope()
+        self._executing = False
+        self._reconciling = False
         self._cause: Cause | None = None
         self._released = False
         self._settled = trio.Event()
@@ -115,6 +121,7 @@ class AdmittedRun:
         the client still listens) ends its stream with ``RunStopped`` once that is committed (or with
         ``STORE_UNAVAILABLE`` when it could not be). Other causes come with the connection's end.
         """
+        self._executing = True
         with self._scope:
             async with trio.open_nursery() as nursery:
                 if self.start is not None:
@@ -151,9 +158,10 @@ class AdmittedRun:
             log.exception("run %s failed", self.run_id)
             await outcome.fail(self, sink, "INTERNAL_ERROR", "the server failed while running the agent")
         finally:
-            await self.release()
-            if self.status is not RunStatus.RUNNING:
-                self._settled.set()
+            if self.unsettled is None:  # else the thread stays claimed until the outcome is committed
+                await self.release()
+                if self.status is not RunStatus.RUNNING:
+                    self._settled.set()
 
     async def started(self) -> bool:
         """Wait until the run record is written; False if it could not be."""
@@ -167,6 +175,19 @@ class AdmittedRun:
             self._released = True
             await self.app._release(self)
 
+    def abandon(self) -> None:
+        """The run was admitted but never executed: its first write will never happen."""
+        if self.start is not None and not self._executing and not self.start.is_set():
+            self.start_error = InputRejected("the run never started")
+            self.start.set()
+
     async def settle(self) -> None:
+        """Free the thread and wake ``settled`` — unless the outcome still waits for the store: then
+        the reconciler does both once it has committed it."""
+        if self.unsettled is not None:
+            if not self._reconciling:
+                self._reconciling = True
+                self.app.reconcile(self)
+            return
         await self.release()
         self._settled.set()

@@ -4,6 +4,10 @@ A ``Tool`` has a name, a description, JSON-schema ``parameters`` and an async ``
 returning any JSON value. ``ToolRegistry.execute`` validates the arguments with ``jsonschema``
 before the call; bad arguments and tool exceptions become an error result the model sees, never a
 failed run. A tool that returns ``ToolText`` gives the model that text as it is (not JSON-encoded).
+What a tool leaves behind is checked before it can be committed: a result nested deeper than
+``jsonbody.MAX_DEPTH`` or longer than ``MAX_RESULT_BYTES``, or a state that grew past
+``MAX_STATE_BYTES`` or ``MAX_DEPTH`` (the state is then put back as it was), is an error result
+instead, so nothing committed is ever impossible to send.
 MCP tools (``awaken.mcp``) are entries like any other, of kind ``mcp``, added and removed as their
 servers' tool lists change. Built-ins live in ``builtins.py``; plugin tools load by dotted path (``pkg.mod:obj``,
 where ``obj`` is a ``Tool`` or a zero-argument callable returning one).
@@ -20,6 +24,7 @@ import attrs
 import jsonschema
 
 from ..errors import ConfigError
+from ..jsonbody import MAX_DEPTH, too_deep
 from ..models import ToolSpec
 
 
@@ -63,6 +68,12 @@ class ToolText:
 class ToolOutcome:
     content: str
     ok: bool
+
+
+#: the largest tool result (its JSON text) and the largest thread state (as JSON) the server commits:
+#: well under the transports' default buffer (``server.max_buffered_bytes``, 4 MiB)
+MAX_RESULT_BYTES = 1024 * 1024
+MAX_STATE_BYTES = 1024 * 1024
 
 
 def dumps(value: Any) -> str:
@@ -117,6 +128,16 @@ class ToolRegistry:
             return ToolOutcome(f"invalid arguments: not JSON ({exc.msg})", False)
         if (problem := self.check_arguments(name, args)) is not None:
             return ToolOutcome(f"invalid arguments: {problem}", False)
+        state_before = dict(ctx.state)
+        result = await self._call(tool, args, ctx)
+        if ctx.state != state_before and (problem := state_problem(ctx.state)):
+            ctx.state.clear()
+            ctx.state.update(state_before)
+            return ToolOutcome(f"{name} failed: {problem}; the state was not changed", False)
+        return result
+
+    async def _call(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        name = tool.name
         try:
             value = await tool.call(args, ctx)
         except ToolError as exc:
@@ -124,11 +145,31 @@ class ToolRegistry:
         except Exception as exc:  # a plugin's bug is the model's error result, not a dead run
             return ToolOutcome(f"{name} failed: {type(exc).__name__}", False)
         if isinstance(value, ToolText):
+            if len(value.text.encode()) > MAX_RESULT_BYTES:
+                return ToolOutcome(f"{name} failed: its result is larger than {MAX_RESULT_BYTES} bytes", False)
             return ToolOutcome(value.text, True)
+        if isinstance(value, (dict, list)) and too_deep(value):
+            return ToolOutcome(f"{name} failed: its result nests deeper than {MAX_DEPTH} levels", False)
         try:
-            return ToolOutcome(dumps(value), True)
-        except (TypeError, ValueError) as exc:  # not JSON (or an int too long to print): same rule
+            content = dumps(value)
+        except (TypeError, ValueError, RecursionError) as exc:  # not JSON (or an int too long to print)
             return ToolOutcome(f"{name} failed: its result is not JSON ({type(exc).__name__})", False)
+        if len(content.encode()) > MAX_RESULT_BYTES:
+            return ToolOutcome(f"{name} failed: its result is larger than {MAX_RESULT_BYTES} bytes", False)
+        return ToolOutcome(content, True)
+
+
+def state_problem(state: dict[str, Any]) -> str | None:
+    """Why ``state`` may not be committed (too deep, too large, not JSON), or None."""
+    if too_deep(state):
+        return f"the state would nest deeper than {MAX_DEPTH} levels"
+    try:
+        size = len(dumps(state).encode())
+    except (TypeError, ValueError, RecursionError):
+        return "the state would not be JSON"
+    if size > MAX_STATE_BYTES:
+        return f"the state would be larger than {MAX_STATE_BYTES} bytes"
+    return None
 
 
 def load_plugin(path: str) -> Tool:

@@ -5,7 +5,9 @@ never blocks); the connection task drains whatever is queued and writes it in on
 that pile up while a send is in flight are coalesced; an idle stream costs one wake-up per frame).
 hypercorn's trio sends are shielded and cannot be cancelled, so a reader that stops reading is
 detected by the buffer's byte limit instead: on overflow the run's scope is cancelled and the run
-is committed ``interrupted``.
+is committed ``interrupted``. A single frame larger than the limit is not slowness: it is queued
+without counting against the limit (one at a time: a second one queued behind it is an overflow),
+so it reaches a client that reads, whole.
 
 A concurrent ``receive()`` loop sees ``http.disconnect`` the moment the client goes and cancels the
 connection's nursery, which owns the run (a cancellation with no cause: ``client_gone``).
@@ -44,13 +46,16 @@ class ClientGone(Exception):
 class FrameBuffer:
     """Bytes waiting for the socket: ``put`` is synchronous; ``take`` waits for data or a timeout."""
 
-    __slots__ = ("_chunks", "_closed", "_lot", "_size", "last_put", "limit", "on_overflow", "overflowed")
+    __slots__ = ("_chunks", "_closed", "_lot", "_oversized", "_size", "last_put", "limit", "on_overflow",
+                 "overflowed")
 
     def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
         self.limit = limit
         self.on_overflow = on_overflow
         self._chunks: list[bytes] = []
         self._size = 0
+        #: frames larger than ``limit`` queued now (they do not count in ``_size``)
+        self._oversized = 0
         self._closed = False
         self._lot = trio.lowlevel.ParkingLot()
         self.overflowed = False
@@ -62,8 +67,11 @@ class FrameBuffer:
             return
         self.last_put = trio.current_time()
         self._chunks.append(data)
-        self._size += len(data)
-        if self._size > self.limit and not self.overflowed:
+        if len(data) > self.limit:
+            self._oversized += 1
+        else:
+            self._size += len(data)
+        if (self._size > self.limit or self._oversized > 1) and not self.overflowed:
             self.overflowed = True
             self.on_overflow()
         if self._lot:
@@ -95,6 +103,7 @@ class FrameBuffer:
         data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
         self._size = 0
+        self._oversized = 0
         return data
 
 

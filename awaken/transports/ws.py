@@ -130,7 +130,8 @@ class Outbox:
     """Text messages waiting for the socket, bounded in bytes.
 
     ``put`` is synchronous and never blocks: the run calls it from its event sink. ``take`` hands the
-    writer everything queued so far as one ``Batch``. When more than ``limit`` bytes are queued,
+    writer everything queued so far as one ``Batch``. When more than ``limit`` bytes are queued (a
+    text larger than ``limit`` does not count, but a second one queued behind it does overflow),
     ``on_overflow`` is called (once; it is expected to ``close`` with ``drop=True``). ``close`` queues
     the close frame: with ``drop`` the queued texts are discarded, without it they are sent first.
     After ``close``, ``put`` and ``ping`` do nothing.
@@ -141,6 +142,7 @@ class Outbox:
         self._on_overflow = on_overflow
         self._texts: list[str] = []
         self._size = 0
+        self._oversized = 0
         self._ping = False
         self._close: Close | None = None
         self._dropped = False
@@ -160,8 +162,11 @@ class Outbox:
         if self._close is not None:
             return
         self._texts.append(text)
-        self._size += size
-        if self._size > self.limit:
+        if size > self.limit:  # one text larger than the buffer is sent whole; a second behind it is too slow
+            self._oversized += 1
+        else:
+            self._size += size
+        if self._size > self.limit or self._oversized > 1:
             self._on_overflow()
         self._wake()
 
@@ -177,7 +182,7 @@ class Outbox:
         if drop:
             self._dropped = True
             self._texts = []
-            self._size = 0
+            self._size = self._oversized = 0
             self._ping = False
         self._wake()
 
@@ -187,7 +192,7 @@ class Outbox:
             await self._lot.park()
         batch = Batch(self._ping, self._texts, self._close)
         self._texts = []
-        self._size = 0
+        self._size = self._oversized = 0
         self._ping = False
         self._taken_close = self._close is not None
         return batch

@@ -1,0 +1,58 @@
+"""The reconciler: commits the outcome of runs whose final commit did not happen in time.
+
+``outcome.commit_final`` gives up waiting on a slow or failing store after
+``FINAL_COMMIT_TIMEOUT`` so the connection is not held, but it never gives up the outcome: the run
+keeps it in ``run.unsettled`` and stays in the registry, so its thread answers ``THREAD_BUSY``.
+``settle_late`` commits it as soon as the store answers (retrying with back-off), then frees the
+thread. It runs in the server's nursery (``RunApplication.reconcile_forever``, started by the ASGI
+lifespan), never in a connection's: the client that caused the run may be long gone.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..errors import StoreUnavailable
+from ..runstate import RunStatus
+from .commit import write
+
+if TYPE_CHECKING:
+    from .run import AdmittedRun
+
+log = logging.getLogger("awaken.engine")
+#: the first and the longest pause between two attempts to commit a late outcome
+RETRY_FIRST = 0.05
+RETRY_MAX = 5.0
+
+
+async def settle_late(run: AdmittedRun) -> None:
+    """Commit ``run.unsettled`` (unless the store already holds an outcome), then free the thread."""
+    final = run.unsettled
+    assert final is not None
+    delay = RETRY_FIRST
+    try:
+        while True:
+            try:
+                if await run.started():
+                    record = await run.ledger.get_run(run.run_id)
+                    if record is not None and record.status is RunStatus.RUNNING:
+                        await write(run.ledger, run.thread_id, run.run_id, RunStatus.RUNNING, final.commit(),
+                                    final.cause)
+                        run.status = final.status
+                    elif record is not None:  # the slow commit got through after all
+                        run.status = record.status
+                break
+            except StoreUnavailable as exc:
+                log.warning("run %s: still cannot commit %s (%s); retrying in %.2f s", run.run_id,
+                            final.status.value, exc.message, delay)
+                await trio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+        log.warning("run %s: %s committed late; thread %s is free", run.run_id, run.status.value, run.thread_id)
+    except Exception:  # a bug must not keep the thread busy for ever
+        log.exception("run %s: the reconciler failed to commit %s", run.run_id, final.status.value)
+    finally:
+        run.unsettled = None
+        await run.settle()
