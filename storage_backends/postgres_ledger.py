@@ -56,7 +56,6 @@ from awaken.ledger import (
     ThreadRecord,
     ThreadSummary,
     ThreadView,
-    Usage,
     WriteClock,
     check_limit,
     decode_cursor,
@@ -67,7 +66,7 @@ from awaken.ledger import (
     tools_from_json,
     tools_to_json,
 )
-from awaken.messages import Message, parts_from_json, parts_to_json
+from awaken.messages import Message, Usage, parts_from_json, parts_to_json
 from awaken.runstate import RunStatus
 
 from .postgres_claims import PostgresClaims
