@@ -1,15 +1,22 @@
 """Idle threads do not grow the process beyond their index entry: ``python -m bench.idle``.
 
-For each backend a fresh child process opens a ledger, writes 10,000 threads (one completed run of two
-messages each, ~1 KB of text) and reads each thread's whole history once right after writing it (what
-admission and the history route do to a hot thread), so every thread passes through whatever the
-backend keeps for hot threads and then goes idle. The process's resident memory is read after 1,000
-threads and after 10,000; (RSS at 10,000 - RSS at 1,000) / 9,000 is what one idle thread costs. The
-file ledger's history cache is capped by ``cache_bytes`` (``[ledger] options``; default 256 KiB): it
-is printed with its cap. What remains per idle thread is the backend's index of it (SQLite: the
-thread id in the set of known threads; files: the thread's index entry: ids, log segments, runs).
+For each backend a fresh child process opens a ledger, writes 10,000 threads (``--turns`` completed
+runs of two messages each, ~1 KB of text per run; default 1) and reads each thread's whole history
+once right after writing it (what admission and the history route do to a hot thread), so every
+thread passes through whatever the backend keeps for hot threads and then goes idle. The process's
+resident memory is read after 1,000 threads and after 10,000; (RSS at 10,000 - RSS at 1,000) / 9,000
+is what one idle thread costs. The file ledger's caches are capped (``[ledger] options``):
+``cache_bytes`` (whole histories, default 256 KiB) and ``index_cache_bytes`` (hot threads' index
+details: message ids, log segments, runs, pending calls; default 1 MiB): both are printed with their
+caps. What remains per idle thread is the backend's index of it (SQLite: nothing, the known thread
+ids are a fixed-size Bloom filter; files: the compact entry a listing reads, and one run id -> thread
+entry per run for ``get_run``).
 
-    python -m bench.idle [--threads 10000] [--backends sqlite,files]
+Then the cost of a cold access: ``get_thread`` (which needs the thread's state, so the file ledger
+rebuilds the detail from the log: one read of it) on 100 idle threads, then on the same 100 again
+(hot), in microseconds per call.
+
+    python -m bench.idle [--threads 10000] [--turns 1] [--backends sqlite,files]
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import trio
@@ -36,7 +44,7 @@ def rss_kb() -> int:
     return 0
 
 
-async def child(backend: str, root: str, threads: int) -> dict[str, float]:
+async def child(backend: str, root: str, threads: int, turns: int) -> dict[str, float]:
     options = {"fsync": False} if backend == "files" else {}
     path = str(Path(root) / ("awaken.db" if backend == "sqlite" else "ledger"))
     ledger = ledger_class(backend)(path=path, **options)
@@ -44,20 +52,29 @@ async def child(backend: str, root: str, threads: int) -> dict[str, float]:
     marks: dict[int, int] = {}
     try:
         for n in range(threads):
-            thread_id, run_id = f"idle-{n}", f"idle-r{n}"
-            await ledger.start_run(RunRecord(run_id, thread_id, "assistant", RunStatus.RUNNING, n, n),
-                                   [Message(f"u{n}", "user", (TextPart("a question of some length " * 20),))])
-            await ledger.commit(thread_id, run_id, Commit(RunStatus.COMPLETED, (
-                Message(f"a{n}", "assistant", (TextPart("an answer of some length " * 20),), run_id),)))
+            thread_id = f"idle-{n}"
+            for t in range(turns):
+                run_id = f"idle-r{n}-{t}"
+                await ledger.start_run(RunRecord(run_id, thread_id, "assistant", RunStatus.RUNNING, n, n), [
+                    Message(f"u{n}-{t}", "user", (TextPart("a question of some length " * 20),))])
+                await ledger.commit(thread_id, run_id, Commit(RunStatus.COMPLETED, (
+                    Message(f"a{n}-{t}", "assistant", (TextPart("an answer of some length " * 20),), run_id),)))
             await ledger.thread_view(thread_id)
             if n + 1 in (1000, threads):
                 gc.collect()
                 marks[n + 1] = rss_kb()
-        cache = getattr(ledger, "_cache", None)
+        cache, hot = getattr(ledger, "_cache", None), getattr(ledger, "_hot", None)
         out = {"rss_kb_1000": marks[1000], f"rss_kb_{threads}": marks[threads],
                "bytes_per_idle_thread": (marks[threads] - marks[1000]) * 1024 / (threads - 1000)}
         if cache is not None:
             out |= {"history_cache_bytes": cache.total, "history_cache_cap": cache.budget}
+        if hot is not None:
+            out |= {"index_cache_bytes": hot.total, "index_cache_cap": hot.budget, "hot_threads": len(hot)}
+        for label in ("cold", "hot"):
+            started = time.perf_counter()
+            for n in range(100):
+                assert await ledger.get_thread(f"idle-{n}") is not None
+            out[f"{label}_get_thread_us"] = (time.perf_counter() - started) / 100 * 1e6
         return out
     finally:
         await ledger.aclose()
@@ -66,23 +83,29 @@ async def child(backend: str, root: str, threads: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=1, help="completed runs per thread")
     parser.add_argument("--backends", default="sqlite,files")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         with tempfile.TemporaryDirectory() as root:
-            print(json.dumps(trio.run(child, args.child, root, args.threads)))
+            print(json.dumps(trio.run(child, args.child, root, args.threads, args.turns)))
         return
-    print(f"| backend | RSS after 1,000 threads | after {args.threads:,} | per idle thread | history cache |")
-    print("|---|---|---|---|---|")
+    print(f"{args.turns} completed run(s) of 2 messages per thread\n")
+    print(f"| backend | RSS after 1,000 threads | after {args.threads:,} | per idle thread | history cache "
+          "| index cache (hot threads) | get_thread cold / hot µs |")
+    print("|---|---|---|---|---|---|---|")
     for backend in args.backends.split(","):
-        done = subprocess.run([sys.executable, "-m", "bench.idle", "--child", backend, "--threads", str(args.threads)],
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run([sys.executable, "-m", "bench.idle", "--child", backend, "--threads", str(args.threads),
+                               "--turns", str(args.turns)], capture_output=True, text=True, check=True)
         r = json.loads(done.stdout)
         cache = (f"{r['history_cache_bytes'] / 1024:.0f} KiB of {r['history_cache_cap'] / 1024:.0f} KiB cap"
                  if "history_cache_cap" in r else "none")
+        hot = (f"{r['index_cache_bytes'] / 1024:.0f} KiB of {r['index_cache_cap'] / 1024:.0f} KiB cap "
+               f"({r['hot_threads']} threads)" if "index_cache_cap" in r else "none")
         print(f"| {backend} | {r['rss_kb_1000'] / 1024:.1f} MiB | {r[f'rss_kb_{args.threads}'] / 1024:.1f} MiB | "
-              f"{r['bytes_per_idle_thread']:.0f} B | {cache} |")
+              f"{r['bytes_per_idle_thread']:.0f} B | {cache} | {hot} | "
+              f"{r['cold_get_thread_us']:.0f} / {r['hot_get_thread_us']:.0f} |")
 
 
 if __name__ == "__main__":

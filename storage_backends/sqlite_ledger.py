@@ -64,6 +64,8 @@ from awaken.ledger import (
 from awaken.messages import Message, Usage, parts_from_json, parts_to_json, result_id
 from awaken.runstate import RunStatus
 
+from .known_threads import KnownThreads
+
 T = TypeVar("T")
 
 _SCHEMA = """
@@ -186,9 +188,10 @@ class SqliteLedger(Ledger):
         self.busy_timeout_ms = busy_timeout_ms
         self._db: sqlite_utils.Database | None = None
         self._limiter = trio.CapacityLimiter(1)
-        #: every thread id in the database (about 100 bytes each): a run on a thread never seen before
-        #: needs no read at admission. Only this object writes threads, so the set stays exact.
-        self._threads: set[str] = set()
+        #: the thread ids in the database, in a fixed-size Bloom filter (no entry per thread): a run on
+        #: a thread never seen before needs no read at admission. Only this object writes threads, so
+        #: an id it holds is always in the filter; a false "maybe" costs the read.
+        self._threads = KnownThreads()
         #: the descriptor holding ``<db>.lock``: one process owns a ledger (recovery at open marks the
         #: runs another live process is streaming as interrupted, so two owners would corrupt history)
         self._lock_fd: int | None = None
@@ -262,7 +265,9 @@ class SqliteLedger(Ledger):
                     "UPDATE runs SET status = ?, error_code = NULL, cause = ?, updated_at = ? WHERE status = ?",
                     (RunStatus.INTERRUPTED.value, RESTART_CAUSE, now, RunStatus.RUNNING.value),
                 )
-                self._threads = {row[0] for row in conn.execute("SELECT id FROM threads")}
+                self._threads.clear()
+                for (thread_id,) in conn.execute("SELECT id FROM threads"):
+                    self._threads.add(thread_id)
                 self._clock.advance_to(conn.execute("SELECT coalesce(max(updated_at), 0) FROM threads").fetchone()[0])
             except BaseException:
                 conn.close()  # a failed open must not leak the connection (or its locks)
@@ -614,7 +619,6 @@ class SqliteLedger(Ledger):
             return conn.execute("DELETE FROM threads WHERE id = ?", (thread_id,)).rowcount > 0
 
         deleted = await self._call(lambda db: self._transaction(db, body))
-        self._threads.discard(thread_id)
         return deleted
 
 

@@ -27,6 +27,12 @@ def file_ledger(root: Path, **options: Any) -> Ledger:
     return FileLedger(str(root / "ledger"), **options)
 
 
+def cold_file_ledger(root: Path, **options: Any) -> Ledger:
+    """The file ledger holding no hot thread: every access rebuilds the thread's detail from its log
+    and reads its history from disk (the path an idle thread takes)."""
+    return FileLedger(str(root / "ledger"), **{"index_cache_bytes": 0, "cache_bytes": 0, **options})
+
+
 def postgres_ledger(root: Path, **options: Any) -> Ledger:
     """A schema of the session's throwaway cluster, one per root (nothing is written under it)."""
     return PostgresLedger(pg_cluster.dsn_for(root), password_env=pg_cluster.PASSWORD_ENV, **options)
@@ -38,6 +44,10 @@ BACKENDS: dict[str, Callable[..., Ledger]] = {
     "files": file_ledger,
     "postgres": postgres_ledger,
 }
+
+
+#: the backends, plus configurations of one the conformance suite also runs
+VARIANTS: dict[str, Callable[..., Ledger]] = {**BACKENDS, "files-cold": cold_file_ledger}
 
 
 def make_ledger(backend: str, root: Path | str, **options: Any) -> Ledger:

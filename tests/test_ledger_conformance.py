@@ -58,9 +58,10 @@ def ledger_factory(backend: str) -> LedgerFactory:
 # -- lifecycle ----------------------------------------------------------------------------------
 
 
-def test_backend_is_reachable_by_its_config_name(backend: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_backend_is_reachable_by_its_config_name(name: str, tmp_path: Path) -> None:
     """``ledger_class`` resolves the backend's config name to the class the suite tests."""
-    assert ledger_class(backend) is type(make_ledger(backend, tmp_path))
+    assert ledger_class(name) is type(make_ledger(name, tmp_path))
 
 
 async def test_files_without_fsync_keep_the_same_semantics(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""A bounded LRU cache of whole thread histories, so admissions and steps of recent threads stay off disk."""
+"""Bounded LRU caches of the file ledger: whole thread histories (admissions and steps of recent threads stay
+off disk) and hot threads' index details (ids, segments, runs, pending calls)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Sequence
 import attrs
 
 from awaken.messages import Message
+
+from .index import ThreadEntry
 
 _PART_FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -98,3 +101,51 @@ class HistoryCache:
         while self.total > self.budget and self._entries:
             _, (_, _, cost) = self._entries.popitem(last=False)
             self.total -= cost
+
+
+class HotThreads:
+    """An LRU of the threads whose detail (``ThreadEntry.detail``) stays in memory, at most ``budget``
+    bytes by ``ThreadDetail.cost``; evicting a thread drops its detail (the log rebuilds it on the
+    next access). No single detail above a quarter of the budget stays."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.total = 0
+        self._entries: OrderedDict[str, tuple[ThreadEntry, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def hold(self, thread: ThreadEntry) -> None:
+        """The thread was just used with its (current) detail: keep it, most recent, or drop it."""
+        old = self._entries.pop(thread.thread_id, None)
+        if old is not None:
+            self.total -= old[1]
+        if thread.detail is None:
+            return
+        cost = thread.detail.cost()
+        if cost * 4 > self.budget:
+            thread.detail = None
+            return
+        self._entries[thread.thread_id] = (thread, cost)
+        self.total += cost
+        while self.total > self.budget and self._entries:
+            _, (evicted, spent) = self._entries.popitem(last=False)
+            evicted.detail = None
+            self.total -= spent
+
+    def touch(self, thread: ThreadEntry) -> None:
+        if thread.thread_id in self._entries:
+            self._entries.move_to_end(thread.thread_id)
+
+    def drop(self, thread_id: str) -> None:
+        entry = self._entries.pop(thread_id, None)
+        if entry is not None:
+            entry[0].detail = None
+            self.total -= entry[1]
+
+    def clear(self) -> None:
+        for thread, _ in self._entries.values():
+            thread.detail = None
+        self._entries.clear()
+        self.total = 0

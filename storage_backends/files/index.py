@@ -1,5 +1,7 @@
-"""The file ledger's in-memory index: per thread its metadata, message ids and locations, runs and
-pending calls, rebuilt by replaying every log at open and updated by applying every written record."""
+"""The file ledger's in-memory index: per thread a compact entry (what a listing shows, where its log
+ends), and for hot threads a detail (message ids and locations, runs, pending calls, state), built by
+replaying every log at open (details are then dropped) or one thread's log on access, and updated by
+applying every written record."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import attrs
 from awaken.ledger import (
     PendingCall,
     RunRecord,
+    RunSummary,
     ThreadRecord,
     ThreadSummary,
     last_run_of,
@@ -35,48 +38,46 @@ _SMALL_IDS = 8  # up to this many message ids per thread are kept in a tuple, mo
 
 @attrs.define(weakref_slot=False)
 class ThreadEntry:
-    """What the index keeps of a thread: metadata, message ids and locations, runs, pending calls.
+    """What the index keeps of every thread, hot or idle: what a listing shows, where its log ends.
 
-    ``segments`` is a flat ``array('q')`` of triples ``(frame offset, first seq, count)``: each
-    triple says that the messages with seqs ``first .. first + count - 1`` are in the frame starting
-    at that offset. Triples are ordered by seq, and so by offset (an import is a thread's first
-    record; every later record appends seqs above ``last_seq``).
+    Its ``detail`` (message ids and locations, runs, pending calls, agent state) is held only while
+    the thread is hot (``HotThreads``, an LRU capped in bytes); an idle thread's detail is rebuilt
+    from its log on access (one read of the log, no message parsed). So what an idle thread costs does
+    not grow with its messages or runs.
     """
 
     thread_id: str
     created_at: int
-    state: dict[str, Any] | None = None  # None: the empty state (no dict kept per thread)
     last_seq: int = 0
     size: int = 0  # bytes of the log that hold applied records
-    # The message ids: a tuple while there are few (a set costs 216 bytes even when small).
-    ids: tuple[str, ...] | set[str] = ()
-    segments: array = attrs.field(factory=lambda: array("q"))
-    run_ids: tuple[str, ...] = ()  # insertion order
-    pending: tuple[PendingCall, ...] = ()  # commit order
+    message_count: int = 0
     owner: str | None = None
     title: str | None = None
     agent_id: str | None = None  # of the latest run
     updated_at: int = 0
+    last_run: RunSummary | None = None
+    waiting: bool = False  # pending calls exist
+    detail: ThreadDetail | None = None
 
     @property
     def file_name(self) -> str:
         return thread_file_name(self.thread_id)
 
-    def record(self) -> ThreadRecord:
+    def record(self, detail: ThreadDetail) -> ThreadRecord:
         return ThreadRecord(
-            self.thread_id, self.created_at, copy.deepcopy(self.state or {}), self.last_seq, self.owner
+            self.thread_id, self.created_at, copy.deepcopy(detail.state or {}), self.last_seq, self.owner
         )
 
-    def summary(self, runs: dict[str, RunRecord]) -> ThreadSummary:
+    def summary(self) -> ThreadSummary:
         return ThreadSummary(
             thread_id=self.thread_id,
             title=self.title,
             agent_id=self.agent_id,
             created_at=self.created_at,
             updated_at=self.updated_at,
-            message_count=len(self.ids),
-            last_run=run_summary(last_run_of(runs[r] for r in self.run_ids)),
-            waiting=bool(self.pending),
+            message_count=self.message_count,
+            last_run=self.last_run,
+            waiting=self.waiting,
             owner=self.owner,
         )
 
@@ -84,6 +85,31 @@ class ThreadEntry:
         """Set the title from the first user text of ``raw`` messages, if the thread has none yet."""
         if self.title is None and any(d.get("role") == "user" for d in raw):
             self.title = thread_title(message_from_json(d) for d in raw if d.get("role") == "user")
+
+
+@attrs.define(weakref_slot=False)
+class ThreadDetail:
+    """A hot thread's full index: message ids and locations, runs, pending calls, agent state.
+
+    ``segments`` is a flat ``array('q')`` of triples ``(frame offset, first seq, count)``: each
+    triple says that the messages with seqs ``first .. first + count - 1`` are in the frame starting
+    at that offset. Triples are ordered by seq, and so by offset (an import is a thread's first
+    record; every later record appends seqs above ``last_seq``).
+    """
+
+    state: dict[str, Any] | None = None  # None: the empty state (no dict kept per thread)
+    # The message ids: a tuple while there are few (a set costs 216 bytes even when small).
+    ids: tuple[str, ...] | set[str] = ()
+    segments: array = attrs.field(factory=lambda: array("q"))
+    runs: dict[str, RunRecord] = attrs.field(factory=dict)  # insertion order
+    pending: tuple[PendingCall, ...] = ()  # commit order
+
+    def cost(self) -> int:
+        """Roughly the bytes this detail holds (for the hot-thread budget): constant per id, segment
+        triple, run and pending call, plus the state's size when there is one."""
+        state = 0 if self.state is None else 200 + 2 * len(repr(self.state))
+        return (400 + 100 * len(self.ids) + 8 * len(self.segments) + 450 * len(self.runs)
+                + 350 * len(self.pending) + state)
 
     def add_ids(self, ids: Sequence[str]) -> None:
         if isinstance(self.ids, set):
@@ -115,9 +141,10 @@ class Span:
     whole: bool  # the span is the thread's whole history
 
 
-def locate(thread: ThreadEntry, after_seq: int, limit: int) -> Span | None:
-    """The span of up to ``limit`` (all if negative) messages with ``seq > after_seq``, or None."""
-    segs = thread.segments
+def locate(detail: ThreadDetail, size: int, after_seq: int, limit: int) -> Span | None:
+    """The span of up to ``limit`` (all if negative) messages with ``seq > after_seq``, or None
+    (``size``: the applied length of the log ``detail`` reflects)."""
+    segs = detail.segments
     n = len(segs) // 3
     lo, hi = 0, n
     while lo < hi:  # the first segment whose last seq is > after_seq
@@ -146,7 +173,7 @@ def locate(thread: ThreadEntry, after_seq: int, limit: int) -> Span | None:
     m = k
     while m < n and segs[3 * m] == last_offset:
         m += 1
-    end = segs[3 * m] if m < n else thread.size
+    end = segs[3 * m] if m < n else size
     whole = lo == 0 and first_seq == segs[1] and k == n and last_seq == segs[-2] + segs[-1] - 1
     return Span(segs[3 * lo], end, first_seq, last_seq, count, whole)
 
@@ -172,9 +199,11 @@ def extract(data: bytes, span: Span) -> list[Message]:
 @attrs.define
 class Index:
     threads: dict[str, ThreadEntry] = attrs.field(factory=dict)
-    runs: dict[str, RunRecord] = attrs.field(factory=dict)
+    #: run id -> its thread (the run itself is in the thread's detail)
+    run_threads: dict[str, ThreadEntry] = attrs.field(factory=dict)
     #: ``(updated_at, thread_id)`` of every thread, ascending (a listing walks it from the end), and
-    #: the same per owner: a page costs a bisection and ``limit`` steps, whatever the thread count
+    #: the same per owner (the same tuple objects): a page costs a bisection and ``limit`` steps,
+    #: whatever the thread count
     order: list[tuple[int, str]] = attrs.field(factory=list)
     by_owner: dict[str | None, list[tuple[int, str]]] = attrs.field(factory=dict)
     #: the newest ``updated_at`` seen (the write clock continues from it)
@@ -203,64 +232,83 @@ class Index:
         thread.updated_at = updated_at
         self._list(thread)
 
-    def remove(self, thread_id: str) -> None:
-        """Forget a deleted thread and its runs."""
+    def remove(self, thread_id: str, detail: ThreadDetail) -> None:
+        """Forget a deleted thread and its runs (``detail``: the thread's, current)."""
         thread = self.threads.pop(thread_id)
+        thread.detail = None
         self._unlist(thread)
-        for run_id in thread.run_ids:
-            self.runs.pop(run_id, None)
+        for run_id in detail.runs:
+            self.run_threads.pop(run_id, None)
 
-    def apply(self, record: dict[str, Any], file_name: str, start: int, end: int, parse: bool = True) -> None:
+    def apply(
+        self,
+        record: dict[str, Any],
+        file_name: str,
+        start: int,
+        end: int,
+        parse: bool = True,
+        detail: ThreadDetail | None = None,
+    ) -> ThreadEntry:
         """Apply one decoded record (live or replayed) found in ``file_name`` at ``[start, end)``.
 
-        Live writes validate before they write, so a failure here means a corrupt log. Replay
-        parses every message to check it (``parse``); a live write has parsed them already.
+        ``detail`` is the thread's current detail (default: the one its entry holds); it is updated
+        and left on the entry. Live writes validate before they write, so a failure here means a
+        corrupt log. Replay parses every message to check it (``parse``); a live write has parsed
+        them already.
         """
         kind = record["type"]
         thread_id = record["thread"]
         if not isinstance(thread_id, str) or thread_file_name(thread_id) != file_name:
             raise CorruptRecord(f"record for thread {thread_id!r} found in {file_name}")
         thread = self.threads.get(thread_id)
+        d = detail if detail is not None or thread is None else thread.detail
+        if thread is not None and d is None:
+            raise RuntimeError(f"thread {thread_id!r} has no detail to apply a record to")
         if kind == "start_run":
             run = run_from_json(record["run"], thread_id if thread is None else thread.thread_id)
-            if run.run_id in self.runs:
+            if run.run_id in self.run_threads:
                 raise CorruptRecord(f"start_run of run {run.run_id!r} cannot be applied")
             messages = record["messages"]
             new = thread is None
-            if thread is None:
+            if thread is None or d is None:
                 thread = ThreadEntry(thread_id, run.created_at, owner=record.get("owner"))
-            self._append(thread, messages, start, parse)  # checks everything before changing the index
+                d = ThreadDetail()
+            self._append(thread, d, messages, start, parse)  # checks everything before changing the index
             self.threads[thread_id] = thread
-            self.runs[run.run_id] = run
-            thread.run_ids += (run.run_id,)
+            last = d.runs.get(thread.last_run.run_id) if thread.last_run is not None else None
+            d.runs[run.run_id] = run
+            self.run_threads[run.run_id] = thread
+            if last is None or run.created_at >= last.created_at:
+                thread.last_run = run_summary(run)
             thread.agent_id = run.agent_id
             thread.take_title(messages)
             self.touch(thread, record.get("at", run.updated_at), listed=not new)
         elif kind == "commit":
             run_id = record["run"]
-            run = self.runs.get(run_id)
-            if thread is None or run is None or run.thread_id != thread_id:
+            run = d.runs.get(run_id) if d is not None else None
+            if thread is None or d is None or run is None or run.thread_id != thread_id:
                 raise CorruptRecord(f"commit for unknown run {run_id!r}")
             status = RunStatus(record["status"])
             usage = run.usage + Usage(*record["usage"])
             resolved = set(record["resolved"])
-            pending = [p for p in thread.pending if p.tool_call_id not in resolved]
+            pending = [p for p in d.pending if p.tool_call_id not in resolved]
             open_calls = {p.tool_call_id for p in pending}
             # a pending call names a message of its own step: share that message's id string
-            own = {d["id"]: d["id"] for d in record["messages"]}
+            own = {m["id"]: m["id"] for m in record["messages"]}
             for p in record["pending"]:
                 call = pending_from_json(p, thread.thread_id, run.run_id, own)
                 if call.tool_call_id in open_calls:
                     raise CorruptRecord(f"tool call {call.tool_call_id!r} is already pending")
                 open_calls.add(call.tool_call_id)
                 pending.append(call)
-            self._append(thread, record["messages"], start, parse)
+            self._append(thread, d, record["messages"], start, parse)
             thread.take_title(record["messages"])
             self.touch(thread, record["updated_at"])
-            thread.pending = tuple(pending)
+            d.pending = tuple(pending)
+            thread.waiting = bool(pending)
             if record.get("state") is not None:
-                thread.state = record["state"] or None
-            self.runs[run_id] = attrs.evolve(
+                d.state = record["state"] or None
+            self._set_run(thread, d, attrs.evolve(
                 run,
                 status=status,
                 updated_at=record["updated_at"],
@@ -269,59 +317,72 @@ class Index:
                 cause=record.get("cause"),
                 usage=NO_USAGE if usage == NO_USAGE else usage,
                 steps=run.steps + record["steps"],
-            )
+            ))
         elif kind == "import":
             if thread is not None:
                 raise CorruptRecord(f"import of existing thread {thread_id!r}")
             t = record["thread_record"]
-            thread = ThreadEntry(thread_id, t["created_at"], t["state"] or None, t["last_seq"])
+            thread = ThreadEntry(thread_id, t["created_at"], t["last_seq"])
+            d = ThreadDetail(t["state"] or None)
             runs = [run_from_json(r, thread_id) for r in record["runs"]]
-            if any(r.run_id in self.runs for r in runs) or len({r.run_id for r in runs}) != len(runs):
+            if any(r.run_id in self.run_threads for r in runs) or len({r.run_id for r in runs}) != len(runs):
                 raise CorruptRecord(f"import of thread {thread_id!r} repeats a run id")
-            raw = sorted(record["messages"], key=lambda d: d["seq"])
-            for d in raw:
+            raw = sorted(record["messages"], key=lambda m: m["seq"])
+            for m in raw:
                 if parse:  # a malformed message refuses the record here, not at a later read
-                    message_from_json(d)
-                seq, message_id = d["seq"], d["id"]
+                    message_from_json(m)
+                seq, message_id = m["seq"], m["id"]
                 if (
                     type(seq) is not int
                     or type(message_id) is not str
                     or not 0 < seq <= thread.last_seq
-                    or message_id in thread.ids
+                    or message_id in d.ids
                 ):
                     raise CorruptRecord(f"imported message {message_id!r} (seq {seq}) cannot be applied")
-                if thread.segments and thread.segments[-2] + thread.segments[-1] > seq:
+                if d.segments and d.segments[-2] + d.segments[-1] > seq:
                     raise CorruptRecord(f"imported message {message_id!r} repeats seq {seq}")
-                thread.add_ids((message_id,))
-                thread.add_segment(start, seq, 1)
-            thread.pending = tuple(pending_from_json(p, thread_id) for p in record["pending"])
+                d.add_ids((message_id,))
+                d.add_segment(start, seq, 1)
+            thread.message_count = len(raw)
+            d.pending = tuple(pending_from_json(p, thread_id) for p in record["pending"])
+            thread.waiting = bool(d.pending)
             self.threads[thread_id] = thread
             for r in runs:
-                self.runs[r.run_id] = r
-            thread.run_ids = tuple(r.run_id for r in runs)
+                d.runs[r.run_id] = r
+                self.run_threads[r.run_id] = thread
             thread.owner = t.get("owner")
             thread.take_title(raw)
             latest = last_run_of(runs)
             thread.agent_id = latest.agent_id if latest else None
+            thread.last_run = run_summary(latest)
             self.touch(thread, t.get("updated_at", 0), listed=False)
         elif kind == "recover":
-            if thread is None:
+            if thread is None or d is None:
                 raise CorruptRecord(f"recovery for unknown thread {thread_id!r}")
             for run_id in record["runs"]:
-                run = self.runs[run_id]
-                self.runs[run_id] = attrs.evolve(
-                    run,
+                self._set_run(thread, d, attrs.evolve(
+                    d.runs[run_id],
                     status=RunStatus.INTERRUPTED,
                     error_code=None,
                     cause=record.get("cause"),
                     updated_at=record["updated_at"],
-                )
+                ))
         else:
             raise CorruptRecord(f"unknown record type {kind!r}")
         thread.size = end
+        thread.detail = d
+        return thread
 
     @staticmethod
-    def _append(thread: ThreadEntry, raw: list[dict[str, Any]], offset: int, parse: bool) -> None:
+    def _set_run(thread: ThreadEntry, detail: ThreadDetail, run: RunRecord) -> None:
+        """Replace a run of the thread (same id, same created_at); the listing's last run follows."""
+        detail.runs[run.run_id] = run
+        if thread.last_run is not None and thread.last_run.run_id == run.run_id:
+            thread.last_run = run_summary(run)
+
+    @staticmethod
+    def _append(thread: ThreadEntry, detail: ThreadDetail, raw: list[dict[str, Any]], offset: int,
+                parse: bool) -> None:
         """Record the messages of the frame at ``offset``: they must continue the thread's seqs.
 
         Every message is checked (and, when ``parse``, parsed) before the thread changes, so a bad
@@ -329,16 +390,32 @@ class Index:
         """
         batch: set[str] = set()
         seq = thread.last_seq
-        for d in raw:
+        for m in raw:
             if parse:
-                message_from_json(d)
+                message_from_json(m)
             seq += 1
-            if type(d["id"]) is not str or d["seq"] != seq or d["id"] in thread.ids or d["id"] in batch:
-                raise CorruptRecord(f"message {d['id']!r} (seq {d['seq']}) does not follow seq {seq - 1}")
-            batch.add(d["id"])
+            if type(m["id"]) is not str or m["seq"] != seq or m["id"] in detail.ids or m["id"] in batch:
+                raise CorruptRecord(f"message {m['id']!r} (seq {m['seq']}) does not follow seq {seq - 1}")
+            batch.add(m["id"])
         if raw:
-            thread.add_ids([d["id"] for d in raw])
-            thread.add_segment(offset, thread.last_seq + 1, len(raw))
+            detail.add_ids([m["id"] for m in raw])
+            detail.add_segment(offset, thread.last_seq + 1, len(raw))
             thread.last_seq = seq
+            thread.message_count += len(raw)
 
 
+def load_detail(data: bytes, file_name: str, thread_id: str) -> ThreadDetail:
+    """Rebuild a thread's detail from ``data``, its log's applied bytes (no message is parsed)."""
+    records, valid = decode_frames(data)
+    if valid != len(data):
+        raise OSError(errno.EIO, f"a ledger record at or after offset {valid} fails its checksum")
+    scratch = Index()
+    try:
+        for start, end, record in records:
+            scratch.apply(record, file_name, start, end, parse=False)
+    except (CorruptRecord, KeyError, TypeError, ValueError) as exc:
+        raise OSError(errno.EIO, f"a ledger file no longer replays: {exc}") from None
+    thread = scratch.threads.get(thread_id)
+    if thread is None or thread.size != len(data) or thread.detail is None:
+        raise OSError(errno.EIO, "a ledger file does not hold the thread its index says")
+    return thread.detail

@@ -11,6 +11,7 @@ import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,7 +41,7 @@ from awaken.ledger import (
 from awaken.messages import Message, message_from_json, message_to_json
 from awaken.runstate import RunStatus
 
-from .cache import HistoryCache, history_cost
+from .cache import HistoryCache, HotThreads, history_cost
 from .frames import (
     FORMAT_VERSION,
     HEADER,
@@ -52,7 +53,7 @@ from .frames import (
     thread_file_name,
     write_all,
 )
-from .index import Index, ThreadEntry, extract, locate
+from .index import Index, ThreadDetail, ThreadEntry, extract, load_detail, locate
 from .records import CorruptRecord, pending_to_json, run_to_json
 
 T = TypeVar("T")
@@ -71,15 +72,19 @@ def _now_ms() -> int:
 
 class FileLedger(Ledger):
     """``[ledger] backend = "files"``; options: ``path`` (a directory), ``fsync`` (default true),
-    ``cache_bytes`` (the budget of the cache of whole thread histories; default 256 KiB, 0 disables it).
+    ``cache_bytes`` (the budget of the cache of whole thread histories; default 256 KiB, 0 disables it),
+    ``index_cache_bytes`` (the budget of hot threads' index details: message ids, runs, pending calls;
+    default 1 MiB; 0 keeps none, so every access rebuilds a thread's detail from its log).
 
     With ``fsync = false`` a commit survives a process kill but not a power loss.
     """
 
-    def __init__(self, path: str = "./var/ledger", fsync: bool = True, cache_bytes: int = 256 * 1024) -> None:
+    def __init__(self, path: str = "./var/ledger", fsync: bool = True, cache_bytes: int = 256 * 1024,
+                 index_cache_bytes: int = 1024 * 1024) -> None:
         self.path = Path(path)
         self.fsync = fsync
         self._cache = HistoryCache(max(0, int(cache_bytes)))
+        self._hot = HotThreads(max(0, int(index_cache_bytes)))
         self._threads_dir = self.path / "threads"
         self._limiter = trio.CapacityLimiter(1)
         self._write_lock = trio.Lock()
@@ -181,8 +186,11 @@ class FileLedger(Ledger):
             except OSError:
                 pass
 
-    async def _write(self, index: Index, name: str, offset: int, record: dict[str, Any]) -> list[Message]:
-        """Frame, write and fsync ``record``, then apply it to ``index`` (caller holds the write lock).
+    async def _write(
+        self, index: Index, name: str, offset: int, record: dict[str, Any], detail: ThreadDetail | None = None
+    ) -> list[Message]:
+        """Frame, write and fsync ``record``, then apply it to ``index`` (caller holds the write lock;
+        ``detail``: the thread's current detail, None for a new thread).
 
         Returns the messages the record appended. JSON encoding and decoding (and building the
         messages) happen in the I/O thread too, so a large step (inline images) never stalls the
@@ -202,7 +210,11 @@ class FileLedger(Ledger):
 
         decoded, length, messages, cost = await self._io(work, "write a record")
         thread_id = decoded["thread"]
-        index.apply(decoded, name, offset, offset + length, parse=False)
+        thread = index.apply(decoded, name, offset, offset + length, parse=False, detail=detail)
+        if self._index is index:
+            self._hot.hold(thread)
+        else:
+            thread.detail = None
         if self._index is not index:  # closed while writing: the cache is no longer this index's
             pass
         elif offset == 0 and decoded["type"] == "start_run":  # a new thread: its history is these inputs
@@ -217,6 +229,7 @@ class FileLedger(Ledger):
         if self._index is not None:
             return
         self._cache.clear()
+        self._hot.clear()
         try:
             self._index = await trio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
             self._clock = WriteClock(self._index.latest)
@@ -229,10 +242,17 @@ class FileLedger(Ledger):
             self._take_lock()
             index = Index()
             names = sorted(n for n in os.listdir(self._threads_dir) if is_log_name(n))
+            stale: list[ThreadEntry] = []
             for name in names:
-                self._replay(index, name)
+                thread = self._replay(index, name)
+                if thread is None or thread.detail is None:
+                    continue
+                if any(r.status is RunStatus.RUNNING for r in thread.detail.runs.values()):
+                    stale.append(thread)  # recovered below; its detail is dropped then
+                else:
+                    thread.detail = None  # idle until accessed: only the compact entry stays
             self._fsync_dir(self._threads_dir)
-            self._recover(index)
+            self._recover(index, stale)
             return index
         except BaseException:
             self._close_files()
@@ -259,13 +279,15 @@ class FileLedger(Ledger):
         except OSError:
             pass  # the pid is a courtesy for the error message above, not part of the lock
 
-    def _replay(self, index: Index, name: str) -> None:
+    def _replay(self, index: Index, name: str) -> ThreadEntry | None:
+        """Apply one log to ``index``; returns its thread (with its detail), if it holds any record."""
         path = self._threads_dir / name
         data = path.read_bytes()
         records, valid = decode_frames(data)
+        thread: ThreadEntry | None = None
         for offset, end, record in records:
             try:
-                index.apply(record, name, offset, end)
+                thread = index.apply(record, name, offset, end)
             except (CorruptRecord, KeyError, TypeError, ValueError) as exc:
                 raise StoreUnavailable(
                     f"the ledger file {path} holds a record (offset {offset}) that cannot be applied: {exc}; "
@@ -273,6 +295,7 @@ class FileLedger(Ledger):
                 ) from None
         if valid < len(data):
             self._cut_tail(path, data, valid)
+        return thread
 
     def _cut_tail(self, path: Path, data: bytes, valid: int) -> None:
         dropped = len(data) - valid
@@ -296,17 +319,14 @@ class FileLedger(Ledger):
         finally:
             os.close(fd)
 
-    def _recover(self, index: Index) -> None:
-        stale: dict[str, list[str]] = {}
-        for run in index.runs.values():
-            if run.status is RunStatus.RUNNING:
-                stale.setdefault(run.thread_id, []).append(run.run_id)
+    def _recover(self, index: Index, stale: list[ThreadEntry]) -> None:
         now = _now_ms()
-        for thread_id, run_ids in stale.items():
-            thread = index.threads[thread_id]
+        for thread in stale:
+            assert thread.detail is not None
+            run_ids = [r.run_id for r in thread.detail.runs.values() if r.status is RunStatus.RUNNING]
             record = {
                 "type": "recover",
-                "thread": thread_id,
+                "thread": thread.thread_id,
                 "runs": run_ids,
                 "cause": RESTART_CAUSE,
                 "updated_at": now,
@@ -315,12 +335,14 @@ class FileLedger(Ledger):
             frame = encode_frame(record)
             self._append_frame(thread.file_name, frame, thread.size)
             index.apply(record, thread.file_name, thread.size, thread.size + len(frame))
+            thread.detail = None
 
     async def aclose(self) -> None:
         if self._index is None and self._lock_fd is None:
             return
         self._index = None
         self._cache.clear()
+        self._hot.clear()
         with trio.CancelScope(shield=True):
             async with self._write_lock:
                 await trio.to_thread.run_sync(self._close_files, limiter=self._limiter)
@@ -331,68 +353,104 @@ class FileLedger(Ledger):
 
     # -- reads ----------------------------------------------------------------------------------
 
-    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+    async def _detail(self, index: Index, thread: ThreadEntry) -> ThreadDetail | None:
+        """The thread's current detail: held (hot), or rebuilt from its log with one read of its
+        applied bytes in the I/O thread (then held, within the budget). None if the thread was
+        deleted meanwhile. No await separates the return from the caller's use of the entry, so the
+        detail matches ``thread.size``."""
+        while True:
+            detail = thread.detail
+            if detail is not None:
+                self._hot.touch(thread)
+                return detail
+            size, thread_id = thread.size, thread.thread_id
+            loaded = await self._io(partial(self._load_sync, index, thread.file_name, thread_id, size),
+                                    "read a thread's log")
+            if self._index is not index:
+                raise StoreUnavailable("the file ledger is closed")
+            if index.threads.get(thread_id) is not thread:
+                return None
+            if thread.detail is None and thread.size == size:
+                thread.detail = loaded
+                self._hot.hold(thread)
+                return loaded
+            # a write landed while the log was read: use (or rebuild) the newer detail
+
+    def _load_sync(self, index: Index, name: str, thread_id: str, size: int) -> ThreadDetail:
+        if self._index is not index:
+            raise StoreUnavailable("the file ledger is closed")
+        return load_detail(read_exact(self._fd(name, create=False), 0, size), name, thread_id)
+
+    async def _thread(self, thread_id: str) -> tuple[Index, ThreadEntry, ThreadDetail] | None:
         await trio.lowlevel.checkpoint()
-        thread = self._require().threads.get(thread_id)
-        return None if thread is None else thread.record()
+        index = self._require()
+        thread = index.threads.get(thread_id)
+        if thread is None:
+            return None
+        detail = await self._detail(index, thread)
+        return None if detail is None else (index, thread, detail)
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        found = await self._thread(thread_id)
+        return None if found is None else found[1].record(found[2])
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         await trio.lowlevel.checkpoint()
-        return self._require().runs.get(run_id)
+        index = self._require()
+        thread = index.run_threads.get(run_id)
+        if thread is None:
+            return None
+        detail = await self._detail(index, thread)
+        return None if detail is None else detail.runs.get(run_id)
 
     async def list_runs(self, thread_id: str) -> list[RunRecord]:
-        await trio.lowlevel.checkpoint()
-        index = self._require()
-        thread = index.threads.get(thread_id)
-        if thread is None:
+        found = await self._thread(thread_id)
+        if found is None:
             return []
-        return sorted((index.runs[r] for r in thread.run_ids), key=lambda r: r.created_at)
+        return sorted(found[2].runs.values(), key=lambda r: r.created_at)
 
     async def pending_calls(self, thread_id: str) -> list[PendingCall]:
-        await trio.lowlevel.checkpoint()
-        thread = self._require().threads.get(thread_id)
-        return [] if thread is None else list(thread.pending)
+        found = await self._thread(thread_id)
+        return [] if found is None else list(found[2].pending)
 
     async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
-        await trio.lowlevel.checkpoint()
-        index = self._require()
-        thread = index.threads.get(thread_id)
-        if thread is None or limit == 0:
+        found = await self._thread(thread_id)
+        if found is None or limit == 0:
             return []
-        return await self._messages(index, thread, after_seq, limit)
+        return await self._messages(*found, after_seq, limit)
 
     async def thread_view(self, thread_id: str) -> ThreadView:
-        """The thread, its whole history and its pending calls as of one instant: from the cache, or
-        with one read of the log in the I/O thread."""
-        await trio.lowlevel.checkpoint()
-        index = self._require()
-        thread = index.threads.get(thread_id)
-        if thread is None:
+        """The thread, its whole history and its pending calls as of one instant: from the caches, or
+        with one read of the log in the I/O thread (two for an idle thread: its detail, its history)."""
+        found = await self._thread(thread_id)
+        if found is None:
             return ThreadView(None, (), ())
-        record = thread.record()
-        pending = thread.pending
-        messages = await self._messages(index, thread, 0, -1)
+        _, thread, detail = found
+        record = thread.record(detail)
+        pending = detail.pending
+        messages = await self._messages(*found, 0, -1)
         return ThreadView(record, tuple(messages), pending)
 
     async def committed_ids(self, thread_id: str, ids: Collection[str]) -> frozenset[str]:
-        """From the in-memory index of message ids: no log is read."""
-        await trio.lowlevel.checkpoint()
-        thread = self._require().threads.get(thread_id)
-        if thread is None:
+        """From the thread's index of message ids (its detail): no message body is read."""
+        found = await self._thread(thread_id)
+        if found is None:
             return frozenset()
-        held = thread.ids
+        held = found[2].ids
         return frozenset(i for i in ids if i in held)
 
-    async def _messages(self, index: Index, thread: ThreadEntry, after_seq: int, limit: int) -> list[Message]:
-        """Up to ``limit`` (all if negative) messages after ``after_seq``, as of the call: from the
-        cache if it holds the thread, else one read of the byte range that holds them (whole history
-        reads then fill the cache)."""
+    async def _messages(
+        self, index: Index, thread: ThreadEntry, detail: ThreadDetail, after_seq: int, limit: int
+    ) -> list[Message]:
+        """Up to ``limit`` (all if negative) messages after ``after_seq``, as of the call (``detail``
+        is current): from the cache if it holds the thread, else one read of the byte range that holds
+        them (whole history reads then fill the cache)."""
         version = thread.size
         cached = self._cache.get(thread.thread_id, version)
         if cached is not None:
             start = bisect_right(cached, after_seq, key=lambda m: m.seq)
             return cached[start:] if limit < 0 else cached[start : start + limit]
-        span = locate(thread, after_seq, limit)
+        span = locate(detail, version, after_seq, limit)
         if span is None:
             return []
         name = thread.file_name
@@ -410,9 +468,15 @@ class FileLedger(Ledger):
         return messages
 
     async def list_threads(self) -> list[ThreadRecord]:
+        """Every thread's record: idle threads' details are rebuilt one by one (a migration's read)."""
         await trio.lowlevel.checkpoint()
-        threads = sorted(self._require().threads.values(), key=lambda t: (t.created_at, t.thread_id))
-        return [t.record() for t in threads]
+        index = self._require()
+        out: list[ThreadRecord] = []
+        for thread in sorted(index.threads.values(), key=lambda t: (t.created_at, t.thread_id)):
+            detail = await self._detail(index, thread)
+            if detail is not None:
+                out.append(thread.record(detail))
+        return out
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -421,31 +485,33 @@ class FileLedger(Ledger):
     ) -> list[Message]:
         async with self._write_lock:
             index = self._require()
-            if run.run_id in index.runs:
+            if run.run_id in index.run_threads:
                 raise DuplicateRun(run.run_id)
             thread = index.threads.get(run.thread_id)
+            detail = await self._detail(index, thread) if thread is not None else None
             name = thread_file_name(run.thread_id)
             offset = thread.size if thread is not None else 0
             record = {
                 "type": "start_run",
                 "thread": run.thread_id,
                 "run": run_to_json(run),
-                "messages": _stamp(thread, run.thread_id, inputs),
+                "messages": _stamp(thread, detail, run.thread_id, inputs),
                 "at": self._clock.now(),
             }
             if thread is None:
                 record["owner"] = owner
-            return await self._write(index, name, offset, record)
+            return await self._write(index, name, offset, record, detail)
 
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
         async with self._write_lock:
             index = self._require()
             thread = index.threads.get(thread_id)
-            run = index.runs.get(run_id)
-            if thread is None or run is None or run.thread_id != thread_id:
+            detail = await self._detail(index, thread) if thread is not None else None
+            run = detail.runs.get(run_id) if detail is not None else None
+            if thread is None or detail is None or run is None or run.thread_id != thread_id:
                 raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
-            messages = _stamp(thread, thread_id, commit.messages)
-            open_calls = {p.tool_call_id for p in thread.pending} - set(commit.resolved)
+            messages = _stamp(thread, detail, thread_id, commit.messages)
+            open_calls = {p.tool_call_id for p in detail.pending} - set(commit.resolved)
             pending: list[dict[str, Any]] = []
             for p in commit.pending:
                 if p.tool_call_id in open_calls:
@@ -470,7 +536,7 @@ class FileLedger(Ledger):
                 "cause": commit.cause,
                 "updated_at": self._clock.now(),
             }
-            return await self._write(index, thread.file_name, thread.size, record)
+            return await self._write(index, thread.file_name, thread.size, record, detail)
 
     async def import_thread(
         self,
@@ -489,7 +555,7 @@ class FileLedger(Ledger):
                 raise ValueError(f"thread {thread_id!r} already exists in the ledger")
             seen_runs: set[str] = set()
             for run in runs:
-                if run.run_id in index.runs or run.run_id in seen_runs:
+                if run.run_id in index.run_threads or run.run_id in seen_runs:
                     raise DuplicateRun(run.run_id)
                 if run.thread_id != thread_id:
                     raise ValueError(
@@ -530,9 +596,8 @@ class FileLedger(Ledger):
 
     async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
         await trio.lowlevel.checkpoint()
-        index = self._require()
-        thread = index.threads.get(thread_id)
-        return None if thread is None else thread.summary(index.runs)
+        thread = self._require().threads.get(thread_id)
+        return None if thread is None else thread.summary()
 
     async def list_thread_summaries(
         self, owner: OwnerFilter, agent: str | None = None, cursor: str | None = None, limit: int = 50
@@ -553,7 +618,7 @@ class FileLedger(Ledger):
             if len(items) == limit:
                 more = True
                 break
-            items.append(thread.summary(index.runs))
+            items.append(thread.summary())
         last = items[-1] if more else None
         return ThreadPage(tuple(items), encode_cursor(last.updated_at, last.thread_id) if last else None)
 
@@ -563,7 +628,8 @@ class FileLedger(Ledger):
         async with self._write_lock:
             index = self._require()
             thread = index.threads.get(thread_id)
-            if thread is None:
+            detail = await self._detail(index, thread) if thread is not None else None
+            if thread is None or detail is None:
                 return False
             name = thread.file_name
 
@@ -580,7 +646,8 @@ class FileLedger(Ledger):
                 return None
 
             unsynced = await self._io(work, "delete a thread")
-            index.remove(thread_id)
+            self._hot.drop(thread_id)
+            index.remove(thread_id, detail)
             self._cache.drop(thread_id)
             if unsynced is not None:
                 raise StoreUnavailable(f"the file ledger at {self.path} deleted a thread but could not "
@@ -588,10 +655,12 @@ class FileLedger(Ledger):
             return True
 
 
-def _stamp(thread: ThreadEntry | None, thread_id: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
+def _stamp(
+    thread: ThreadEntry | None, detail: ThreadDetail | None, thread_id: str, messages: Sequence[Message]
+) -> list[dict[str, Any]]:
     """Assign seqs and timestamps to ``messages``; a repeated id raises ``ValueError`` (nothing written)."""
     last = thread.last_seq if thread is not None else 0
-    taken = thread.ids if thread is not None else set()
+    taken = detail.ids if detail is not None else set()
     batch: set[str] = set()
     now = _now_ms()
     out: list[dict[str, Any]] = []
