@@ -13,10 +13,13 @@ object. Every ``start_run``, ``commit``, ``import_thread`` call (and every crash
 writes exactly one frame to one file and fsyncs it before returning, so a step is atomic: after a
 crash a frame is either whole (and applied on replay) or torn (and cut off at open).
 
-Opening replays every log into a compact index: per thread its metadata (created_at, agent state,
-last seq, the applied length of its log), the set of its message ids (for dedup and duplicate
-checks), where each message lives (runs of consecutive seqs and the offset of the frame that holds
-them), its runs and its pending calls. Message bodies are not kept: a read locates the frames that
+Opening replays every log into a compact index: per thread what a listing shows (created_at, owner,
+title, agent, times, message count, last run, waiting), its last seq and the applied length of its
+log, and per run which thread holds it. The rest of a thread's index, its detail, is kept only while
+the thread is hot (an LRU bounded in bytes, ``index_cache_bytes``, default 1 MiB) and rebuilt from its
+log on access (one read of the log, no message parsed): the set of its message ids (for dedup and
+duplicate checks), where each message lives (runs of consecutive seqs and the offset of the frame that
+holds them), its runs, its pending calls and its agent state. Message bodies are not kept: a read locates the frames that
 hold the wanted seqs, reads that one byte range of the log, checks and parses it (one worker-thread
 round trip per call). A small LRU cache, bounded in bytes (``cache_bytes``, default 256 KiB), keeps
 the whole history of recently read or created threads, and is extended by their commits, so a run's
