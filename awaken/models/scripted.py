@@ -27,6 +27,7 @@ name and no settings, and one ``ScriptedModel`` serves every agent.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import ClassVar
 
 import attrs
@@ -202,11 +203,16 @@ def context_answer(request: ModelRequest) -> str:
     return "Context: " + "; ".join(f"{c.description} = {c.value}" for c in request.context) + "."
 
 
-def _split(text: str) -> list[str]:
-    """One delta per word, each keeping its following space, so the deltas join back to ``text``."""
-    parts = text.split(" ")
-    out = [p + " " for p in parts[:-1]] + [parts[-1]]
-    return [p for p in out if p]
+def _split(text: str) -> Iterator[str]:
+    """One delta per word, each keeping its following space, so the deltas join back to ``text``.
+
+    Lazy: a paced stream holds its answer once, not one string per word it has yet to send."""
+    start = 0
+    while start < len(text):
+        end = text.find(" ", start)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end]
+        start = end
 
 
 class _Pacer:
