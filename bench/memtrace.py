@@ -60,9 +60,39 @@ async def snapshot_diff(pid: int, out: Path) -> list[tuple[int, int, str]]:
     return rows
 
 
+#: who owns an allocation, by where it was made (the first match wins)
+OWNERS = (
+    ("the scripted model (the model under test)", ("awaken/models/",)),
+    ("Awaken", ("awaken/", "storage_backends/")),
+    ("hypercorn + h11 (the HTTP server)", ("hypercorn/", "h11/", "wsproto/")),
+    ("trio (tasks, cancel scopes, sockets)", ("trio/", "<attrs generated methods trio.")),
+    ("tracemalloc itself", ("tracemalloc.py",)),
+)
+
+
+def owner_of(where: str) -> str:
+    for name, marks in OWNERS:
+        if any(mark in where for mark in marks):
+            return name
+    return "other (stdlib, quart, attrs, cattrs)"
+
+
+def show_owners(rows: list[tuple[int, int, str]], n: int) -> None:
+    by_owner: dict[str, list[int]] = {}
+    for size, count, where in rows:
+        acc = by_owner.setdefault(owner_of(where), [0, 0])
+        acc[0] += size
+        acc[1] += count
+    print("\n| KB per item | objects per item | owner |\n|---|---|---|")
+    for name, (size, count) in sorted(by_owner.items(), key=lambda kv: -kv[1][0]):
+        print(f"| {size / n / 1024:.2f} | {count / n:.1f} | {name} |")
+
+
 def show(title: str, rows: list[tuple[int, int, str]], n: int, top: int) -> None:
     total = sum(r[0] for r in rows)
-    print(f"\n## {title}: {total / n / 1024:.2f} KB per item traced by Python ({n} items)\n")
+    print(f"\n## {title}: {total / n / 1024:.2f} KB per item traced by Python ({n} items)")
+    show_owners(rows, n)
+    print()
     print("| bytes per item | objects per item | allocated at |\n|---|---|---|")
     root = str(Path(__file__).resolve().parent.parent) + "/"
     for size, count, where in sorted(rows, key=lambda r: -r[0])[:top]:
