@@ -86,6 +86,10 @@ async def exchange(
     connection is its first watcher. When the connection goes while the run streams, an agent with
     ``on_disconnect = "cancel"`` takes the run along (``client_gone``, or the transport's own cause);
     a ``continue`` agent's run goes on to its committed outcome, rejoinable.
+
+    Neither the raw body nor its parse is kept while the run streams (a replayed history of hundreds
+    of KB would otherwise stay in memory per stream): the caller passes the body on without keeping
+    it, and both are dropped here once the run is admitted.
     """
     encoder = protocol.encoder(None)
     try:
@@ -95,6 +99,7 @@ async def exchange(
             parsed = await trio.to_thread.run_sync(protocol.parse, body, content_type)
         else:
             parsed = protocol.parse(body, content_type)
+        body = None
         encoder = protocol.encoder(parsed)
         thread, agent = protocol.target(parsed, agent_id)
         thread_id = thread or new_id("thread")
@@ -124,6 +129,7 @@ async def exchange(
             await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
             return
         attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
+        parsed = None  # admitted: the run holds what it needs (``build``'s request), not the body's parse
         await origin(run, protocol, transport, attached=attached)
 
 
@@ -173,7 +179,9 @@ async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, rece
             body = await sse.read_body(receive, MAX_BODY)
         except sse.ClientGone:
             return
-    await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, principal_of(scope))
+    served = exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, principal_of(scope))
+    del body  # exchange drops it once parsed: this frame must not keep it for the stream's life
+    await served
 
 
 def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
