@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
+
 from awaken.ledger import TITLE_LIMIT, Commit, RunRecord
 from awaken.messages import Message, TextPart
 from awaken.runstate import RunStatus
@@ -94,3 +96,47 @@ async def test_sqlite_admits_a_deleted_then_recreated_thread_through_the_filter(
         assert (await ledger.thread_view("t")).thread is None  # the filter says maybe; the read says no
         await ledger.start_run(RunRecord("r2", "t", "a", RunStatus.RUNNING, 2, 2), [Message("u2", "user", (TextPart("hi"),))])
         assert [m.id for m in (await ledger.thread_view("t")).messages] == ["u2"]
+
+
+async def test_reads_racing_writes_on_idle_threads_see_whole_commits_in_order(tmp_path: Path):
+    """With no hot thread kept (every access rebuilds the detail from the log, in the I/O thread),
+    readers racing a writer on the same threads always see a prefix of what was committed, whole
+    steps only, and the final state is everything."""
+    async with opened("files", tmp_path, fsync=False, index_cache_bytes=0, cache_bytes=0) as ledger:
+        threads = [f"race-{k}" for k in range(3)]
+        done = trio.Event()
+        seen: list[int] = []
+
+        async def writer() -> None:
+            for turn in range(12):
+                for t in threads:
+                    run_id = f"{t}-r{turn}"
+                    await ledger.start_run(RunRecord(run_id, t, "a", RunStatus.RUNNING, turn, turn),
+                                           [Message(f"{t}-u{turn}", "user", (TextPart("q"),))])
+                    await ledger.commit(t, run_id, Commit(RunStatus.COMPLETED, (
+                        Message(f"{t}-a{turn}", "assistant", (TextPart("a"),), run_id),)))
+            done.set()
+
+        async def reader(t: str) -> None:
+            while not done.is_set():
+                view = await ledger.thread_view(t)
+                ids = [m.id for m in view.messages]
+                turns = len(ids) // 2 + len(ids) % 2
+                expected = [i for n in range(turns) for i in (f"{t}-u{n}", f"{t}-a{n}")][: len(ids)]
+                assert ids == expected
+                if view.thread is not None:
+                    assert view.thread.last_seq == len(ids)
+                    runs = await ledger.list_runs(t)
+                    assert len(runs) >= turns
+                seen.append(len(ids))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer)
+            for t in threads:
+                nursery.start_soon(reader, t)
+                nursery.start_soon(reader, t)
+        for t in threads:
+            assert [m.id for m in (await ledger.thread_view(t)).messages] == [
+                i for n in range(12) for i in (f"{t}-u{n}", f"{t}-a{n}")]
+            assert [r.status for r in await ledger.list_runs(t)] == [RunStatus.COMPLETED] * 12
+        assert len(seen) > 10 and max(seen) > 0
