@@ -7,8 +7,9 @@ thread passes through whatever the backend keeps for hot threads and then goes i
 resident memory is read after 1,000 threads and after 10,000; (RSS at 10,000 - RSS at 1,000) / 9,000
 is what one idle thread costs. The file ledger's caches are capped (``[ledger] options``):
 ``cache_bytes`` (whole histories, default 256 KiB) and ``index_cache_bytes`` (hot threads' index
-details: message ids, log segments, runs, pending calls; default 1 MiB): both are printed with their
-caps. What remains per idle thread is the backend's index of it (SQLite: nothing, the known thread
+details: message ids, log segments, runs, pending calls; default 8 MiB, set here to 1 MiB by
+``--index-cache-bytes`` so that it is full by 1,000 threads and its filling is not counted as a cost
+per idle thread): both are printed with their caps. What remains per idle thread is the backend's index of it (SQLite: nothing, the known thread
 ids are a fixed-size Bloom filter; files: the compact entry a listing reads, and one run id -> thread
 entry per run for ``get_run``).
 
@@ -44,8 +45,8 @@ def rss_kb() -> int:
     return 0
 
 
-async def child(backend: str, root: str, threads: int, turns: int) -> dict[str, float]:
-    options = {"fsync": False} if backend == "files" else {}
+async def child(backend: str, root: str, threads: int, turns: int, index_cache: int) -> dict[str, float]:
+    options = {"fsync": False, "index_cache_bytes": index_cache} if backend == "files" else {}
     path = str(Path(root) / ("awaken.db" if backend == "sqlite" else "ledger"))
     ledger = ledger_class(backend)(path=path, **options)
     await ledger.open()
@@ -85,11 +86,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=1, help="completed runs per thread")
     parser.add_argument("--backends", default="sqlite,files")
+    parser.add_argument("--index-cache-bytes", type=int, default=1 << 20, help="the file ledger's index_cache_bytes")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         with tempfile.TemporaryDirectory() as root:
-            print(json.dumps(trio.run(child, args.child, root, args.threads, args.turns)))
+            print(json.dumps(trio.run(child, args.child, root, args.threads, args.turns, args.index_cache_bytes)))
         return
     print(f"{args.turns} completed run(s) of 2 messages per thread\n")
     print(f"| backend | RSS after 1,000 threads | after {args.threads:,} | per idle thread | history cache "
@@ -97,7 +99,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for backend in args.backends.split(","):
         done = subprocess.run([sys.executable, "-m", "bench.idle", "--child", backend, "--threads", str(args.threads),
-                               "--turns", str(args.turns)], capture_output=True, text=True, check=True)
+                               "--turns", str(args.turns), "--index-cache-bytes", str(args.index_cache_bytes)],
+                              capture_output=True, text=True, check=True)
         r = json.loads(done.stdout)
         cache = (f"{r['history_cache_bytes'] / 1024:.0f} KiB of {r['history_cache_cap'] / 1024:.0f} KiB cap"
                  if "history_cache_cap" in r else "none")

@@ -140,3 +140,19 @@ async def test_reads_racing_writes_on_idle_threads_see_whole_commits_in_order(tm
                 i for n in range(12) for i in (f"{t}-u{n}", f"{t}-a{n}")]
             assert [r.status for r in await ledger.list_runs(t)] == [RunStatus.COMPLETED] * 12
         assert len(seen) > 10 and max(seen) > 0
+
+
+async def test_reopening_keeps_the_most_recently_updated_threads_hot_within_the_cap(tmp_path: Path):
+    """Replay at open builds every thread's detail; it keeps those of the newest threads, within
+    ``index_cache_bytes`` (never more held at once), and the rest go idle."""
+    async with opened("files", tmp_path, fsync=False) as ledger:
+        for n in range(120):
+            await ledger.start_run(RunRecord(f"r{n}", f"t{n}", "a", RunStatus.RUNNING, n, n),
+                                   [Message(f"u{n}", "user", (TextPart("question " * 20),))])
+    async with opened("files", tmp_path, fsync=False, index_cache_bytes=INDEX_CAP) as ledger:
+        hot, index = ledger._hot, ledger._index  # type: ignore[attr-defined]
+        kept = [t for t in index.threads.values() if t.detail is not None]
+        assert 0 < len(kept) == len(hot) < 120 and hot.total <= INDEX_CAP
+        newest = sorted(index.threads.values(), key=lambda t: t.updated_at)[-len(kept):]
+        assert {t.thread_id for t in kept} == {t.thread_id for t in newest}
+        assert [m.id for m in (await ledger.thread_view("t0")).messages] == ["u0"]  # idle: read back

@@ -16,7 +16,7 @@ crash a frame is either whole (and applied on replay) or torn (and cut off at op
 Opening replays every log into a compact index: per thread what a listing shows (created_at, owner,
 title, agent, times, message count, last run, waiting), its last seq and the applied length of its
 log, and per run which thread holds it. The rest of a thread's index, its detail, is kept only while
-the thread is hot (an LRU bounded in bytes, ``index_cache_bytes``, default 1 MiB) and rebuilt from its
+the thread is hot (an LRU bounded in bytes, ``index_cache_bytes``, default 8 MiB) and rebuilt from its
 log on access (one read of the log, no message parsed): the set of its message ids (for dedup and
 duplicate checks), where each message lives (runs of consecutive seqs and the offset of the frame that
 holds them), its runs, its pending calls and its agent state. Message bodies are not kept: a read locates the frames that

@@ -108,7 +108,7 @@ class ThreadDetail:
         """Roughly the bytes this detail holds (for the hot-thread budget): constant per id, segment
         triple, run and pending call, plus the state's size when there is one."""
         state = 0 if self.state is None else 200 + 2 * len(repr(self.state))
-        return (400 + 100 * len(self.ids) + 8 * len(self.segments) + 450 * len(self.runs)
+        return (400 + 100 * len(self.ids) + 8 * len(self.segments) + 350 * len(self.runs)
                 + 350 * len(self.pending) + state)
 
     def add_ids(self, ids: Sequence[str]) -> None:

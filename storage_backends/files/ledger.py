@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import heapq
 import logging
 import os
 import time
@@ -74,13 +75,14 @@ class FileLedger(Ledger):
     """``[ledger] backend = "files"``; options: ``path`` (a directory), ``fsync`` (default true),
     ``cache_bytes`` (the budget of the cache of whole thread histories; default 256 KiB, 0 disables it),
     ``index_cache_bytes`` (the budget of hot threads' index details: message ids, runs, pending calls;
-    default 1 MiB; 0 keeps none, so every access rebuilds a thread's detail from its log).
+    default 8 MiB, which holds thousands of short threads or a few of 10,000 messages; 0 keeps none, so
+    every access rebuilds a thread's detail from its log).
 
     With ``fsync = false`` a commit survives a process kill but not a power loss.
     """
 
     def __init__(self, path: str = "./var/ledger", fsync: bool = True, cache_bytes: int = 256 * 1024,
-                 index_cache_bytes: int = 1024 * 1024) -> None:
+                 index_cache_bytes: int = 8 * 1024 * 1024) -> None:
         self.path = Path(path)
         self.fsync = fsync
         self._cache = HistoryCache(max(0, int(cache_bytes)))
@@ -243,16 +245,31 @@ class FileLedger(Ledger):
             index = Index()
             names = sorted(n for n in os.listdir(self._threads_dir) if is_log_name(n))
             stale: list[ThreadEntry] = []
+            # The most recently updated threads keep the detail replay built, within the budget (a
+            # heap by updated_at: never more than the budget held at once); the others go idle.
+            recent: list[tuple[int, str, ThreadEntry, int]] = []
+            held = 0
             for name in names:
                 thread = self._replay(index, name)
                 if thread is None or thread.detail is None:
                     continue
                 if any(r.status is RunStatus.RUNNING for r in thread.detail.runs.values()):
                     stale.append(thread)  # recovered below; its detail is dropped then
-                else:
-                    thread.detail = None  # idle until accessed: only the compact entry stays
+                    continue
+                cost = thread.detail.cost()
+                if cost * 2 > self._hot.budget:
+                    thread.detail = None
+                    continue
+                heapq.heappush(recent, (thread.updated_at, thread.thread_id, thread, cost))
+                held += cost
+                while held > self._hot.budget:
+                    _, _, idle, spent = heapq.heappop(recent)
+                    idle.detail = None  # idle until accessed: only the compact entry stays
+                    held -= spent
             self._fsync_dir(self._threads_dir)
             self._recover(index, stale)
+            for _, _, thread, _ in sorted(recent, key=lambda r: (r[0], r[1])):
+                self._hot.hold(thread)  # oldest first: the newest is the most recently used
             return index
         except BaseException:
             self._close_files()
