@@ -149,6 +149,7 @@ async def test_reopening_keeps_the_most_recently_updated_threads_hot_within_the_
         for n in range(120):
             await ledger.start_run(RunRecord(f"r{n}", f"t{n}", "a", RunStatus.RUNNING, n, n),
                                    [Message(f"u{n}", "user", (TextPart("question " * 20),))])
+            await ledger.commit(f"t{n}", f"r{n}", Commit(RunStatus.COMPLETED, ()))
     async with opened("files", tmp_path, fsync=False, index_cache_bytes=INDEX_CAP) as ledger:
         hot, index = ledger._hot, ledger._index  # type: ignore[attr-defined]
         kept = [t for t in index.threads.values() if t.detail is not None]
