@@ -15,7 +15,7 @@ error="invalid_token"`` when a token was given) and ``{"error": {"code": "UNAUTH
 upgrade is refused by closing with ``CLOSE_UNAUTHENTICATED`` before accepting.
 
 ``/healthz``, ``/readyz`` and everything outside ``/v1/`` pass through untouched. The principal is
-put on the scope under ``PRINCIPAL_KEY``; routes read it with ``principal_of(scope)``.
+put on a copy of the scope under ``PRINCIPAL_KEY``; routes read it with ``principal_of(scope)``.
 """
 
 from __future__ import annotations
@@ -87,8 +87,7 @@ class AuthMiddleware:
         except Unauthenticated as exc:
             await self._refuse(scope, receive, send, exc)
             return
-        scope[PRINCIPAL_KEY] = principal  # in place: a copy of the scope per request held ~0.8 KB per stream
-        await self.app(scope, receive, send)
+        await self.app({**scope, PRINCIPAL_KEY: principal}, receive, send)
 
     async def _refuse(self, scope: dict, receive: Callable, send: Callable, exc: Unauthenticated) -> None:
         status, headers, body = refusal(exc)
