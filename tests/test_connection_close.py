@@ -61,37 +61,34 @@ async def test_a_connection_the_client_closes_at_its_runs_last_event_is_closed_b
     response's last chunk."""
     async with live_server(make_config(tmp_path)) as server:
         host, port = server.base_url.removeprefix("http://").split(":")
-        stream = await trio.open_tcp_stream(host, int(port))
-        await stream.send_all(_request("t1"))
-        await _read_until(stream, b"RUN_FINISHED")
-        stream.socket.shutdown(socket.SHUT_WR)
-        with trio.fail_after(2):  # the tests' server keeps an idle connection 5 s
-            rest = await _read_to_eof(stream)
-            await _no_connection_left()
-        assert rest in (b"", b"0\r\n\r\n") or rest.endswith(b"\n\n0\r\n\r\n")
-        await stream.aclose()
+        async with await trio.open_tcp_stream(host, int(port)) as stream:
+            await stream.send_all(_request("t1"))
+            await _read_until(stream, b"RUN_FINISHED")
+            stream.socket.shutdown(socket.SHUT_WR)
+            with trio.fail_after(2):  # the tests' server keeps an idle connection 5 s
+                rest = await _read_to_eof(stream)
+                await _no_connection_left()
+            assert rest in (b"", b"0\r\n\r\n") or rest.endswith(b"\n\n0\r\n\r\n")
 
 
 async def test_a_connection_the_client_closes_after_its_whole_response_is_closed_by_the_server_at_once(
         tmp_path: Path):
     async with live_server(make_config(tmp_path)) as server:
         host, port = server.base_url.removeprefix("http://").split(":")
-        stream = await trio.open_tcp_stream(host, int(port))
-        await stream.send_all(_request("t1"))
-        await _read_until(stream, b"0\r\n\r\n")  # the whole chunked stream
-        stream.socket.shutdown(socket.SHUT_WR)
-        with trio.fail_after(2):
-            assert await _read_to_eof(stream) == b""
-            await _no_connection_left()  # its tasks (and all they hold) are gone too
-        await stream.aclose()
+        async with await trio.open_tcp_stream(host, int(port)) as stream:
+            await stream.send_all(_request("t1"))
+            await _read_until(stream, b"0\r\n\r\n")  # the whole chunked stream
+            stream.socket.shutdown(socket.SHUT_WR)
+            with trio.fail_after(2):
+                assert await _read_to_eof(stream) == b""
+                await _no_connection_left()  # its tasks (and all they hold) are gone too
 
 
 async def test_a_connection_the_client_closes_before_any_request_is_closed_by_the_server_at_once(tmp_path: Path):
     async with live_server(make_config(tmp_path)) as server:
         host, port = server.base_url.removeprefix("http://").split(":")
-        stream = await trio.open_tcp_stream(host, int(port))
-        stream.socket.shutdown(socket.SHUT_WR)
-        with trio.fail_after(2):
-            assert await stream.receive_some(65536) == b""
-            await _no_connection_left()
-        await stream.aclose()
+        async with await trio.open_tcp_stream(host, int(port)) as stream:
+            stream.socket.shutdown(socket.SHUT_WR)
+            with trio.fail_after(2):
+                assert await stream.receive_some(65536) == b""
+                await _no_connection_left()

@@ -56,16 +56,15 @@ async def test_a_streaming_run_keeps_neither_its_raw_body_nor_its_parse(tmp_path
     del payload
     async with live_server(make_config(tmp_path)) as server:
         host, port = server.base_url.removeprefix("http://").split(":")
-        stream = await trio.open_tcp_stream(host, int(port))
-        await stream.send_all(request)
-        del request
-        seen = b""
-        with trio.fail_after(20):
-            while b"TEXT_MESSAGE_CONTENT" not in seen:  # the run streams, held at its first word
-                seen += await stream.receive_some(65536)
-        assert _holders(size) == []
-        await release(server, "big")
-        with trio.fail_after(20):
-            while b"RUN_FINISHED" not in seen:
-                seen += await stream.receive_some(65536)
-        await stream.aclose()
+        async with await trio.open_tcp_stream(host, int(port)) as stream:
+            await stream.send_all(request)
+            del request
+            seen = b""
+            with trio.fail_after(20):
+                while b"TEXT_MESSAGE_CONTENT" not in seen:  # the run streams, held at its first word
+                    seen += await stream.receive_some(65536)
+            assert _holders(size) == []
+            await release(server, "big")
+            with trio.fail_after(20):
+                while b"RUN_FINISHED" not in seen:
+                    seen += await stream.receive_some(65536)
