@@ -258,6 +258,19 @@ class PostgresLedger(Ledger):
     async def ping(self) -> None:
         await self._call(lambda conn: conn.execute("SELECT 1").fetchone())
 
+    async def probe_write(self) -> None:
+        """Whether a commit can happen now: an UPSERT of the one ``write_probe`` row in its own
+        transaction. A read-only database (``default_transaction_read_only``, a hot standby after a
+        failover, revoked privileges) or one that cannot write its WAL fails it."""
+
+        def probe(conn: psycopg.Connection) -> None:
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO write_probe (id, at) VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET at = excluded.at"
+                )
+
+        await self._call(probe)
+
     # -- reads ----------------------------------------------------------------------------------
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
