@@ -19,6 +19,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+import trio
+from psycopg import sql
 
 from awaken import server as server_module
 from awaken.context import build_ledger
@@ -28,8 +30,10 @@ from awaken.runstate import RunStatus
 from awaken.testing.harness import run_record, user
 from storage_backends.files import FileLedger, thread_file_name
 
+from . import pg_cluster
 from .helpers import agui_body, held, live_server, make_config, post_agui, release, types
 from .test_agui_http import read_until
+from .test_ledger_postgres import postgres_config
 
 
 def ask(thread_id: str, run_id: str, message_id: str, text: str = "hi") -> dict:
@@ -140,13 +144,13 @@ async def test_readyz_is_503_and_runs_refuse_once_the_file_ledger_directory_is_d
         assert types(await post_agui(client, ask("t", "r1", "u1")))[-1] == "RUN_FINISHED"
         assert (await client.get("/readyz")).status_code == 200
         shutil.rmtree(threads_dir(tmp_path))
-        body = await not_ready(client)
-        existing = await post_agui(client, ask("t", "r2", "u2"))
+        existing = await post_agui(client, ask("t", "r2", "u2"))  # its log's descriptor is still open
         new = await post_agui(client, ask("t-new", "r3", "u3"))
-    assert "is gone" in body["error"]["message"]
+        body = await not_ready(client)
     assert refused_for_the_store(existing), existing
     assert refused_for_the_store(new), new
     assert not threads_dir(tmp_path).exists()  # nothing was written anywhere in its place
+    assert "is gone" in body["error"]["message"]
 
 
 async def test_a_file_ledger_directory_replaced_under_the_server_is_refused_not_written(tmp_path):
@@ -220,8 +224,8 @@ async def test_sqlite_history_is_not_served_from_a_deleted_database_file(tmp_pat
         assert (await client.get("/v1/ag-ui/threads/t/messages")).status_code == 200
         os.unlink(tmp_path / "awaken.db")
         history = await client.get("/v1/ag-ui/threads/t/messages")
+        assert history.status_code == 503 and history.json()["error"]["code"] == "STORE_UNAVAILABLE"
         await not_ready(client)
-    assert history.status_code == 503 and history.json()["error"]["code"] == "STORE_UNAVAILABLE"
 
 
 # -- durability: the defaults (finding 10) -------------------------------------------------------
@@ -260,3 +264,47 @@ async def test_the_default_file_ledger_fsyncs_a_commit_before_acknowledging_it(t
     finally:
         await ledger.aclose()
     assert (log.st_dev, log.st_ino) in synced
+
+
+# -- Postgres: a database that takes no writes ---------------------------------------------------
+
+
+def _database_read_only(on: bool) -> None:
+    """Set (or reset) ``default_transaction_read_only`` on the test database and end its sessions, so
+    every new connection (the ledger's pool reconnects by itself) starts with the new default."""
+    with pg_cluster.cluster().admin() as conn:
+        database = sql.Identifier(pg_cluster.DATABASE)
+        if on:
+            conn.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_read_only = on").format(database))
+        else:
+            conn.execute(sql.SQL("ALTER DATABASE {} RESET default_transaction_read_only").format(database))
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                     (pg_cluster.DATABASE,))
+
+
+async def test_readyz_is_503_while_the_postgres_database_is_read_only_and_200_once_it_takes_writes(tmp_path):
+    """A read-only database (a hot standby after a failover, ``default_transaction_read_only``) answers
+    reads: only a write tells that no run can commit."""
+    async with live_server(postgres_config(tmp_path)) as srv, srv.client() as client:
+        assert types(await post_agui(client, ask("t", "r1", "u1")))[-1] == "RUN_FINISHED"
+        assert (await client.get("/readyz")).status_code == 200
+        _database_read_only(True)
+        try:
+            with trio.fail_after(15):  # the pool replaces the ended sessions in the background
+                while (await client.get("/readyz")).status_code != 503:
+                    await trio.sleep(0.05)
+            body = await not_ready(client)
+            history = await client.get("/v1/ag-ui/threads/t/messages")
+            refused = await post_agui(client, ask("t", "r2", "u2"))
+        finally:
+            _database_read_only(False)
+        with trio.fail_after(15):
+            while (await client.get("/readyz")).status_code != 200:
+                await trio.sleep(0.05)
+        again = await post_agui(client, ask("t", "r3", "u3"))
+        runs = await srv.ctx.ledger.list_runs("t")
+    assert "read-only" in body["error"]["message"]
+    assert history.status_code == 200  # reads still answer
+    assert refused_for_the_store(refused), refused
+    assert types(again)[-1] == "RUN_FINISHED"
+    assert [(r.run_id, r.status) for r in runs] == [("r1", RunStatus.COMPLETED), ("r3", RunStatus.COMPLETED)]
