@@ -10,8 +10,8 @@ Durability is the ``synchronous`` option (WAL either way):
   commit survives a process kill, an OS crash and a power loss.
 * ``"normal"``: no fsync per commit (WAL is fsynced at checkpoints); an acknowledged commit
   survives a process kill, but an OS crash, power loss or a filesystem that goes read-only may lose
-  the newest commits (never consistency). It buys commit latency (one fsync fewer per commit);
-  the bench does not measure the difference yet.
+  the newest commits (never consistency). It buys commit latency (one fsync fewer per commit):
+  ``python -m bench.durability`` measures both in one run (``bench/DURABILITY.md``).
 
 Every call (read or write) first checks that the database file is still the one it opened (same
 inode): a file deleted or replaced under the server is ``StoreUnavailable``; it never writes into,
