@@ -23,6 +23,9 @@ page is one index scan on ``(updated_at, id)``. ``updated_at`` comes from this l
 open). ``delete_thread`` deletes the thread's row in one transaction; its messages, runs and
 pending calls go with it (``ON DELETE CASCADE``), so a crash leaves it wholly present or gone.
 
+``probe_write`` (``/readyz``) upserts the one row of ``write_probe`` (migration 5) in a transaction: a
+read-only database (a hot standby, ``default_transaction_read_only``) fails it while reads still work.
+
 A connection that fails (the server is down or restarting) raises ``StoreUnavailable``; the pool
 checks each connection as it hands it out and reconnects in the background, so the ledger recovers
 by itself once the database answers again.
