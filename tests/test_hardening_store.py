@@ -136,6 +136,29 @@ async def test_the_file_ledger_refuses_a_commit_into_a_log_replaced_by_another_f
         await ledger.aclose()
 
 
+async def test_a_thread_whose_log_was_deleted_can_be_deleted_and_then_started_afresh(tmp_path):
+    ledger = FileLedger(str(tmp_path / "ledger"))
+    await ledger.open()
+    try:
+        await ledger.start_run(run_record("r1", "t"), [user("u1")])
+        os.unlink(threads_dir(tmp_path) / thread_file_name("t"))
+        with pytest.raises(StoreUnavailable, match="deleted or replaced"):
+            await ledger.start_run(run_record("r2", "t"), [user("u2")])
+        with pytest.raises(StoreUnavailable):  # refused from then on, without touching the disk
+            await ledger.thread_view("t")
+        assert await ledger.delete_thread("t") is True
+        await ledger.start_run(run_record("r3", "t"), [user("u3")])
+        assert [m.id for m in await ledger.read_messages("t", 0, 10)] == ["u3"]
+    finally:
+        await ledger.aclose()
+    reopened = FileLedger(str(tmp_path / "ledger"))
+    await reopened.open()
+    try:
+        assert [m.id for m in await reopened.read_messages("t", 0, 10)] == ["u3"]
+    finally:
+        await reopened.aclose()
+
+
 # -- the file ledger: its directory, and /readyz -------------------------------------------------
 
 
