@@ -232,12 +232,15 @@ class Index:
         thread.updated_at = updated_at
         self._list(thread)
 
-    def remove(self, thread_id: str, detail: ThreadDetail) -> None:
-        """Forget a deleted thread and its runs (``detail``: the thread's, current)."""
+    def remove(self, thread_id: str, detail: ThreadDetail | None) -> None:
+        """Forget a deleted thread and its runs (``detail``: the thread's, current; None when it
+        cannot be had, a lost log: its runs are then found by a scan of every run)."""
         thread = self.threads.pop(thread_id)
         thread.detail = None
         self._unlist(thread)
-        for run_id in detail.runs:
+        run_ids = list(detail.runs) if detail is not None else [
+            r for r, owner in self.run_threads.items() if owner is thread]
+        for run_id in run_ids:
             self.run_threads.pop(run_id, None)
 
     def apply(
