@@ -200,8 +200,10 @@ async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, r
     server = ctx.config.server
 
     async def handle(request: ws.RequestStream, body: bytes) -> None:
-        await exchange(ctx, protocol, request, body if len(body) <= MAX_BODY else None, ws.CONTENT_TYPE,
-                       agent_id, principal_of(scope))
+        served = exchange(ctx, protocol, request, body if len(body) <= MAX_BODY else None, ws.CONTENT_TYPE,
+                          agent_id, principal_of(scope))
+        del body  # exchange drops it once parsed: this frame must not keep it for the stream's life
+        await served
 
     await ws.serve_websocket(scope, receive, send, handle, protocol.refusal, ping_seconds=server.ws_ping_seconds,
                              max_buffered=server.max_buffered_bytes)

@@ -430,11 +430,15 @@ class WsConnection:
                 self.current = request
                 assert self._nursery is not None
                 self._nursery.start_soon(self._serve_request, request, text.encode())
+            # not kept while the request streams (a replayed history may be hundreds of KB)
+            message = text = None
 
     async def _serve_request(self, request: RequestStream, body: bytes) -> None:
         try:
             with request.scope:
-                await self.handle(request, body)
+                served = self.handle(request, body)
+                del body  # the handler drops it once parsed: this frame must not keep it for the stream
+                await served
         except Exception:
             log.exception("a WebSocket request failed")
             if not request.started:
