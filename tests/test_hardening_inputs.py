@@ -52,6 +52,16 @@ async def test_a_request_with_more_messages_than_the_cap_is_refused_and_commits_
     assert await server.ctx.ledger.get_thread("many") is None
 
 
+async def test_a_request_with_the_most_messages_accepted_streams_to_its_end(client, server):
+    """The largest accepted replay: its run's first events (``RUN_STARTED`` echoes the input) are larger
+    than the replay the broadcast keeps, and still reach the client that started it."""
+    messages = [user(f"m{i}", "hi") for i in range(MAX_MESSAGES)]
+    events = await post_agui(client, agui_body("most", "r1", messages))
+    assert types(events)[0] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED", types(events)[-3:]
+    assert agui_text(events) == 'You said: "hi".'
+    assert len(await server.ctx.ledger.read_messages("most", 0, MAX_MESSAGES + 10)) == MAX_MESSAGES + 1
+
+
 async def test_a_request_nested_deeper_than_the_cap_is_refused_and_commits_nothing(client, server):
     message = {"id": "m1", "role": "user", "content": [{"type": "text", "text": "hi", "x": nested(MAX_DEPTH)}]}
     events = await post_agui(client, agui_body("deep", "r1", [message]))
@@ -111,6 +121,19 @@ async def test_a_frame_larger_than_the_buffer_reaches_a_reading_client_whole(tmp
             ws_events = await run_over_ws(ws, agui_body("wide-ws", "r2", [user("m1", word)]))
         assert ws_events[-1]["type"] == "RUN_FINISHED", types(ws_events)
         assert agui_text(ws_events) == f'You said: "{word}".'
+
+
+async def test_a_delta_larger_than_the_default_buffer_and_replay_reaches_a_reading_client_whole(client, server):
+    """The finding as filed: a 5 MB delta with the default ``max_buffered_bytes`` (4 MiB) and
+    ``replay_bytes`` (1 MiB). The frame is the run's first delta, larger than the whole replay the
+    broadcast keeps, so it has pushed the run's first frames out of that replay before the
+    connection that started the run is watching: that connection still gets every frame."""
+    word = "x" * (5 * 1024 * 1024)
+    assert len(word) > server.ctx.config.server.max_buffered_bytes > server.ctx.config.server.replay_bytes
+    events = await post_agui(client, agui_body("huge", "r1", [user("m1", word)]))
+    assert types(events)[0] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED", types(events)[-3:]
+    assert agui_text(events) == f'You said: "{word}".'
+    assert (await server.ctx.ledger.get_run("r1")).status.value == "completed"
 
 
 async def test_a_declared_content_length_over_the_limit_is_refused_before_the_body_is_read(server):
