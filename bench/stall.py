@@ -37,6 +37,7 @@ import json
 import os
 import pstats
 import select
+import shutil
 import signal
 import socket
 import statistics
@@ -498,8 +499,10 @@ async def backend_pass(backend: str, sizes: Sizes, args: argparse.Namespace, out
     with tempfile.TemporaryDirectory(prefix="awaken-stall-") as tmp:
         data = Path(tmp)
         profile_dir = out / "stall-profile" / backend
+        shutil.rmtree(profile_dir, ignore_errors=True)  # the server numbers its profiles from 1
         server: ServerProcess = awaken_server(f"stall-{backend}", backend, data / "server", out / "logs",
-                                              profile_dir=None if args.no_profile else profile_dir)
+                                              profile_dir=None if args.no_profile else profile_dir,
+                                              pinned=not args.unpinned)
         await seed(backend, data / "server" / ("awaken.db" if backend == "sqlite" else "ledger"),
                    {REPLAY_THREAD: history(sizes.replay_messages, 90),
                     HISTORY_THREAD: history(sizes.history_messages, sizes.history_message_bytes)})
@@ -634,6 +637,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--min-seconds", type=float, default=None)
     parser.add_argument("--idle-seconds", type=float, default=None)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--unpinned", action="store_true",
+                        help="let the server use every CPU (its worker threads then need not share CPU 0 with the loop)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     parser.add_argument("--probe", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
