@@ -6,11 +6,13 @@ Each test is one finding of the adversarial pass, replayed over HTTP against a l
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import trio
 from trio_websocket import open_websocket_url
 
+from awaken.agui import adapter as agui_adapter
 from awaken.jsonbody import MAX_DEPTH, MAX_MESSAGES
 from awaken.tools import MAX_STATE_BYTES
 
@@ -60,6 +62,30 @@ async def test_a_request_with_the_most_messages_accepted_streams_to_its_end(clie
     assert types(events)[0] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED", types(events)[-3:]
     assert agui_text(events) == 'You said: "hi".'
     assert len(await server.ctx.ledger.read_messages("most", 0, MAX_MESSAGES + 10)) == MAX_MESSAGES + 1
+
+
+async def test_a_large_request_is_parsed_and_turned_into_its_run_off_the_event_loop(client, monkeypatch):
+    """Finding 2: decoding a body at the message cap and the adapter's work on it (dedup, ids, stamping)
+    take tens of milliseconds; they run in a worker thread, never on the thread of the event loop."""
+    loop_thread = threading.get_ident()
+    where: dict[str, int] = {}
+    protocol = type(agui_adapter.PROTOCOL)
+    real_parse, real_build = protocol.parse, protocol.to_run_request
+
+    def parse(self, *args):  # noqa: ANN001, ANN002, ANN202 - the protocol's signature
+        where["parse"] = threading.get_ident()
+        return real_parse(self, *args)
+
+    def to_run_request(self, *args):  # noqa: ANN001, ANN002, ANN202
+        where["to_run_request"] = threading.get_ident()
+        return real_build(self, *args)
+
+    monkeypatch.setattr(protocol, "parse", parse)
+    monkeypatch.setattr(protocol, "to_run_request", to_run_request)
+    events = await post_agui(client, agui_body("big", "r1", [user(f"m{i}", "hi") for i in range(MAX_MESSAGES)]))
+    assert events[-1]["type"] == "RUN_FINISHED", types(events)
+    assert sorted(where) == ["parse", "to_run_request"]
+    assert loop_thread not in where.values()
 
 
 async def test_a_request_nested_deeper_than_the_cap_is_refused_and_commits_nothing(client, server):
