@@ -6,6 +6,7 @@ Each test is one finding of the adversarial pass, replayed over HTTP against a l
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -28,6 +29,7 @@ from .helpers import (
 )
 from .test_aisdk_http import answered, history, post_chat, tool_call_id
 from .test_aisdk_http import user as ui_user
+from .test_ws_aisdk import chat, chat_over_ws, until_done
 from .test_ws_transport import run_over_ws, ws_url
 
 
@@ -131,6 +133,26 @@ async def test_an_ai_sdk_tool_output_nested_too_deep_is_a_coded_refusal_not_a_50
     chunks = parse_sse(response.content)
     assert chunks[-3]["type"] == "error" and chunks[-3]["errorText"].startswith("NESTING_TOO_DEEP: ")
     assert (await server.ctx.ledger.thread_view("deep")).pending[0].tool_call_id == call
+
+
+async def test_an_ai_sdk_tool_output_nested_too_deep_over_websocket_is_a_coded_refusal(server):
+    """Finding 5 over WebSocket (it was ``INTERNAL_ERROR``): the same refusal as over HTTP, the call
+    still pending, the socket still serving."""
+    async with open_websocket_url(ws_url(server.base_url, "/v1/ai-sdk/ws")) as ws:
+        question = ui_user("d-u1", '/call ask_user {"question":"?"}')
+        asked = await chat_over_ws(ws, chat("deep-ws", [question], agentId="frontend"))
+        call = next(c for c in asked if isinstance(c, dict) and c["type"] == "tool-input-available")
+        part = {"type": "tool-ask_user", "toolCallId": call["toolCallId"], "state": "output-available",
+                "input": call["input"], "output": nested(300)}
+        start = next(c for c in asked if isinstance(c, dict) and c["type"] == "start")
+        assistant = {"id": start["messageId"], "role": "assistant", "parts": [part]}
+        await ws.send_message(json.dumps(chat("deep-ws", [question, assistant], agentId="frontend")))  # orjson: 255 levels
+        refused = await until_done(ws)
+        errors = [c for c in refused if isinstance(c, dict) and c["type"] == "error"]
+        assert len(errors) == 1 and errors[0]["errorText"].startswith("NESTING_TOO_DEEP: "), refused
+        again = await chat_over_ws(ws, chat("other-ws", [ui_user("o-u1", "hello")]))
+        assert any(isinstance(c, dict) and c["type"] == "finish" and c.get("finishReason") == "stop" for c in again)
+    assert (await server.ctx.ledger.thread_view("deep-ws")).pending[0].tool_call_id == call["toolCallId"]
 
 
 async def test_a_frame_larger_than_the_buffer_reaches_a_reading_client_whole(tmp_path):
