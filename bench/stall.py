@@ -66,6 +66,8 @@ from .client import new_id
 from .servers import REPO, ServerProcess, awaken_server, pin_self
 
 TARGET_P99_MS = 50.0
+#: a kind is repeated at most this many times waiting for its first probe sample
+MAX_REPS = 1000
 PROBE_INTERVAL_S = 0.005
 DEFAULT_BUFFER = 4 * 1024 * 1024
 
@@ -105,6 +107,7 @@ HISTORY_THREAD = "stall-history"
 def probe_main(port: int) -> None:
     """``GET /healthz`` every ``PROBE_INTERVAL_S`` over one kept-alive connection. Commands on stdin:
     ``mark NAME`` (acknowledged with ``ok``) files the next samples under NAME (``-``: nowhere);
+    ``count NAME`` answers how many probes were sent under NAME;
     ``stop`` prints ``{name: [latency ms, ...]}`` as JSON and exits."""
     import http.client
 
@@ -129,6 +132,9 @@ def probe_main(port: int) -> None:
                 if command == "mark":
                     mark = arg
                     sys.stdout.write("ok\n")
+                    sys.stdout.flush()
+                elif command == "count":
+                    sys.stdout.write(f"{len(samples.get(arg, [])) + errors.get(arg, 0)}\n")
                     sys.stdout.flush()
                 elif command == "stop":
                     sys.stdout.write(json.dumps({"samples": samples, "errors": errors}) + "\n")
@@ -184,6 +190,12 @@ class Probe:
         await self.proc.stdin.send_all(f"mark {name}\n".encode())
         if await self._line() != b"ok":
             raise RuntimeError("the probe did not acknowledge")
+
+    async def count(self, name: str) -> int:
+        """How many probes were sent while ``name`` was served (answered or failed)."""
+        assert self.proc is not None and self.proc.stdin is not None
+        await self.proc.stdin.send_all(f"count {name}\n".encode())
+        return int(await self._line())
 
     async def stop(self) -> dict[str, Any]:
         assert self.proc is not None and self.proc.stdin is not None
@@ -523,7 +535,10 @@ async def backend_pass(backend: str, sizes: Sizes, args: argparse.Namespace, out
                     load = Load(server.base_url, server.port, sizes, client)
                     reps, started = 0, time.perf_counter()
                     busy = 0.0
-                    while reps < args.reps or time.perf_counter() - started < args.min_seconds:
+                    # at least one probe must have been sent while the kind was served (a quick kind
+                    # can be over between two probes)
+                    while (reps < args.reps or time.perf_counter() - started < args.min_seconds
+                           or (reps < MAX_REPS and not await probe.count(name))):
                         prepared = await prepare(load)
                         await probe.mark(name)
                         t0 = time.perf_counter()
