@@ -4,6 +4,8 @@
 bad one), opens the ledger, starts the MCP servers and serves on hypercorn's trio worker until
 SIGINT/SIGTERM; then the HTTP side stops first and the MCP servers (stdio children) after it.
 With ``[server] workers = N > 1`` it supervises N such processes on one address (``awaken/workers.py``).
+Once serving, each process freezes its start-up objects out of the cycle collector's reach and collects
+less often (``collect_for_latency``): a collection pauses the event loop whichever thread triggers it.
 """
 
 from __future__ import annotations
