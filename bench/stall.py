@@ -11,9 +11,12 @@ each "worst request" kind is served alone, repeated until it has run ``--reps`` 
 ``--min-seconds``; each probe sample belongs to the kind that was being served when the probe sent it:
 
 * ``a_messages_cap`` — an AG-UI body of the most messages accepted (``MAX_MESSAGES`` tiny messages);
-* ``a_messages_over`` — the issue's finding: 300,000 tiny messages (~19 MB), refused ``TOO_MANY_MESSAGES``;
-* ``b_nesting_cap`` — a body as deep as accepted (``MAX_DEPTH``), 4 MB of such values;
+* ``a_messages_over`` — the issue's finding: 300,000 tiny messages (~19 MB), refused undecoded
+  (``BODY_TOO_LARGE``: more arrays and objects than ``MAX_CONTAINERS``; ``--quick``: ``MAX_MESSAGES`` + 1
+  messages, refused ``TOO_MANY_MESSAGES``);
+* ``b_nesting_cap`` — a body as deep as accepted (``MAX_DEPTH``), as many such values as ``MAX_CONTAINERS`` allows;
 * ``b_nesting_over`` — the same body one level deeper, refused ``NESTING_TOO_DEEP``;
+* ``b_containers_over`` — 4 MB of such values (millions of arrays), refused undecoded ``BODY_TOO_LARGE``;
 * ``c_aisdk_largest`` — the largest AI SDK body accepted: ``MAX_MESSAGES`` messages filling ``MAX_BODY``;
 * ``d_replay_5000`` — an AG-UI turn replaying the whole 5,000-message history;
 * ``e_frame_over_buffer`` — a run whose model emits one delta larger than ``max_buffered_bytes`` (5 MiB);
@@ -56,7 +59,7 @@ import orjson
 import trio
 
 from awaken.exchange import MAX_BODY
-from awaken.jsonbody import MAX_DEPTH, MAX_MESSAGES, too_deep
+from awaken.jsonbody import MAX_CONTAINERS, MAX_DEPTH, MAX_MESSAGES, too_deep
 from awaken.ledger import Commit, RunRecord, ledger_class
 from awaken.messages import Message, TextPart
 from awaken.runstate import RunStatus
@@ -91,7 +94,7 @@ class Sizes:
     drop_sockets: int = 100
 
 
-QUICK = Sizes(messages_cap=MAX_MESSAGES, messages_over=MAX_MESSAGES + 1, nesting_bytes=64 * 1024,
+QUICK = Sizes(messages_cap=MAX_MESSAGES, messages_over=MAX_MESSAGES + 1, nesting_bytes=1024 * 1024,
               aisdk_messages=500, aisdk_fill=512 * 1024, replay_messages=200, frame_bytes=DEFAULT_BUFFER + 1024,
               state_bytes=64 * 1024, history_messages=60, history_message_bytes=10_000, history_readers=5,
               drop_bursts=1, drop_sockets=10)
@@ -240,6 +243,8 @@ def deep_body(thread_id: str, total_bytes: int, extra_level: bool) -> dict[str, 
     value = nested(levels + (1 if extra_level else 0))
     one = len(orjson.dumps(value)) + 60
     count = max(1, min(MAX_MESSAGES, total_bytes // one))
+    if total_bytes <= 0:  # as many as the container cap allows (each message adds 2 objects and a list)
+        count = min(MAX_MESSAGES, (MAX_CONTAINERS - 16) // (levels + 4))
     return agui(thread_id, [{"id": f"m{i}", "role": "user", "content": [{"type": "text", "text": "hi", "x": value}]}
                             for i in range(count)])
 
@@ -341,11 +346,15 @@ async def prep_messages_over(load: Load) -> bytes:
 
 
 async def prep_nesting_cap(load: Load) -> bytes:
-    return orjson.dumps(deep_body(new_id("stall-b"), load.sizes.nesting_bytes, False))
+    return orjson.dumps(deep_body(new_id("stall-b"), 0, False))
 
 
 async def prep_nesting_over(load: Load) -> bytes:
-    return orjson.dumps(deep_body(new_id("stall-b"), load.sizes.nesting_bytes, True))
+    return orjson.dumps(deep_body(new_id("stall-b"), 0, True))
+
+
+async def prep_containers_over(load: Load) -> bytes:
+    return orjson.dumps(deep_body(new_id("stall-b"), load.sizes.nesting_bytes, False))
 
 
 async def prep_aisdk_largest(load: Load) -> bytes:
@@ -463,6 +472,7 @@ KINDS: dict[str, tuple[Prepare, Serve]] = {
     "a_messages_over": (prep_messages_over, serve_agui),
     "b_nesting_cap": (prep_nesting_cap, serve_agui),
     "b_nesting_over": (prep_nesting_over, serve_agui),
+    "b_containers_over": (prep_containers_over, serve_agui),
     "c_aisdk_largest": (prep_aisdk_largest, serve_aisdk),
     "d_replay_5000": (prep_replay, serve_replay),
     "e_frame_over_buffer": (prep_frame, serve_agui),
@@ -474,9 +484,10 @@ KINDS: dict[str, tuple[Prepare, Serve]] = {
 #: what each kind's requests must end with (anything else is an error in the report)
 EXPECTED = {
     "a_messages_cap": {"RUN_FINISHED"},
-    "a_messages_over": {"RUN_ERROR TOO_MANY_MESSAGES"},
+    "a_messages_over": {"RUN_ERROR TOO_MANY_MESSAGES", "RUN_ERROR BODY_TOO_LARGE"},
     "b_nesting_cap": {"RUN_FINISHED"},
     "b_nesting_over": {"RUN_ERROR NESTING_TOO_DEEP"},
+    "b_containers_over": {"RUN_ERROR BODY_TOO_LARGE"},
     "c_aisdk_largest": {"finish"},
     "d_replay_5000": {"RUN_FINISHED"},
     "e_frame_over_buffer": {"RUN_FINISHED"},

@@ -13,8 +13,9 @@ from typing import Any
 import trio
 from trio_websocket import open_websocket_url
 
+from awaken import jsonbody
 from awaken.agui import adapter as agui_adapter
-from awaken.jsonbody import MAX_DEPTH, MAX_MESSAGES
+from awaken.jsonbody import COUNT_WINDOW, MAX_CONTAINERS, MAX_DEPTH, MAX_MESSAGES, count_containers
 from awaken.tools import MAX_STATE_BYTES
 
 from .helpers import (
@@ -54,6 +55,33 @@ async def test_a_request_with_more_messages_than_the_cap_is_refused_and_commits_
     events = await post_agui(client, agui_body("many", "r1", messages))
     assert run_error(events)[0] == "TOO_MANY_MESSAGES"
     assert await server.ctx.ledger.get_thread("many") is None
+
+
+async def test_a_body_of_more_arrays_and_objects_than_the_cap_is_refused_undecoded(client, server, monkeypatch):
+    """Finding 2 as filed: 300,000 tiny messages. Its decode alone would hold the interpreter (every
+    thread, the event loop's too) for a hundred milliseconds and more; it is refused before decoding,
+    BODY_TOO_LARGE, and commits nothing."""
+    decoded: list[int] = []
+    real_loads = jsonbody.orjson.loads
+
+    def loads(data):  # noqa: ANN001, ANN202
+        decoded.append(len(data))
+        return real_loads(data)
+
+    monkeypatch.setattr(jsonbody.orjson, "loads", loads)
+    messages = [user(f"m{i}", "hi") for i in range(300_000)]
+    events = await post_agui(client, agui_body("finding-2", "r1", messages))
+    code, message = run_error(events)
+    assert code == "BODY_TOO_LARGE" and f"{MAX_CONTAINERS:,}" in message
+    assert not [size for size in decoded if size > 1_000_000]  # the body itself was never decoded
+    assert await server.ctx.ledger.get_thread("finding-2") is None
+
+
+def test_the_container_bound_counts_every_bracket_across_windows():
+    body = b"[" * (COUNT_WINDOW - 1) + b"{[" + b"x" * 10 + b"{"
+    assert count_containers(body, stop=len(body)) == COUNT_WINDOW + 2
+    assert count_containers(b'{"text": "[[[]]]"}') == 4  # brackets in strings count: an upper bound
+    assert count_containers(b"[" * (3 * COUNT_WINDOW), stop=10) == COUNT_WINDOW  # stops past ``stop``
 
 
 async def test_a_request_with_the_most_messages_accepted_streams_to_its_end(client, server):
