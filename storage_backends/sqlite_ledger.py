@@ -206,6 +206,8 @@ class SqliteLedger(Ledger):
             raise ValueError(f"cache_bytes must be a non-negative integer, not {cache_bytes!r}")
         #: hot threads' admission state, kept exact by every write (see the module docstring)
         self._hot = HotThreads(cache_bytes)
+        #: the last call to the store failed: admission reads the store (and says so) until one succeeds
+        self._failing = False
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -216,11 +218,17 @@ class SqliteLedger(Ledger):
 
         def run() -> T:
             try:
-                return fn(db)
+                result = fn(db)
             except (DuplicateRun, ValueError):
                 raise
             except sqlite3.Error as exc:
+                self._failing = True
                 raise StoreUnavailable(f"the SQLite ledger failed: {exc}") from None
+            except StoreUnavailable:
+                self._failing = True
+                raise
+            self._failing = False
+            return result
 
         return await trio.to_thread.run_sync(run, limiter=self._limiter)
 
@@ -419,12 +427,13 @@ class SqliteLedger(Ledger):
         """One worker-thread round trip: the thread, its latest ``tail`` messages, its pending calls,
         and the asked ids looked up in the ``(thread_id, id)`` index.
 
-        A hot thread is answered from the cache without a round trip; a cold one (after a restart,
+        A hot thread is answered from the cache without a round trip (unless the last call to the
+        store failed: then the admission is refused ``StoreUnavailable`` before its stream starts); a cold one (after a restart,
         or evicted) is loaded into it by this same round trip: its latest messages, its pending
         calls and its committed ids (one index-only read of short strings)."""
         if thread_id not in self._threads:
             return ThreadView(None, (), (), frozenset(), frozenset())
-        entry = self._hot.get(thread_id)
+        entry = None if self._failing else self._hot.get(thread_id)
         if entry is not None:
             view = cached_view(entry, message_ids, calls, tail)
             if view is not None:
