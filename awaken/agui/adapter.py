@@ -35,7 +35,7 @@ class AguiProtocol(Protocol):
             return AguiEncoder("", "")
         # The client already holds its own tool messages: echoing one as TOOL_CALL_RESULT would make the
         # client's reducer append a second message with the same id (both client generations do).
-        client_held = frozenset(mid for mid, call in parsed.entries() if call is not None)
+        client_held = parsed.tool_message_ids()
         return AguiEncoder(parsed.thread_id, parsed.run_id, modern=parsed.modern, client_held=client_held)
 
     def watch_encoder(self, thread_id: str, run_id: str) -> AguiEncoder:
@@ -49,14 +49,12 @@ class AguiProtocol(Protocol):
 
     def asks(self, parsed: AguiInput) -> Asks:
         calls: dict[str, str | None] = {}
-        entries = parsed.entries()
-        for mid, call in entries:
-            if call is not None:
-                # a call carried by two messages is asked about whatever becomes of either
-                calls[call] = mid if call not in calls else None
+        for mid, call in parsed.entries():
+            # a call carried by two messages is asked about whatever becomes of either
+            calls[call] = mid if call not in calls else None
         for entry in parsed.resume:  # an interrupt already answered is found by its call's result
             calls.setdefault(call_of(entry.interrupt_id), None)
-        return Asks(frozenset(mid for mid, _ in entries), calls)
+        return Asks(parsed.input_ids(), calls)
 
     def to_run_request(self, parsed: AguiInput, thread_id: str, agent_id: str | None,
                        view: ThreadView) -> RunRequest:

@@ -149,6 +149,14 @@ class Scan:
     positions: tuple[int, ...]
     ids: tuple[str, ...]
     calls: tuple[str | None, ...]
+    #: ``ids`` as a set, and the ids of the tool messages (built with the scan, off the event loop)
+    id_set: frozenset[str] = attrs.field(init=False)
+    tool_ids: frozenset[str] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "id_set", frozenset(self.ids))
+        object.__setattr__(self, "tool_ids", frozenset(
+            [mid for mid, call in zip(self.ids, self.calls, strict=True) if call is not None]))
 
     def decode(self, k: int) -> InputMessage | ToolMessage:
         """The ``k``-th input/tool message, validated in full (``InputRejected`` as the plain parser)."""
@@ -184,11 +192,21 @@ class AguiInput:
         """Whether the client declared protocolVersion >= 1.0 (gates 1.0-only wire features)."""
         return version_at_least(self.protocol_version, (1, 0))
 
-    def entries(self) -> list[tuple[str, str | None]]:
-        """``(id, toolCallId or None)`` of each input and tool message, in request order."""
+    def entries(self) -> list[tuple[str, str]]:
+        """``(id, toolCallId)`` of each tool message, in request order."""
         if self.scan is not None:
-            return list(zip(self.scan.ids, self.scan.calls, strict=True))
-        return [(m.id, m.tool_call_id if isinstance(m, ToolMessage) else None) for m in self.messages]
+            scan = self.scan
+            return [(mid, call) for mid, call in zip(scan.ids, scan.calls, strict=True) if call is not None] \
+                if scan.tool_ids else []
+        return [(m.id, m.tool_call_id) for m in self.messages if isinstance(m, ToolMessage)]
+
+    def input_ids(self) -> frozenset[str]:
+        """The ids of the input and tool messages."""
+        return self.scan.id_set if self.scan is not None else frozenset(m.id for m in self.messages)
+
+    def tool_message_ids(self) -> frozenset[str]:
+        return self.scan.tool_ids if self.scan is not None else frozenset(
+            m.id for m in self.messages if isinstance(m, ToolMessage))
 
     def fresh(self, committed: Collection[str]) -> list[InputMessage | ToolMessage]:
         """The input and tool messages whose id is not in ``committed``, decoded, in request order.
@@ -273,6 +291,10 @@ def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
                 scan.decode(k)
         return exc
 
+    fast = _shapes(raw_messages)
+    if fast is not None:
+        return AguiInput(thread_id, run_id, version, (), fast[0], state, tools, context, resume,
+                         Scan(raw_messages, *fast[1:]))
     # One pass, no per-message allocation beyond what is kept: only ids, roles and tool call ids are
     # read; the field path for an error message is built only when a message is refused.
     append_id, append_position, append_input, append_call = ids.append, positions.append, input_ids.append, \
@@ -308,6 +330,38 @@ def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
         raise refuse(reject("message ids must be unique within a request"))
     scan = Scan(raw_messages, tuple(positions), tuple(input_ids), tuple(calls))
     return AguiInput(thread_id, run_id, version, (), tuple(ids), state, tools, context, resume, scan)
+
+
+_INPUT_ROLES = frozenset({"user", "system", "developer", "tool"})
+_HISTORY_ROLE_SET = frozenset(_HISTORY_ROLES)
+
+
+def _shapes(raw_messages: list[Any]) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...],
+                                              tuple[str | None, ...]] | None:
+    """The scan of a well-formed ``messages`` array in a few C-level passes: (every id, the positions,
+    ids and tool call ids of the input and tool messages). None when anything is off (a message not an
+    object, an id or role missing or ill-typed, a repeated id...): the per-message loop then finds
+    the first refusal and words it."""
+    try:
+        ids = [m["id"] for m in raw_messages]
+        roles = [m["role"] for m in raw_messages]
+        if set(map(type, ids)) != {str} or "" in ids or len(set(ids)) != len(ids):
+            return None
+        history = _HISTORY_ROLE_SET  # an unhashable role raises TypeError; any other non-string one
+        positions = [i for i, role in enumerate(roles) if role not in history]  # is not an input role
+        input_roles = {roles[i] for i in positions}
+    except (TypeError, KeyError):
+        return None
+    if not input_roles <= _INPUT_ROLES:
+        return None
+    if "tool" in input_roles:
+        calls: list[str | None] = [raw_messages[i].get("toolCallId") if roles[i] == "tool" else None
+                                   for i in positions]
+        if any((type(c) is not str or not c) for c, i in zip(calls, positions, strict=True) if roles[i] == "tool"):
+            return None
+    else:
+        calls = [None] * len(positions)
+    return tuple(ids), tuple(positions), tuple(ids[i] for i in positions), tuple(calls)
 
 
 def parse_resume(raw: Any) -> tuple[ResumeEntry, ...]:
