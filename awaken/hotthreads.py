@@ -91,6 +91,10 @@ class HotThreads:
         """Whether a thread of ``messages`` messages may be cached (a cheap bound before loading it)."""
         return self.budget > 0 and (messages * (_ID_OVERHEAD + 60) + 4096) * 4 <= self.budget
 
+    def most_messages(self) -> int:
+        """The longest thread ``fits`` takes."""
+        return max(0, (self.budget // 4 - 4096) // (_ID_OVERHEAD + 60))
+
     def get(self, thread_id: str) -> HotThread | None:
         entry = self._entries.get(thread_id)
         if entry is not None:
