@@ -178,10 +178,12 @@ def cached_view(entry: HotThread, message_ids: Collection[str], calls: Mapping[s
     pending = entry.pending
     waiting = {p.tool_call_id for p in pending}
     candidates = {c: result_id(c) for c in calls if c not in waiting}
-    asked = {*message_ids, *(m for m in calls.values() if m is not None)}
+    carriers = {m for m in calls.values() if m is not None}
+    asked = frozenset(message_ids).union(carriers) if carriers else message_ids
     held = entry.ids
-    found = frozenset([i for i in asked if i in held] + [r for r in candidates.values() if r in held])
-    answered, unresolved = resolve_answered(candidates, calls, found, messages)
+    known = frozenset(held.intersection(asked))  # a set operation in C: no Python loop over a replay's ids
+    answered, unresolved = resolve_answered(
+        candidates, calls, known.union(r for r in candidates.values() if r in held), messages)
     if unresolved:
         return None
-    return ThreadView(entry.thread, messages, pending, found & asked, answered)
+    return ThreadView(entry.thread, messages, pending, known, answered)

@@ -412,12 +412,15 @@ class FileLedger(Ledger):
         messages = tuple(latest[max(0, len(latest) - tail):]) if tail > 0 else ()
         waiting = {p.tool_call_id for p in pending}
         candidates = {c: result_id(c) for c in calls if c not in waiting}
-        asked = {*message_ids, *(m for m in calls.values() if m is not None)}
-        found = frozenset([i for i in asked if i in held] + [r for r in candidates.values() if r in held])
-        answered, unresolved = resolve_answered(candidates, calls, found, messages)
+        carriers = {m for m in calls.values() if m is not None}
+        asked = frozenset(message_ids).union(carriers) if carriers else message_ids
+        # the index keeps a short thread's ids as a tuple, a longer one's as a set (a C intersection)
+        known = frozenset(held.intersection(asked) if isinstance(held, set) else [i for i in held if i in asked])
+        answered, unresolved = resolve_answered(
+            candidates, calls, known.union(r for r in candidates.values() if r in held), messages)
         if unresolved:
             answered |= await self._answered_by_scan(thread_id, unresolved)
-        return ThreadView(record, messages, pending, found & asked, answered)
+        return ThreadView(record, messages, pending, known, answered)
 
     async def _messages(self, index: Index, thread: ThreadEntry, after_seq: int, limit: int) -> list[Message]:
         """Up to ``limit`` (all if negative) messages after ``after_seq``, as of the call: from the
