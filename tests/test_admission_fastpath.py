@@ -310,3 +310,66 @@ def test_a_replayed_history_is_admitted_without_decoding_what_the_thread_holds(b
                     assert outcome(AGUI, parsed, view) == expected
 
     trio.run(main)
+
+
+_ui_parts = st.lists(st.one_of(
+    st.just({"type": "text", "text": "hi"}), st.just({"type": "text", "text": 3}), st.just("not a part"),
+    st.just({"type": "file", "mediaType": "image/png", "url": "https://x.test/a.png"}),
+    st.just({"type": "step-start"}), st.just({"type": "tool-f", "toolCallId": "c0", "state": "output-available",
+                                             "output": 1}),
+    st.just({"type": "tool-f", "toolCallId": "", "state": "input-available"})), max_size=3)
+
+
+def ui_without_parts(raw: list, committed: frozenset[str]) -> list:
+    """The body as the fast path reads it: committed messages (but a last assistant one) without parts."""
+    out = []
+    for k, m in enumerate(raw):
+        continued = k == len(raw) - 1 and m.get("role") == "assistant" if isinstance(m, dict) else False
+        if isinstance(m, dict) and m.get("id") in committed and not continued and isinstance(m.get("parts"), list):
+            m = dict(m, parts=[])
+        out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "files"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=steps, data=st.data(), tail=st.integers(0, 6))
+def test_a_replayed_ui_history_is_admitted_without_decoding_what_the_thread_holds(backend, plan, data, tail):
+    """The AI SDK body, likewise: ``scan_chat_request`` and the bounded view admit exactly what
+    ``parse_chat_request`` of the body without the committed messages' parts and the whole history admit."""
+    import orjson
+
+    from awaken.aisdk.request import parse_chat_request, scan_chat_request
+
+    async def main() -> None:
+        with tempfile.TemporaryDirectory() as root:
+            async with opened(FACTORIES[backend], root) as ledger:
+                ids, _, _ = await build_thread(ledger, plan)
+                plain_view = await ledger.thread_view("t")
+                committed = frozenset(m.id for m in plain_view.messages)
+                for _ in range(3):
+                    chosen = data.draw(st.lists(st.sampled_from([*ids, "n1", "n2", "n3"]), max_size=7))
+                    raw: list = [{"id": i, "role": data.draw(st.sampled_from(["user", "system", "assistant", "x"])),
+                                  "parts": data.draw(_ui_parts)} for i in chosen]
+                    if data.draw(st.booleans()):
+                        raw.append(data.draw(st.sampled_from([{"id": "", "role": "user", "parts": []}, 5,
+                                                              {"id": "n9", "role": "user", "parts": "x"}])))
+                    body = {"id": "t", "messages": raw, "trigger": "submit-message"}
+                    try:
+                        parsed = scan_chat_request(orjson.dumps(body), "application/json")
+                    except InputRejected:
+                        parsed = None
+                    try:
+                        plain = parse_chat_request(orjson.dumps(dict(body, messages=ui_without_parts(raw, committed))),
+                                                   "application/json")
+                        expected = outcome(AISDK, plain, plain_view)
+                    except InputRejected as exc:
+                        expected = ("refused", exc.code, exc.message)
+                    if parsed is None:  # refused for its shape: the plain path refuses it too
+                        assert isinstance(expected, tuple) and expected[0] == "refused"
+                        continue
+                    asks = AISDK.asks(parsed)
+                    view = await ledger.admission_view("t", asks.message_ids, asks.calls, tail)
+                    assert outcome(AISDK, parsed, view) == expected
+
+    trio.run(main)
