@@ -13,6 +13,8 @@ Assistant, reasoning and activity messages are never input: they are the client'
 from __future__ import annotations
 
 from collections.abc import Collection
+from itertools import compress
+from operator import itemgetter, not_
 from typing import Any, Literal
 
 import attrs
@@ -156,7 +158,8 @@ class Scan:
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "id_set", frozenset(self.ids))
         object.__setattr__(self, "tool_ids", frozenset(
-            [mid for mid, call in zip(self.ids, self.calls, strict=True) if call is not None]))
+            [mid for mid, call in zip(self.ids, self.calls, strict=True) if call is not None]
+            if any(self.calls) else ()))
 
     def decode(self, k: int) -> InputMessage | ToolMessage:
         """The ``k``-th input/tool message, validated in full (``InputRejected`` as the plain parser)."""
@@ -333,6 +336,7 @@ def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
 
 
 _INPUT_ROLES = frozenset({"user", "system", "developer", "tool"})
+_ID, _ROLE = itemgetter("id"), itemgetter("role")
 _HISTORY_ROLE_SET = frozenset(_HISTORY_ROLES)
 
 
@@ -343,17 +347,18 @@ def _shapes(raw_messages: list[Any]) -> tuple[tuple[str, ...], tuple[int, ...], 
     object, an id or role missing or ill-typed, a repeated id...): the per-message loop then finds
     the first refusal and words it."""
     try:
-        ids = [m["id"] for m in raw_messages]
-        roles = [m["role"] for m in raw_messages]
+        ids = list(map(_ID, raw_messages))
+        roles = list(map(_ROLE, raw_messages))
         if set(map(type, ids)) != {str} or "" in ids or len(set(ids)) != len(ids):
             return None
-        history = _HISTORY_ROLE_SET  # an unhashable role raises TypeError; any other non-string one
-        positions = [i for i, role in enumerate(roles) if role not in history]  # is not an input role
-        input_roles = {roles[i] for i in positions}
+        # an unhashable role raises TypeError; any other non-string one is not an input role
+        positions = list(compress(range(len(roles)), map(not_, map(_HISTORY_ROLE_SET.__contains__, roles))))
+        input_roles = set(map(roles.__getitem__, positions))
     except (TypeError, KeyError):
         return None
     if not input_roles <= _INPUT_ROLES:
         return None
+    kept = tuple(map(ids.__getitem__, positions))
     if "tool" in input_roles:
         calls: list[str | None] = [raw_messages[i].get("toolCallId") if roles[i] == "tool" else None
                                    for i in positions]
@@ -361,7 +366,7 @@ def _shapes(raw_messages: list[Any]) -> tuple[tuple[str, ...], tuple[int, ...], 
             return None
     else:
         calls = [None] * len(positions)
-    return tuple(ids), tuple(positions), tuple(ids[i] for i in positions), tuple(calls)
+    return tuple(ids), tuple(positions), kept, tuple(calls)
 
 
 def parse_resume(raw: Any) -> tuple[ResumeEntry, ...]:
