@@ -8,6 +8,14 @@ payload?, metadata?}`` entries (``interrupts.py`` maps them to decisions). Unkno
 User content may be a string or parts: ``text`` and ``image`` (URL or inline base64) are input;
 ``audio``, ``video``, ``document`` and legacy ``binary`` parts are ``UNSUPPORTED_CONTENT``.
 Assistant, reasoning and activity messages are never input: they are the client's copy of history.
+
+Two entry points. ``scan_run_input`` (what the server uses) validates the envelope and each
+message's shape (an object, a non-empty string ``id``, a known ``role``, a tool message's
+``toolCallId``; ids unique) and decodes no content: ``AguiInput.fresh`` decodes, at admission, only
+the messages the thread does not hold, so a replayed history costs its JSON parse and one pass over
+ids and roles, and a replayed message's content (the client's copy, not the server's truth) is never
+refused. ``parse_run_input`` decodes every message, with the refusals the per-message parser always
+gave (the first bad message in request order).
 """
 
 from __future__ import annotations
