@@ -21,6 +21,7 @@ the body and parses it as JSON can answer below it.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import tempfile
@@ -133,6 +134,15 @@ async def measure(endpoint: Endpoint, cases: dict[str, Turns], turns: int,
     floors: dict[str, dict[str, list[float]]] = {}
     probe = HttpConnection.for_url(endpoint.url)
     await probe.connect()
+    # The client holds every long thread's history (5,000 dicts) and parses replay bodies for the floor:
+    # its own garbage collections would land inside timed turns, longer the longer the thread. They run
+    # between turns instead (``settle``), never inside one.
+    gc.disable()
+
+    async def settle() -> None:
+        gc.collect()
+        await trio.sleep(SETTLE_S)
+
     path = "/" + endpoint.url.split("/", 3)[3]
     async with trio.open_nursery() as nursery:
         session = Session(endpoint, nursery=nursery)
@@ -142,7 +152,7 @@ async def measure(endpoint: Endpoint, cases: dict[str, Turns], turns: int,
                                                    for k, t in cases.items() for mode in ("new-only", "replay")]
                 for key, turn, replay in (order if rnd % 2 == 0 else order[::-1]):
                     body = new_thread_body() if turn is None else turn.body(replay)
-                    await trio.sleep(SETTLE_S)
+                    await settle()
                     cpu_before = cpu() if cpu is not None else 0.0
                     result = await session.run(body, limit_s=60)
                     if cpu is not None and rnd:
@@ -158,12 +168,13 @@ async def measure(endpoint: Endpoint, cases: dict[str, Turns], turns: int,
                     sizes[key] = max(sizes.get(key, 0), len(body))
                     if replay and rnd:
                         floor = floors.setdefault(key, {"large": [], "small": [], "loads": []})
-                        await trio.sleep(SETTLE_S)
+                        await settle()
                         floor["large"].append(await refusal_ms(probe, path, len(body)))
-                        await trio.sleep(SETTLE_S)
+                        await settle()
                         floor["small"].append(await refusal_ms(probe, path, 1))
                         floor["loads"].append(loads_ms(body))
         finally:
+            gc.enable()
             await session.aclose()
             await probe.aclose()
             nursery.cancel_scope.cancel()
