@@ -33,6 +33,9 @@ read in the snapshot (messages are append-only under their seq), extended by wha
 and dropped when it cannot be matched (the thread was deleted and recreated); pending calls and
 state always come from the snapshot. Cache updates run on the event loop, never in worker threads.
 
+``probe_write`` (``/readyz``) upserts the one row of ``write_probe`` (migration 5) in a transaction: a
+read-only database (a hot standby, ``default_transaction_read_only``) fails it while reads still work.
+
 A connection that fails (the server is down or restarting) raises ``StoreUnavailable``; the pool
 checks each connection as it hands it out and reconnects in the background, so the ledger recovers
 by itself once the database answers again.
@@ -275,6 +278,19 @@ class PostgresLedger(Ledger):
 
     async def ping(self) -> None:
         await self._call(lambda conn: conn.execute("SELECT 1").fetchone())
+
+    async def probe_write(self) -> None:
+        """Whether a commit can happen now: an UPSERT of the one ``write_probe`` row in its own
+        transaction. A read-only database (``default_transaction_read_only``, a hot standby after a
+        failover, revoked privileges) or one that cannot write its WAL fails it."""
+
+        def probe(conn: psycopg.Connection) -> None:
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO write_probe (id, at) VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET at = excluded.at"
+                )
+
+        await self._call(probe)
 
     # -- reads ----------------------------------------------------------------------------------
 
