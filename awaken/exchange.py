@@ -21,7 +21,7 @@ from typing import Protocol as TypingProtocol
 import trio
 
 from .auth.principal import ANONYMOUS, Principal, principal_of
-from .broadcast import RunBroadcast
+from .broadcast import RunBroadcast, Watcher
 from .context import ServerContext
 from .encoding import WireEvent
 from .engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
@@ -114,9 +114,13 @@ async def exchange(
                           + [d.message_id for d in request.decisions])
         return request
 
+    first: list[Watcher] = []
+
     def broadcast(run: AdmittedRun) -> RunBroadcast:
         out = RunBroadcast(run.run_id, thread_id, ctx.config.server.replay_bytes, run.owner)
-        out.open_channel(protocol, encoder)
+        # the origin watches from before the run's first event: a frame larger than the replay
+        # (a 5 MB delta) may push the first frames out of it before the transport is ready
+        first.append(out.open_channel(protocol, encoder).watch(_unattached, 0, hold=True))
         return out
 
     async with trio.open_nursery() as local:  # holds the run only when the server hosts none
@@ -130,18 +134,23 @@ async def exchange(
             return
         attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
         parsed = None  # admitted: the run holds what it needs (``build``'s request), not the body's parse
-        await origin(run, protocol, transport, attached=attached)
+        await origin(run, protocol, transport, first[0], attached=attached)
 
 
-async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, *, attached: bool) -> None:
-    """Watch ``run`` from its first event on ``transport``; an ``attached`` watcher that goes before
-    the run ended stops it (``client_gone`` unless a cause was recorded first) and waits for its outcome."""
+def _unattached(position: bytes, payload: bytes) -> None:
+    raise AssertionError("a holding watcher delivered before it was attached")
+
+
+async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, watcher: Watcher, *,
+                 attached: bool) -> None:
+    """Watch ``run`` on ``transport`` through ``watcher`` (made holding, before the run's first event);
+    an ``attached`` watcher that goes before the run ended stops it (``client_gone`` unless a cause was
+    recorded first) and waits for its outcome."""
     assert run.broadcast is not None
     channel = run.broadcast.open_channel(protocol)
 
     async def produce(deliver: Deliver) -> None:
-        watcher = channel.watch(deliver, 0)
-        assert watcher is not None  # the origin joins before the run's first checkpoint
+        watcher.attach(deliver)
         try:
             await watcher.done.wait()
         finally:
@@ -151,7 +160,13 @@ async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, *, 
                 with trio.move_on_after(FINAL_COMMIT_TIMEOUT + 1, shield=True):
                     await run.settled()
 
-    await transport.stream(produce, run if attached else DETACHED)
+    try:
+        await transport.stream(produce, run if attached else DETACHED)
+    finally:
+        if watcher.held is not None:  # the transport ended before producing: stop holding frames
+            watcher.leave()
+            if attached and not channel.closed:
+                run.cancel(Cause.CLIENT_GONE)
 
 
 def header_of(scope: dict[str, Any], header: bytes) -> str | None:

@@ -11,7 +11,7 @@ import os
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from awaken.errors import StoreUnavailable
+from awaken.hotthreads import MIN_KEEP
 from awaken.ledger import (
     ALL_OWNERS,
     RESTART_CAUSE,
@@ -38,11 +39,12 @@ from awaken.ledger import (
     decode_cursor,
     encode_cursor,
     imported_updated_at,
+    resolve_answered,
 )
-from awaken.messages import Message, message_from_json, message_to_json
+from awaken.messages import Message, message_from_json, message_to_json, result_id
 from awaken.runstate import RunStatus
 
-from .cache import HistoryCache, HotThreads, history_cost
+from .cache import HistoryCache, HotThreads, TailCache, history_cost
 from .frames import (
     FORMAT_VERSION,
     HEADER,
@@ -76,6 +78,8 @@ def _now_ms() -> int:
 class FileLedger(Ledger):
     """``[ledger] backend = "files"``; options: ``path`` (a directory), ``fsync`` (default true),
     ``cache_bytes`` (the budget of the cache of whole thread histories; default 256 KiB, 0 disables it),
+    ``tail_cache_bytes`` (the budget of the cache of the latest messages of threads too long for it,
+    what admission reads; default 4 MiB, 0 disables it).
     ``index_cache_bytes`` (the budget of hot threads' index details: message ids, runs, pending calls;
     default 8 MiB, which holds thousands of short threads or a few of 10,000 messages; 0 keeps none, so
     every access rebuilds a thread's detail from its log).
@@ -84,10 +88,11 @@ class FileLedger(Ledger):
     """
 
     def __init__(self, path: str = "./var/ledger", fsync: bool = True, cache_bytes: int = 256 * 1024,
-                 index_cache_bytes: int = 8 * 1024 * 1024) -> None:
+                 tail_cache_bytes: int = 4 * 1024 * 1024, index_cache_bytes: int = 8 * 1024 * 1024) -> None:
         self.path = Path(path)
         self.fsync = fsync
         self._cache = HistoryCache(max(0, int(cache_bytes)))
+        self._tails = TailCache(max(0, int(tail_cache_bytes)))
         self._hot = HotThreads(max(0, int(index_cache_bytes)))
         self._threads_dir = self.path / "threads"
         self._limiter = trio.CapacityLimiter(1)
@@ -249,19 +254,22 @@ class FileLedger(Ledger):
             except OSError:
                 pass
 
-    async def _write(
-        self, index: Index, name: str, offset: int, record: dict[str, Any], detail: ThreadDetail | None = None
-    ) -> list[Message]:
+    async def _write(self, index: Index, name: str, offset: int, record: dict[str, Any],
+                     detail: ThreadDetail | None = None,
+                     stamp: Callable[[], list[dict[str, Any]]] | None = None) -> list[Message]:
         """Frame, write and fsync ``record``, then apply it to ``index`` (caller holds the write lock;
         ``detail``: the thread's current detail, None for a new thread).
 
-        Returns the messages the record appended. JSON encoding and decoding (and building the
-        messages) happen in the I/O thread too, so a large step (inline images) never stalls the
-        event loop.
+        Returns the messages the record appended. ``stamp`` (when given) makes the record's
+        ``messages``. Stamping, JSON encoding and decoding (and building the messages) happen in the
+        I/O thread too, so a large step (inline images) or input (10,000 messages) never stalls the
+        event loop; a ``ValueError`` from ``stamp`` is raised with nothing written.
         """
         record["v"] = FORMAT_VERSION
 
         def work() -> tuple[dict[str, Any], int, list[Message], int]:
+            if stamp is not None:
+                record["messages"] = stamp()
             frame = encode_frame(record)
             self._append_frame(name, frame, offset)
             # Apply exactly what replay will see: the decoded payload, never the caller's objects.
@@ -284,6 +292,7 @@ class FileLedger(Ledger):
             self._cache.put(thread_id, offset + length, messages, cost)
         else:
             self._cache.extend(thread_id, offset, offset + length, messages, cost)
+            self._tails.extend(thread_id, offset, offset + length, messages)
         return messages
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -293,6 +302,7 @@ class FileLedger(Ledger):
             return
         self._cache.clear()
         self._hot.clear()
+        self._tails.clear()
         try:
             self._index = await trio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
             self._clock = WriteClock(self._index.latest)
@@ -424,6 +434,7 @@ class FileLedger(Ledger):
         self._index = None
         self._cache.clear()
         self._hot.clear()
+        self._tails.clear()
         with trio.CancelScope(shield=True):
             async with self._write_lock:
                 await trio.to_thread.run_sync(self._close_files, limiter=self._limiter)
@@ -554,6 +565,36 @@ class FileLedger(Ledger):
         held = found[2].ids
         return frozenset(i for i in ids if i in held)
 
+    async def admission_view(
+        self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
+    ) -> ThreadView:
+        """The thread, pending calls and committed ids from its detail (held, or rebuilt from its log);
+        the latest ``tail`` messages from the tail cache, else one read of their byte range (which
+        fills it)."""
+        found = await self._thread(thread_id)
+        if found is None:
+            return ThreadView(None, (), (), frozenset(), frozenset())
+        index, thread, detail = found
+        record, pending, held, version = thread.record(detail), detail.pending, detail.ids, thread.size
+        latest = self._tails.get(thread_id, version, tail, thread.last_seq) if tail > 0 else []
+        if latest is None:
+            keep = max(MIN_KEEP, tail)
+            latest = await self._messages(index, thread, detail, max(0, thread.last_seq - keep), keep)
+            if self._index is index and thread.size == version:
+                self._tails.put(thread_id, version, latest, keep)
+        messages = tuple(latest[max(0, len(latest) - tail):]) if tail > 0 else ()
+        waiting = {p.tool_call_id for p in pending}
+        candidates = {c: result_id(c) for c in calls if c not in waiting}
+        carriers = {m for m in calls.values() if m is not None}
+        asked = frozenset(message_ids).union(carriers) if carriers else message_ids
+        # the index keeps a short thread's ids as a tuple, a longer one's as a set (a C intersection)
+        known = frozenset(held.intersection(asked) if isinstance(held, set) else [i for i in held if i in asked])
+        answered, unresolved = resolve_answered(
+            candidates, calls, known.union(r for r in candidates.values() if r in held), messages)
+        if unresolved:
+            answered |= await self._answered_by_scan(thread_id, unresolved)
+        return ThreadView(record, messages, pending, known, answered)
+
     async def _messages(
         self, index: Index, thread: ThreadEntry, detail: ThreadDetail, after_seq: int, limit: int
     ) -> list[Message]:
@@ -618,12 +659,13 @@ class FileLedger(Ledger):
                 "type": "start_run",
                 "thread": run.thread_id,
                 "run": run_to_json(run),
-                "messages": _stamp(thread, detail, run.thread_id, inputs),
+                "messages": [],  # stamped in the I/O thread
                 "at": self._clock.now(),
             }
             if thread is None:
                 record["owner"] = owner
-            return await self._write(index, name, offset, record, detail)
+            return await self._write(index, name, offset, record, detail,
+                                     lambda: _stamp(thread, detail, run.thread_id, inputs))
 
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
         async with self._write_lock:
@@ -634,7 +676,6 @@ class FileLedger(Ledger):
             run = detail.runs.get(run_id) if detail is not None else None
             if thread is None or detail is None or run is None or run.thread_id != thread_id:
                 raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
-            messages = _stamp(thread, detail, thread_id, commit.messages)
             open_calls = {p.tool_call_id for p in detail.pending} - set(commit.resolved)
             pending: list[dict[str, Any]] = []
             for p in commit.pending:
@@ -648,7 +689,7 @@ class FileLedger(Ledger):
                 "type": "commit",
                 "thread": thread_id,
                 "run": run_id,
-                "messages": messages,
+                "messages": [],  # stamped in the I/O thread
                 "resolved": list(commit.resolved),
                 "pending": pending,
                 "state": commit.state,
@@ -660,7 +701,8 @@ class FileLedger(Ledger):
                 "cause": commit.cause,
                 "updated_at": self._clock.now(),
             }
-            return await self._write(index, thread.file_name, thread.size, record, detail)
+            return await self._write(index, thread.file_name, thread.size, record, detail,
+                                     lambda: _stamp(thread, detail, thread_id, commit.messages))
 
     async def import_thread(
         self,
@@ -783,6 +825,7 @@ class FileLedger(Ledger):
             self._hot.drop(thread_id)
             index.remove(thread_id, detail)
             self._cache.drop(thread_id)
+            self._tails.drop(thread_id)
             if unsynced is not None:
                 raise StoreUnavailable(f"the file ledger at {self.path} deleted a thread but could not "
                                        f"make it durable: {_describe(unsynced)}")
