@@ -9,7 +9,8 @@ is what one idle thread costs. The file ledger's caches are capped (``[ledger] o
 ``cache_bytes`` (whole histories, default 256 KiB) and ``index_cache_bytes`` (hot threads' index
 details: message ids, log segments, runs, pending calls; default 8 MiB, set here to 1 MiB by
 ``--index-cache-bytes`` so that it is full by 1,000 threads and its filling is not counted as a cost
-per idle thread): both are printed with their caps. What remains per idle thread is the backend's index of it (SQLite: nothing, the known thread
+per idle thread): both are printed with their caps. SQLite's LRU of hot threads' admission state
+(``cache_bytes``, default 8 MiB) gets the same 1 MiB for the same reason. What remains per idle thread is the backend's index of it (SQLite: nothing, the known thread
 ids are a fixed-size Bloom filter; files: the compact entry a listing reads, and one run id -> thread
 entry per run for ``get_run``).
 
@@ -46,7 +47,8 @@ def rss_kb() -> int:
 
 
 async def child(backend: str, root: str, threads: int, turns: int, index_cache: int) -> dict[str, float]:
-    options = {"fsync": False, "index_cache_bytes": index_cache} if backend == "files" else {}
+    options = ({"fsync": False, "index_cache_bytes": index_cache} if backend == "files"
+               else {"cache_bytes": index_cache})
     path = str(Path(root) / ("awaken.db" if backend == "sqlite" else "ledger"))
     ledger = ledger_class(backend)(path=path, **options)
     await ledger.open()
@@ -86,7 +88,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=1, help="completed runs per thread")
     parser.add_argument("--backends", default="sqlite,files")
-    parser.add_argument("--index-cache-bytes", type=int, default=1 << 20, help="the file ledger's index_cache_bytes")
+    parser.add_argument("--index-cache-bytes", type=int, default=1 << 20,
+                        help="the file ledger's index_cache_bytes and SQLite's cache_bytes")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
