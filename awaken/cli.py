@@ -26,6 +26,7 @@ from .exchange import MAX_BODY
 from .ledger_copy import add_copy_command
 from .ledger_migrate import add_migrate_command
 from .server import build_asgi
+from .transports import tcp
 from .workers import supervise
 
 log = logging.getLogger("awaken")
@@ -40,7 +41,7 @@ def hypercorn_config(config: AppConfig, worker_fd: int | None = None) -> Hyperco
     hc.errorlog = "-"
     hc.keep_alive_timeout = 75
     hc.websocket_max_message_size = MAX_BODY  # a WebSocket request may be as large as a POST body
-    return hc
+    return tcp.configure(hc, config.server.write_timeout_seconds)
 
 
 async def serve(config: AppConfig, worker_fd: int | None = None, *,
@@ -63,6 +64,7 @@ async def serve(config: AppConfig, worker_fd: int | None = None, *,
                 await nursery.start(ctx.run_claims)
 
                 async def web(task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+                    tcp.install()  # connections with a write deadline (awaken/transports/tcp.py)
                     await hypercorn_serve(build_asgi(ctx), hypercorn_config(config, worker_fd),
                                           shutdown_trigger=shutdown_trigger, task_status=task_status)
                     nursery.cancel_scope.cancel()  # the web side is done: stop the MCP servers
