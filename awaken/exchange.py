@@ -21,7 +21,7 @@ from typing import Protocol as TypingProtocol
 import trio
 
 from .auth.principal import ANONYMOUS, Principal, principal_of
-from .broadcast import RunBroadcast
+from .broadcast import RunBroadcast, Watcher
 from .context import ServerContext
 from .encoding import WireEvent
 from .engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
@@ -117,9 +117,15 @@ async def exchange(
                           + [d.message_id for d in request.decisions])
         return request
 
+    first: list[Watcher] = []
+
     def broadcast(run: AdmittedRun) -> RunBroadcast:
         out = RunBroadcast(run.run_id, thread_id, ctx.config.server.replay_bytes, run.owner)
-        out.open_channel(protocol, encoder)
+        # the origin joins here, before the run's first event: what the run sends before its first
+        # checkpoint (a first delta larger than the replay) is held for it, not lost
+        watcher = out.open_channel(protocol, encoder).watch(_nowhere, 0, hold=True)
+        assert watcher is not None
+        first.append(watcher)
         return out
 
     async with trio.open_nursery() as local:  # holds the run only when the server hosts none
@@ -132,18 +138,20 @@ async def exchange(
             await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
             return
         attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
-        await origin(run, protocol, transport, attached=attached)
+        await origin(run, protocol, transport, attached=attached, watcher=first[0])
 
 
-async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, *, attached: bool) -> None:
-    """Watch ``run`` from its first event on ``transport``; an ``attached`` watcher that goes before
-    the run ended stops it (``client_gone`` unless a cause was recorded first) and waits for its outcome."""
+async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, *, attached: bool,
+                 watcher: Watcher) -> None:
+    """Watch ``run`` from its first event on ``transport`` through ``watcher``, a holding watcher that
+    joined before that event; an ``attached`` watcher that goes before the run ended stops it
+    (``client_gone`` unless a cause was recorded first) and waits for its outcome."""
     assert run.broadcast is not None
     channel = run.broadcast.open_channel(protocol)
 
     async def produce(deliver: Deliver) -> None:
-        watcher = channel.watch(deliver, 0)
-        assert watcher is not None  # the origin joins before the run's first checkpoint
+        watcher.deliver = deliver
+        watcher.release()
         try:
             await watcher.done.wait()
         finally:
@@ -153,7 +161,14 @@ async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, *, 
                 with trio.move_on_after(FINAL_COMMIT_TIMEOUT + 1, shield=True):
                     await run.settled()
 
-    await transport.stream(produce, run if attached else DETACHED)
+    try:
+        await transport.stream(produce, run if attached else DETACHED)
+    finally:
+        watcher.leave()
+
+
+def _nowhere(position: bytes | None, payload: bytes) -> None:
+    raise AssertionError("a held watcher delivers nothing")  # pragma: no cover
 
 
 def header_of(scope: dict[str, Any], header: bytes) -> str | None:

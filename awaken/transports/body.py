@@ -57,11 +57,11 @@ class Refused(Exception):
 
     async def answer(self, send: ASGISend) -> None:
         """The JSON error ``{"error": {"code", "message"}}``; the connection is closed after it."""
-        headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-store"),
-                   (b"connection", b"close"), *self.headers]
+        body = orjson.dumps({"error": {"code": self.code, "message": self.message}})
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"cache-control", b"no-store"), (b"connection", b"close"), *self.headers]
         await send({"type": "http.response.start", "status": self.status, "headers": headers})
-        await send({"type": "http.response.body", "body": orjson.dumps(
-            {"error": {"code": self.code, "message": self.message}}), "more_body": False})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def _trimmer() -> Callable[[int], int] | None:
