@@ -9,8 +9,11 @@ to one second so a test waits for them, bounded by ``trio.fail_after``, never by
 
 from __future__ import annotations
 
-import logging
+import os
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,29 +36,62 @@ def make_config(tmp_path: Any, **server: Any) -> Any:
     return _make_config(tmp_path, server=table)
 
 
-@pytest.fixture
-async def connections():
-    """Every raw connection a test opens (``connect``), closed when it ends."""
-    opened: list[trio.SocketStream] = []
-    yield opened
-    for stream in opened:
-        await stream.aclose()
+class Clients:
+    """Raw TCP connections to one live server, closed before the server stops (a server that cannot
+    stop while a client holds a write would otherwise wait for a client that waits for it)."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.opened: list[trio.SocketStream] = []
+
+    async def connect(self, *, receive_buffer: int | None = None) -> trio.SocketStream:
+        """A connection (with a small receive buffer: a client that reads little)."""
+        host, port = self.server.base_url.removeprefix("http://").split(":")
+        sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_STREAM)
+        if receive_buffer is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        try:
+            await sock.connect((host, int(port)))
+        except BaseException:
+            sock.close()
+            raise
+        self.opened.append(trio.SocketStream(sock))
+        return self.opened[-1]
+
+    def server_holds(self, stream: trio.SocketStream) -> bool:
+        """Whether the server (this process) still has a file descriptor for ``stream``'s connection."""
+        server_port = int(self.server.base_url.rsplit(":", 1)[1])
+        client_port = stream.socket.getsockname()[1]
+        inodes = set()
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote, inode = fields[1], fields[2], fields[9]
+            if int(local.split(":")[1], 16) == server_port and int(remote.split(":")[1], 16) == client_port:
+                inodes.add(f"socket:[{inode}]")
+        for fd in Path("/proc/self/fd").iterdir():
+            try:
+                if os.readlink(fd) in inodes:
+                    return True
+            except OSError:
+                continue  # closed meanwhile
+        return False
+
+    async def released(self, stream: trio.SocketStream) -> None:
+        """Wait until the server closed its end of ``stream`` (its file descriptor is gone)."""
+        while self.server_holds(stream):
+            await trio.sleep(0.05)
 
 
-async def connect(base_url: str, *, receive_buffer: int | None = None,
-                  opened: list[trio.SocketStream]) -> trio.SocketStream:
-    """A raw TCP connection to the server (with a small receive buffer: a client that reads little)."""
-    host, port = base_url.removeprefix("http://").split(":")
-    sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_STREAM)
-    if receive_buffer is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-    try:
-        await sock.connect((host, int(port)))
-    except BaseException:
-        sock.close()
-        raise
-    opened.append(trio.SocketStream(sock))
-    return opened[-1]
+@asynccontextmanager
+async def serving(config: Any) -> AsyncIterator[tuple[Any, Clients]]:
+    async with live_server(config) as server:
+        clients = Clients(server)
+        try:
+            yield server, clients
+        finally:
+            with trio.CancelScope(shield=True):
+                for stream in clients.opened:
+                    await stream.aclose()
 
 
 def head(path: str, length: int | None = None, *, chunked: bool = False) -> bytes:
@@ -118,11 +154,6 @@ async def settled_run(ctx: Any, run_id: str) -> Any:
         await trio.sleep(0.05)
 
 
-async def wait_for_log(caplog: Any, logger: str, text: str) -> None:
-    while not any(r.name == logger and text in r.getMessage() for r in caplog.records):
-        await trio.sleep(0.05)
-
-
 def big_frame_run(thread: str, *, hold: str | None = None) -> bytes:
     """A run whose first delta is an 8 MB reasoning frame (more than the socket buffers hold)."""
     text = ("" if hold is None else f"/hold {hold}\n") + "/think " + "a" * 8_000_000 + " end\n/words 3"
@@ -131,36 +162,51 @@ def big_frame_run(thread: str, *, hold: str | None = None) -> bytes:
 
 @pytest.mark.timeout(90)
 async def test_a_client_that_stops_reading_is_dropped_after_the_write_timeout_and_its_run_interrupted_too_slow(
-        connections, tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="awaken.tcp")
+        tmp_path):
     # a buffer limit far above the frame: only the write deadline can stop this stream
     config = make_config(tmp_path, max_buffered_bytes=64 * 1024 * 1024)
-    async with live_server(config) as server:
-        stream = await connect(server.base_url, receive_buffer=4096, opened=connections)
+    async with serving(config) as (server, clients):
+        stream = await clients.connect(receive_buffer=4096)
         await stream.send_all(request("/v1/ag-ui", big_frame_run("slow", hold="slow")))
         with trio.fail_after(DEADLINE + 20):
             record = await settled_run(server.ctx, "slow-r")  # held: only the dropped client can end it
         assert (record.status, record.cause) == (RunStatus.INTERRUPTED, "client_too_slow")
-        await wait_for_log(caplog, "awaken.tcp", "closing a connection")
         with trio.fail_after(20):
-            raw = await read_to_eof(stream)  # the socket was closed: what was in flight, then EOF
+            await clients.released(stream)
+            raw = await read_to_eof(stream)  # what the kernel still held, then the server's close
         assert b"RUN_FINISHED" not in raw and b"RUN_ERROR" not in raw
         await release(server, "slow")
 
 
 @pytest.mark.timeout(90)
-async def test_a_client_that_stops_reading_is_dropped_after_its_run_ended_too(connections, tmp_path, caplog):
-    """Finding 7: a non-reading client kept its socket and megabytes after its run ended, until it left."""
-    caplog.set_level(logging.INFO, logger="awaken.tcp")
-    config = make_config(tmp_path)
-    async with live_server(config) as server:
-        stream = await connect(server.base_url, receive_buffer=4096, opened=connections)
+async def test_a_client_that_stops_reading_is_dropped_after_its_run_was_interrupted_too_slow(tmp_path):
+    """Finding 7: a non-reading client kept its socket and megabytes after its run was interrupted, until it left."""
+    async with serving(make_config(tmp_path)) as (server, clients):
+        stream = await clients.connect(receive_buffer=4096)
+        await stream.send_all(request("/v1/ag-ui", orjson.dumps(agui_body(
+            "silent", "silent-r", [{"id": "silent-m", "role": "user", "content": "/words 50000"}]))))
+        with trio.fail_after(20):  # ~7 MB of frames: more than the 4 MiB the server queues for a reader
+            record = await settled_run(server.ctx, "silent-r")
+        assert (record.status, record.cause) == (RunStatus.INTERRUPTED, "client_too_slow")
+        assert server.ctx.app.active("silent") is None
+        with trio.fail_after(DEADLINE + 20):
+            await clients.released(stream)  # the client still reads nothing: the server let go by itself
+        with trio.fail_after(20):
+            raw = await read_to_eof(stream)
+        assert raw.startswith(b"HTTP/1.1 200") and b"RUN_FINISHED" not in raw
+
+
+@pytest.mark.timeout(90)
+async def test_a_client_that_stops_reading_is_dropped_after_its_run_completed(tmp_path):
+    """The run ended well (an 8 MB frame, queued whole) but its reader stopped: the connection is dropped too."""
+    async with serving(make_config(tmp_path)) as (server, clients):
+        stream = await clients.connect(receive_buffer=4096)
         await stream.send_all(request("/v1/ag-ui", big_frame_run("ended")))
         with trio.fail_after(20):
             record = await settled_run(server.ctx, "ended-r")
         assert record.status == RunStatus.COMPLETED  # the run did not wait for its reader
         with trio.fail_after(DEADLINE + 20):
-            await wait_for_log(caplog, "awaken.tcp", "closing a connection")
+            await clients.released(stream)
         with trio.fail_after(20):
             raw = await read_to_eof(stream)
         assert raw.startswith(b"HTTP/1.1 200")
@@ -168,10 +214,10 @@ async def test_a_client_that_stops_reading_is_dropped_after_its_run_ended_too(co
 
 
 @pytest.mark.timeout(60)
-async def test_a_half_sent_body_is_answered_408_body_timeout_and_its_connection_closed(connections, tmp_path):
-    async with live_server(make_config(tmp_path)) as server:
+async def test_a_half_sent_body_is_answered_408_body_timeout_and_its_connection_closed(tmp_path):
+    async with serving(make_config(tmp_path)) as (server, clients):
         for path in ("/v1/ag-ui", "/v1/ai-sdk/chat", "/v1/copilotkit"):
-            stream = await connect(server.base_url, opened=connections)
+            stream = await clients.connect()
             await stream.send_all(head(path, 1000) + b'{"threadId": "half", "messages": [')  # ... then nothing
             with trio.fail_after(DEADLINE + 10):
                 raw = await read_to_eof(stream)
@@ -182,10 +228,10 @@ async def test_a_half_sent_body_is_answered_408_body_timeout_and_its_connection_
 
 
 @pytest.mark.timeout(60)
-async def test_a_trickled_body_is_cut_off_at_the_body_timeout(connections, tmp_path):
+async def test_a_trickled_body_is_cut_off_at_the_body_timeout(tmp_path):
     """The deadline covers the whole body, not the gap between bytes: a byte every 0.2 s does not keep it open."""
-    async with live_server(make_config(tmp_path)) as server:
-        stream = await connect(server.base_url, opened=connections)
+    async with serving(make_config(tmp_path)) as (server, clients):
+        stream = await clients.connect()
         await stream.send_all(head("/v1/ag-ui", 1000))
         with trio.fail_after(DEADLINE + 10):
             async with trio.open_nursery() as nursery:
@@ -211,10 +257,10 @@ async def send_chunked_past_the_limit(stream: trio.SocketStream, path: str) -> N
 
 
 @pytest.mark.timeout(60)
-async def test_a_chunked_body_over_the_limit_is_refused_as_it_passes_the_limit_and_the_connection_closed(connections, tmp_path):
+async def test_a_chunked_body_over_the_limit_is_refused_as_it_passes_the_limit_and_the_connection_closed(tmp_path):
     """Finding 10: a body without Content-Length was read in full before BODY_TOO_LARGE."""
-    async with live_server(make_config(tmp_path, body_timeout_seconds=600.0)) as server:
-        stream = await connect(server.base_url, opened=connections)
+    async with serving(make_config(tmp_path, body_timeout_seconds=600.0)) as (server, clients):
+        stream = await clients.connect()
         await send_chunked_past_the_limit(stream, "/v1/ag-ui")
         with trio.fail_after(20):
             raw = await read_to_eof(stream)
@@ -226,9 +272,9 @@ async def test_a_chunked_body_over_the_limit_is_refused_as_it_passes_the_limit_a
 
 
 @pytest.mark.timeout(60)
-async def test_copilotkit_refuses_a_chunked_body_over_the_limit_413_as_it_passes_the_limit(connections, tmp_path):
-    async with live_server(make_config(tmp_path, body_timeout_seconds=600.0)) as server:
-        stream = await connect(server.base_url, opened=connections)
+async def test_copilotkit_refuses_a_chunked_body_over_the_limit_413_as_it_passes_the_limit(tmp_path):
+    async with serving(make_config(tmp_path, body_timeout_seconds=600.0)) as (server, clients):
+        stream = await clients.connect()
         await send_chunked_past_the_limit(stream, "/v1/copilotkit")
         with trio.fail_after(20):
             raw = await read_to_eof(stream)
@@ -238,28 +284,28 @@ async def test_copilotkit_refuses_a_chunked_body_over_the_limit_413_as_it_passes
 
 
 @pytest.mark.timeout(60)
-async def test_large_bodies_beyond_max_large_bodies_are_refused_503_with_retry_after(connections, tmp_path):
+async def test_large_bodies_beyond_max_large_bodies_are_refused_503_with_retry_after(tmp_path):
     """Finding 10: 8 concurrent 30 MB bodies were all read and parsed at once (+843 MB kept)."""
     config = make_config(tmp_path, max_large_bodies=2, body_timeout_seconds=600.0)
-    async with live_server(config) as server:
+    async with serving(config) as (server, clients):
         large = orjson.dumps(agui_body("big", "big-r", [{"id": "big-m", "role": "user", "content": "x" * 400_000}]))
         holders = []
         for _ in range(2):  # two large bodies, half sent: their slots stay taken
-            stream = await connect(server.base_url, opened=connections)
+            stream = await clients.connect()
             await stream.send_all(head("/v1/ag-ui", len(large)) + large[:300_000])
             holders.append(stream)
         with trio.fail_after(10):
             while server.ctx.large_bodies.in_flight < 2:
                 await trio.sleep(0.02)
         for path in ("/v1/ag-ui", "/v1/ai-sdk/chat", "/v1/copilotkit"):
-            third = await connect(server.base_url, opened=connections)
+            third = await clients.connect()
             await third.send_all(request(path, large))
             with trio.fail_after(10):
                 status, headers, body = split_response(await read_to_eof(third))
             assert (status, headers["retry-after"], headers["connection"]) == (503, "1", "close")
             assert orjson.loads(body)["error"]["code"] == "TOO_MANY_LARGE_BODIES"
         # a small body is not held back by the large ones
-        small = await connect(server.base_url, opened=connections)
+        small = await clients.connect()
         await small.send_all(request("/v1/ag-ui", orjson.dumps(
             agui_body("small", "small-r", [{"id": "small-m", "role": "user", "content": "hi"}]))))
         with trio.fail_after(10):
@@ -270,7 +316,7 @@ async def test_large_bodies_beyond_max_large_bodies_are_refused_503_with_retry_a
         with trio.fail_after(10):
             while server.ctx.large_bodies.in_flight > 1:
                 await trio.sleep(0.02)
-        fourth = await connect(server.base_url, opened=connections)
+        fourth = await clients.connect()
         await fourth.send_all(request("/v1/ag-ui", orjson.dumps(
             agui_body("big2", "big2-r", [{"id": "big2-m", "role": "user", "content": "x" * 400_000}]))))
         with trio.fail_after(10):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -72,7 +73,8 @@ def _trimmer() -> Callable[[int], int] | None:
         return None
 
 
-_malloc_trim = _trimmer()
+#: ``AWAKEN_NO_MALLOC_TRIM=1`` turns the trim off (``python -m bench.slowclients`` measures what it returns)
+_malloc_trim = None if os.environ.get("AWAKEN_NO_MALLOC_TRIM") else _trimmer()
 
 
 class LargeBodies:
