@@ -11,8 +11,9 @@ after one burst, sent all at once:
   read (receive buffer 4 KiB): each run is interrupted ``client_too_slow`` when its 4 MiB buffer
   overflows, and the connection is closed by the write deadline (``--write-timeout``, 2 s here).
 
-"After" is read once every upload was answered, every silent connection was closed by the server (EOF
-seen by the client after the write deadline) and ``--settle`` seconds passed. The growth after - before
+The silent clients read nothing until the server holds no client connection any more (its file
+descriptors, from ``/proc``: the time this takes is printed); then they close. "After" is read once
+every upload was answered, every connection closed and ``--settle`` seconds passed. The growth after - before
 is compared with the burst's size (the bytes uploaded). Each configuration runs in a fresh server:
 
 * ``default``: the shipped settings (cap 4, ``malloc_trim`` after the last large body);
@@ -27,6 +28,8 @@ The table is printed and written to ``bench/results/slowclients.md``.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import re
 import socket
 import sys
@@ -52,7 +55,7 @@ def upload_body(mb: int, tag: str) -> bytes:
 
 def post(path: str, body: bytes) -> bytes:
     return (f"POST {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\n\r\n").encode() + body
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
 
 
 async def connect(port: int, *, receive_buffer: int | None = None) -> trio.SocketStream:
@@ -89,18 +92,36 @@ async def upload(port: int, body: bytes, statuses: list[int]) -> None:
         await stream.aclose()
 
 
-async def silent(port: int, n: int, write_timeout: float, dropped: list[int]) -> None:
+def held_connections(pid: int, port: int) -> int:
+    """How many client connections on ``port`` the server process still holds a file descriptor for."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] != "0A":  # not the listener
+                inodes.add(f"socket:[{fields[9]}]")
+    held = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            held += os.readlink(fd) in inodes
+        except OSError:
+            continue
+    return held
+
+
+async def silent(port: int, n: int, released: trio.Event) -> None:
+    """Start a long run and read nothing until the server let go of every connection."""
     stream = await connect(port, receive_buffer=4096)
     try:
-        text = "/words 50000"
         body = orjson.dumps({"threadId": f"silent-{n}", "runId": f"silent-{n}", "state": {}, "tools": [],
-                             "messages": [{"id": f"silent-{n}", "role": "user", "content": text}],
+                             "messages": [{"id": f"silent-{n}", "role": "user", "content": "/words 50000"}],
                              "context": [], "forwardedProps": {}})
         await stream.send_all(post("/v1/ag-ui", body))
-        await trio.sleep(write_timeout + 2)  # reads nothing meanwhile: the server's write deadline passes
-        with trio.move_on_after(30):
-            await read_to_eof(stream)  # what the kernel still held, then the server's close
-            dropped.append(n)
+        await released.wait()
     finally:
         await stream.aclose()
 
@@ -131,7 +152,6 @@ async def measure(name: str, args: argparse.Namespace, root: Path) -> dict[str, 
         before = server.rss_kb() / 1024
         peak = before
         statuses: list[int] = []
-        dropped: list[int] = []
         done = trio.Event()
 
         async def sample() -> None:
@@ -140,13 +160,23 @@ async def measure(name: str, args: argparse.Namespace, root: Path) -> dict[str, 
                 peak = max(peak, server.rss_kb() / 1024)
                 await trio.sleep(0.05)
 
+        released = trio.Event()
+        started = trio.current_time()
+        release_s = math.nan
         async with trio.open_nursery() as watch:
             watch.start_soon(sample)
             async with trio.open_nursery() as nursery:
                 for body in bodies:
                     nursery.start_soon(upload, server.port, body, statuses)
                 for n in range(args.silent):
-                    nursery.start_soon(silent, server.port, n, args.write_timeout, dropped)
+                    nursery.start_soon(silent, server.port, n, released)
+                await trio.sleep(1)  # every client connected and sent its request
+                with trio.move_on_after(args.limit):
+                    while held_connections(server.pid, server.port):
+                        await trio.sleep(0.1)
+                    release_s = trio.current_time() - started
+                still_held = held_connections(server.pid, server.port)
+                released.set()
             done.set()
         del bodies
         await trio.sleep(args.settle)
@@ -155,7 +185,7 @@ async def measure(name: str, args: argparse.Namespace, root: Path) -> dict[str, 
         await server.stop()
     return {"burst_mb": burst_mb, "before": before, "peak": peak, "after": after,
             "parsed": sum(s == 200 for s in statuses), "refused_503": sum(s == 503 for s in statuses),
-            "other": sum(s not in (200, 503) for s in statuses), "dropped": len(dropped)}
+            "other": sum(s not in (200, 503) for s in statuses), "release_s": release_s, "still_held": still_held}
 
 
 def table(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
@@ -163,7 +193,7 @@ def table(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
         f"{args.bodies} uploads of {args.body_mb} MB (tiny messages) at once, with {args.silent} SSE clients that "
         f"never read (`/words 50000` each, write deadline {args.write_timeout:g} s); VmRSS of the server process, MB.",
         "",
-        "| config | burst uploaded (MB) | uploads read+parsed / 503 | silent clients closed by the server | "
+        "| config | burst uploaded (MB) | uploads parsed / 503 | every connection let go by the server after | "
         "RSS before | peak | after | after - before | growth ÷ burst |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -171,7 +201,8 @@ def table(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
         growth = r["after"] - r["before"]
         lines.append(f"| {name} | {r['burst_mb']:.0f} | {r['parsed']:.0f} / {r['refused_503']:.0f}"
                      + (f" ({r['other']:.0f} other)" if r["other"] else "")
-                     + f" | {r['dropped']:.0f} of {args.silent} | {r['before']:.0f} | {r['peak']:.0f} | "
+                     + (f" | {r['release_s']:.1f} s" if r["still_held"] == 0 else f" | {r['still_held']:.0f} still held")
+                     + f" | {r['before']:.0f} | {r['peak']:.0f} | "
                      f"{r['after']:.0f} | {growth:+.0f} | {growth / r['burst_mb']:.1%} |")
     return "\n".join(lines) + "\n"
 
@@ -183,6 +214,8 @@ def main() -> None:
     parser.add_argument("--silent", type=int, default=40)
     parser.add_argument("--write-timeout", type=float, default=2.0)
     parser.add_argument("--settle", type=float, default=2.0, help="seconds before each RSS reading")
+    parser.add_argument("--limit", type=float, default=120.0,
+                        help="seconds to wait for the server to let go of every connection")
     parser.add_argument("--configs", default="default,no-trim,no-cap")
     args = parser.parse_args()
     print(f"bench.slowclients: {pin_self()}", file=sys.stderr)

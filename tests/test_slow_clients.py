@@ -302,7 +302,7 @@ async def test_large_bodies_beyond_max_large_bodies_are_refused_503_with_retry_a
             await third.send_all(request(path, large))
             with trio.fail_after(10):
                 status, headers, body = split_response(await read_to_eof(third))
-            assert (status, headers["retry-after"], headers["connection"]) == (503, "1", "close")
+            assert (status, headers.get("retry-after"), headers.get("connection")) == (503, "1", "close")
             assert orjson.loads(body)["error"]["code"] == "TOO_MANY_LARGE_BODIES"
         # a small body is not held back by the large ones
         small = await clients.connect()

@@ -109,13 +109,15 @@ class WriteDeadlineServer(TCPServer):
             return
         with memoryview(data) as view:
             total = 0
-            while total < len(view):
+            while True:
                 try:
                     with view[total:] as rest:
                         total += await socket.send(rest)
                 except OSError as exc:
                     raise trio.BrokenResourceError(exc) from exc
-                write.deadline = trio.current_time() + self.write_timeout
+                if total >= len(view):
+                    return
+                write.deadline = trio.current_time() + self.write_timeout  # bytes moved: a new deadline
 
 
 def install() -> None:
