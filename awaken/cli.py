@@ -19,6 +19,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
+from . import memory
 from .config import AppConfig, load_config
 from .context import ServerContext, check_workers
 from .errors import ConfigError, StoreUnavailable
@@ -47,6 +48,7 @@ def hypercorn_config(config: AppConfig, worker_fd: int | None = None) -> Hyperco
 async def serve(config: AppConfig, worker_fd: int | None = None, *,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
     """Open the ledger, serve until SIGINT/SIGTERM (or cancellation), close everything."""
+    memory.tune()  # large freed blocks go back to the system (awaken/memory.py)
     ctx = ServerContext.build(config)
     await ctx.open()
     try:

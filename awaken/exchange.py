@@ -93,23 +93,29 @@ async def exchange(
     """
     encoder = protocol.encoder(None)
     data = body.take()
+    refused: InputRejected | None = None
     try:
         if data is None:
             raise InputRejected(f"the body is larger than {MAX_BODY} bytes", code="BODY_TOO_LARGE")
         if len(data) >= OFF_LOOP_BODY:
-            parsed = await trio.to_thread.run_sync(protocol.parse, data, content_type)
+            parsed = await trio.to_thread.run_sync(parse_body, protocol, data, content_type)
         else:
-            parsed = protocol.parse(data, content_type)
+            parsed = parse_body(protocol, data, content_type)
         del data
-        await body.release()
+        if isinstance(parsed, InputRejected):
+            raise parsed
         encoder = protocol.encoder(parsed)
         thread, agent = protocol.target(parsed, agent_id)
         thread_id = thread or new_id("thread")
         check_id("threadId", thread_id)
     except InputRejected as exc:
+        refused = exc.with_traceback(None)
+    if refused is not None:
+        data = parsed = None  # noqa: F841 - nothing of the body outlives its refusal
         await body.release()
-        await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
+        await transport.reject(protocol.refusal(refused.code, refused.message, encoder))
         return
+    await body.release()
 
     def build(view: ThreadView) -> RunRequest:
         request = protocol.to_run_request(parsed, thread_id, agent, view)
@@ -139,6 +145,19 @@ async def exchange(
             return
         attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
         await origin(run, protocol, transport, attached=attached, watcher=first[0])
+
+
+def parse_body(protocol: Protocol, data: bytes, content_type: str | None) -> Any:
+    """``protocol.parse(data)``, or the ``InputRejected`` it raised, returned without its traceback.
+
+    A refusal's traceback holds the parser's frames and so what they decoded (hundreds of MB for a
+    large body); raised out of a worker thread it also sits in a reference cycle with trio's result
+    objects, which only a full garbage collection frees. Returned bare, nothing of the body survives it.
+    """
+    try:
+        return protocol.parse(data, content_type)
+    except InputRejected as exc:
+        return exc.with_traceback(None)
 
 
 async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, *, attached: bool,

@@ -13,22 +13,21 @@
 Every refusal that leaves the body unread closes the connection (``Connection: close``): hypercorn
 then drops what the client still sends instead of handing it to nobody.
 
-After the last large body in flight is released, ``malloc_trim(0)`` (glibc, through ctypes, in a
-worker thread) hands the freed pages back to the system: bodies parsed in worker threads leave their
-memory in glibc's per-thread arenas, which are otherwise kept by the process for good.
+After the last large body in flight is released, ``memory.trim()`` hands the freed pages back to
+the system: bodies parsed in worker threads leave their memory in glibc's per-thread arenas, which
+the process otherwise keeps for good.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 import trio
+
+from .. import memory
 
 log = logging.getLogger("awaken.body")
 
@@ -65,18 +64,6 @@ class Refused(Exception):
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-def _trimmer() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):  # not glibc
-        return None
-
-
-#: ``AWAKEN_NO_MALLOC_TRIM=1`` turns the trim off (``python -m bench.slowclients`` measures what it returns)
-_malloc_trim = None if os.environ.get("AWAKEN_NO_MALLOC_TRIM") else _trimmer()
-
-
 class LargeBodies:
     """At most ``cap`` bodies larger than ``threshold`` bytes read or parsed at once (one per server)."""
 
@@ -96,9 +83,8 @@ class LargeBodies:
 
     async def give_back(self) -> None:
         self.in_flight -= 1
-        if self.in_flight == 0 and _malloc_trim is not None:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(_malloc_trim, 0)
+        if self.in_flight == 0:
+            await memory.trim()
             self.trims += 1
 
 

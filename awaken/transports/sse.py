@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 import trio
 
+from .. import memory
 from ..encoding import WireEvent, sse_frame_at, sse_frames
 from ..runstate import Cause, Interruptible
 from .tcp import timed_out_in
@@ -76,6 +77,11 @@ class FrameBuffer:
             self.on_overflow()
         if self._lot:
             self._lot.unpark_all()
+
+    def discard(self) -> None:
+        """Drop what is queued (the connection is gone)."""
+        self._chunks.clear()
+        self._size = self._oversized = 0
 
     def close(self) -> None:
         self._closed = True
@@ -201,7 +207,12 @@ async def stream(
         connection.cancel()  # stop watching the client
     if finished:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-    # else: the client is gone (or could not keep up): nothing more to write
+    elif buffer.overflowed or timed_out():
+        # the client could not keep up: megabytes were queued for it; hand them back to the system
+        data = None
+        buffer.discard()
+        await memory.trim()
+    # else: the client is gone: nothing more to write
 
 
 async def _watch_client(receive: ASGIReceive, buffer: FrameBuffer, connection: trio.CancelScope,
