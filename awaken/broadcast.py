@@ -59,17 +59,28 @@ class Watcher:
 
     While ``held`` is a list, deliveries are kept there (``release`` sends them): a rejoin that must
     first send a snapshot holds the live tail meanwhile. ``boundary`` is set once a watcher that
-    joined "at the next step boundary" starts receiving.
+    joined "at the next step boundary" starts receiving; ``mark`` is what its ``marker`` answered at
+    that very moment (a rejoin asks for the last ledger position the run had committed, so that its
+    snapshot stops where the live tail starts, however late the snapshot is read).
     """
 
-    __slots__ = ("boundary", "channel", "deliver", "done", "held")
+    __slots__ = ("boundary", "channel", "deliver", "done", "held", "mark", "marker")
 
-    def __init__(self, channel: Channel, deliver: Deliver, *, hold: bool = False) -> None:
+    def __init__(self, channel: Channel, deliver: Deliver, *, hold: bool = False,
+                 marker: Callable[[], int] | None = None) -> None:
         self.channel = channel
         self.deliver = deliver
         self.done = trio.Event()
         self.boundary = trio.Event()
         self.held: list[tuple[bytes, bytes]] | None = [] if hold else None
+        self.marker = marker
+        self.mark: int | None = None
+
+    def reach_boundary(self) -> None:
+        """Start receiving here: take the mark, then set ``boundary``."""
+        if not self.boundary.is_set():
+            self.mark = self.marker() if self.marker is not None else None
+            self.boundary.set()
 
     def push(self, pos: bytes, payload: bytes) -> None:
         if self.held is not None:
@@ -127,7 +138,7 @@ class Channel:
             self._skipping = False
             for watcher in self.awaiting:
                 self.watchers.append(watcher)
-                watcher.boundary.set()
+                watcher.reach_boundary()
             self.awaiting = []
         if self._skipping and not isinstance(event, ev.RunStarted):
             return 0
@@ -179,11 +190,13 @@ class Channel:
             self.watchers.append(watcher)
         return watcher
 
-    def watch_from_boundary(self, deliver: Deliver) -> Watcher:
+    def watch_from_boundary(self, deliver: Deliver, marker: Callable[[], int] | None = None) -> Watcher:
         """A holding watcher that receives from the run's next step boundary on (``boundary`` is
-        set then); ``done`` is set at once when the run already ended."""
-        watcher = Watcher(self, deliver, hold=True)
+        set then, and ``mark`` taken with ``marker``); ``done`` and ``boundary`` are set at once when
+        the run already ended."""
+        watcher = Watcher(self, deliver, hold=True, marker=marker)
         if self.closed:
+            watcher.reach_boundary()
             watcher.done.set()
         else:
             self.awaiting.append(watcher)
@@ -194,7 +207,7 @@ class Channel:
         a step boundary (the run ended with none: interrupted, no terminal event) has reached its last."""
         self.closed = True
         for watcher in self.awaiting:
-            watcher.boundary.set()
+            watcher.reach_boundary()
         for watcher in self.watchers + self.awaiting:
             watcher.done.set()
         self.watchers = []

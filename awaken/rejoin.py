@@ -26,6 +26,7 @@ from .auth.principal import PRINCIPAL_KEY, Principal
 from .broadcast import Channel, parse_position, position
 from .context import ServerContext
 from .encoding import text_payload
+from .engine import AdmittedRun
 from .errors import InputRejected, StoreUnavailable
 from .exchange import DETACHED, Deliver
 from .ledger import Ledger
@@ -82,7 +83,8 @@ async def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, p
                                              "read the thread's history"):
                     deliver(None, text_payload(wire))
                 return
-            watcher = await _from_snapshot(ctx.ledger, protocol, channel, thread_id, deliver)
+            watcher = await _from_snapshot(ctx.ledger, protocol, channel, thread_id, deliver,
+                                           lambda: committed_through(run))
         try:
             await watcher.done.wait()
         finally:
@@ -91,18 +93,28 @@ async def watch_thread(ctx: ServerContext, protocol: Protocol, thread_id: str, p
     return produce
 
 
+def committed_through(run: AdmittedRun) -> int:
+    """The thread's last ledger position ``run`` has committed (its claim makes it the only writer)."""
+    return max((m.seq for m in run.history), default=0)
+
+
 async def _from_snapshot(ledger: Ledger, protocol: Protocol, channel: Channel, thread_id: str,
-                         deliver: Deliver) -> Any:
+                         deliver: Deliver, marker: Callable[[], int]) -> Any:
     """Head, the committed messages at the next step boundary, then the live tail from it (a run that
-    ends with no boundary, interrupted with no terminal event, gets the head and the messages committed)."""
-    watcher = channel.watch_from_boundary(deliver)
+    ends with no boundary, interrupted with no terminal event, gets the head and the messages committed).
+
+    The snapshot holds what was committed at the boundary (``marker``'s answer then), never more: a
+    step that commits while a slow ledger reads the view is in the live tail, and only there."""
+    watcher = channel.watch_from_boundary(deliver, marker)
     await watcher.boundary.wait()
     view = await ledger.thread_view(thread_id)
     for seq, payload in channel.head:
         deliver(position(channel.key, seq), payload)
     held = watcher.held or []
     next_seq = int(held[0][0].rpartition(b":")[2]) if held else channel.next_seq
-    snapshot = protocol.snapshot(list(view.messages)) or []
+    mark = watcher.mark
+    messages = [m for m in view.messages if mark is None or m.seq <= mark]
+    snapshot = protocol.snapshot(messages) or []
     for wire in snapshot:
         deliver(position(channel.key, next_seq - 1), text_payload(wire))
     watcher.release()

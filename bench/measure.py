@@ -517,7 +517,7 @@ async def ledger_commits(backend: str, data_dir: Path, runs: int, concurrency: i
 async def raw_commits(backend: str, data_dir: Path, runs: int, concurrency: int, *, dsn: str | None = None
                       ) -> dict[str, Any]:
     """The floor for ``ledger_commits``: the same number of transactions, each one worker-thread hop and
-    the bare write — SQLite (WAL, synchronous=NORMAL) one INSERT per transaction; files: one append +
+    the bare write — SQLite (WAL, synchronous=FULL, the ledger's default) one INSERT per transaction; files: one append +
     fsync (the file ledger's default); Postgres: one INSERT per transaction on one connection."""
     await trio.Path(data_dir).mkdir(parents=True, exist_ok=True)
     limiter = trio.CapacityLimiter(1)
@@ -525,7 +525,7 @@ async def raw_commits(backend: str, data_dir: Path, runs: int, concurrency: int,
     if backend == "sqlite":
         db = sqlite3.connect(data_dir / "raw.db", check_same_thread=False, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA synchronous=FULL")  # what the ledger runs with by default
         db.execute("CREATE TABLE IF NOT EXISTS m (id TEXT PRIMARY KEY, body BLOB)")
 
         def write() -> None:

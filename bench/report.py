@@ -604,7 +604,8 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     md.append("")
     md.append("In-process `Ledger` API: per run one `start_run` (with the user message) and one `commit` "
               "(the assistant step, completed). Floor: the same number of bare transactions through the same "
-              "worker-thread hop (SQLite WAL `synchronous=NORMAL` one INSERT; files: append + fsync).")
+              "worker-thread hop (SQLite WAL `synchronous=FULL`, the ledger's default, one INSERT; files: append + "
+              "fsync).")
     md.append("")
     body = [[row["backend"], row["concurrency"], row["commits"], row["commits_per_s"],
              f"{_fmt(row['commit_ms']['p50'])} / {_fmt(row['commit_ms']['p99'])}", row["floor_commits_per_s"],

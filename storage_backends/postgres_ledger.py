@@ -23,6 +23,9 @@ page is one index scan on ``(updated_at, id)``. ``updated_at`` comes from this l
 open). ``delete_thread`` deletes the thread's row in one transaction; its messages, runs and
 pending calls go with it (``ON DELETE CASCADE``), so a crash leaves it wholly present or gone.
 
+``probe_write`` (``/readyz``) upserts the one row of ``write_probe`` (migration 5) in a transaction: a
+read-only database (a hot standby, ``default_transaction_read_only``) fails it while reads still work.
+
 A connection that fails (the server is down or restarting) raises ``StoreUnavailable``; the pool
 checks each connection as it hands it out and reconnects in the background, so the ledger recovers
 by itself once the database answers again.
@@ -257,6 +260,19 @@ class PostgresLedger(Ledger):
 
     async def ping(self) -> None:
         await self._call(lambda conn: conn.execute("SELECT 1").fetchone())
+
+    async def probe_write(self) -> None:
+        """Whether a commit can happen now: an UPSERT of the one ``write_probe`` row in its own
+        transaction. A read-only database (``default_transaction_read_only``, a hot standby after a
+        failover, revoked privileges) or one that cannot write its WAL fails it."""
+
+        def probe(conn: psycopg.Connection) -> None:
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO write_probe (id, at) VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET at = excluded.at"
+                )
+
+        await self._call(probe)
 
     # -- reads ----------------------------------------------------------------------------------
 

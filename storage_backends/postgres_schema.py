@@ -135,6 +135,11 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
         """,
     ),
     (4, "the tools a client declared for a run", "ALTER TABLE runs ADD COLUMN tools text NOT NULL DEFAULT '[]'"),
+    (
+        5,
+        "the row /readyz writes to prove the database takes commits",
+        "CREATE TABLE write_probe (id integer PRIMARY KEY, at timestamptz NOT NULL)",
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

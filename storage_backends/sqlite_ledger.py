@@ -10,12 +10,12 @@ Durability is the ``synchronous`` option (WAL either way):
   commit survives a process kill, an OS crash and a power loss.
 * ``"normal"``: no fsync per commit (WAL is fsynced at checkpoints); an acknowledged commit
   survives a process kill, but an OS crash, power loss or a filesystem that goes read-only may lose
-  the newest commits (never consistency). It buys commit latency (one fsync fewer per commit);
-  the bench does not measure the difference yet.
+  the newest commits (never consistency). It buys commit latency (one fsync fewer per commit):
+  ``python -m bench.durability`` measures both in one run (``bench/DURABILITY.md``).
 
-Every transaction first checks that the database file is still the one it opened (same inode): a
-file deleted or replaced under the server is ``StoreUnavailable``, never writes into an unlinked
-file that would be gone at restart.
+Every call (read or write) first checks that the database file is still the one it opened (same
+inode): a file deleted or replaced under the server is ``StoreUnavailable``; it never writes into,
+or serves history from, an unlinked file that would be gone at restart.
 
 Any ``sqlite3.Error`` other than a constraint violation becomes ``StoreUnavailable``.
 """
@@ -203,6 +203,7 @@ class SqliteLedger(Ledger):
 
         def run() -> T:
             try:
+                self._check_file()  # never serve or commit through a file no longer in its place
                 return fn(db)
             except (DuplicateRun, ValueError):
                 raise

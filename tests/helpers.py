@@ -141,6 +141,12 @@ def held(gate: str, words: int = 12) -> str:
     return f"/hold {gate}\n/words {words}"
 
 
+def open_gate(ctx: ServerContext, gate: str) -> None:
+    """Open ``gate`` on the scripted model of ``ctx`` directly (no releasing run: for a test that holds
+    the ledger, or that has no HTTP server)."""
+    ctx.app.agents.get(None).model.open_gate(gate)
+
+
 async def release(server: LiveServer, gate: str) -> None:
     """Open ``gate``: a run saying ``/release GATE`` on a thread of its own, read to its end. Whatever was
     sent on another connection before must already have been read by the server (over a WebSocket: a

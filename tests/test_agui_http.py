@@ -18,7 +18,17 @@ import trio
 from awaken.history import encode_cursor
 from awaken.runstate import RunStatus
 
-from .helpers import agui_body, held, live_server, make_config, parse_sse, post_agui, release, types
+from .helpers import (
+    agui_body,
+    held,
+    live_server,
+    make_config,
+    open_gate,
+    parse_sse,
+    post_agui,
+    release,
+    types,
+)
 from .helpers import agui_text as text_of
 
 TEXT_RUN = ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", *["TEXT_MESSAGE_CONTENT"] * 3,
@@ -394,12 +404,13 @@ async def test_a_step_commit_that_fails_mid_run_ends_with_store_unavailable(stor
     """CONTRACT §5: a step that cannot be committed is not shown as committed: the stream ends RUN_ERROR
     STORE_UNAVAILABLE (never RUN_FINISHED), the partial answer is not in history, the thread is released."""
     async with live_server(store_config) as srv, srv.client() as client:
-        body = agui_body("t-mid", "r1", [user("u1", "/delay 40\n/words 5")])
+        body = agui_body("t-mid", "r1", [user("u1", held("mid", 5))])
         with sqlite_connection(store_config.ledger.path) as conn:
             async with client.stream("POST", "/v1/ag-ui", json=body) as response:
                 lines = response.aiter_lines()
-                seen = await read_until(lines, "TEXT_MESSAGE_CONTENT")
+                seen = await read_until(lines, "TEXT_MESSAGE_CONTENT")  # the run holds after its first delta
                 conn.execute("BEGIN IMMEDIATE")
+                open_gate(srv.ctx, "mid")  # the rest of the step streams, then its commit meets the lock
                 seen += await read_until(lines, "RUN_ERROR")
             conn.execute("ROLLBACK")
         assert "RUN_FINISHED" not in types(seen)

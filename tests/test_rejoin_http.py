@@ -264,6 +264,36 @@ async def test_a_position_the_server_no_longer_holds_gets_a_snapshot_then_the_li
     assert tail == list(range(tail[0], tail[0] + len(tail)))
 
 
+async def test_a_snapshot_read_late_holds_only_what_was_committed_at_its_boundary(srv, monkeypatch):
+    """A slow ledger may answer the snapshot's read after the run committed more steps: those steps are
+    in the live tail, so the snapshot stops at the boundary it joined at (nothing is shown twice)."""
+    ledger = srv.ctx.ledger
+    plain_view = ledger.thread_view
+
+    async def late_view(thread_id: str):  # noqa: ANN202 - answers only once the whole run is committed
+        run = srv.ctx.app.active(thread_id)
+        if run is not None:
+            await run.settled()
+        return await plain_view(thread_id)
+
+    monkeypatch.setattr(ledger, "thread_view", late_view)
+    async with srv.client() as client:
+        _, context = await start_held(client, "detached", "t-late", "l1")
+        await context.__aexit__(None, None, None)
+        async with client.stream("GET", "/v1/ag-ui/threads/t-late/stream",
+                                 headers={"last-event-id": "run_gone:7"}) as rejoined:
+            gate.open_gate("l1")
+            frames = frames_of(await rejoined.aread())
+    kinds = [payload["type"] for _, payload in frames]
+    assert kinds[:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STEP_STARTED"] and kinds[-1] == "RUN_FINISHED"
+    snapshot = frames[1][1]["messages"]
+    assert [m["role"] for m in snapshot] == ["user", "assistant", "tool"]  # the first step, not the answer
+    streamed = {p["messageId"] for _, p in frames if p["type"] == "TEXT_MESSAGE_START"}
+    assert streamed and not streamed & {m["id"] for m in snapshot}
+    committed = (await ledger.thread_view("t-late")).messages
+    assert [m.role for m in committed] == ["user", "assistant", "tool", "assistant"]  # the answer was in
+
+
 async def test_a_snapshot_rejoin_of_a_run_stopped_before_its_next_step_ends_with_the_stop(srv):
     """A rejoin from a lost position waits for the run's next step boundary; a stop is one (the run's
     terminal event), so the stream ends: head, the committed messages, RUN_ERROR STOPPED."""

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 import trio
+import trio.testing
 
 from awaken.agui.adapter import PROTOCOL as AGUI
 from awaken.auth.principal import ANONYMOUS, PRINCIPAL_KEY
@@ -17,7 +18,7 @@ from awaken.exchange import serve_websocket
 from awaken.transports import ws as ws_module
 from awaken.transports.ws import AsgiWire, Batch, Close, HypercornWire, Outbox, slices
 
-from .helpers import agui_body, default_config_data, make_config
+from .helpers import agui_body, default_config_data, held, make_config, open_gate
 
 
 def test_outbox_hands_over_everything_queued_as_one_batch_in_order():
@@ -122,8 +123,8 @@ async def test_plain_asgi_server_gets_one_send_per_event_and_no_hypercorn_extras
 async def serve_one_run_with_messages_mid_run(
     tmp_path, mid_run: list[dict[str, Any]], done: Callable[[list[dict[str, Any]]], bool]
 ) -> list[dict[str, Any]]:
-    """One socket under a plain ASGI server: a run that streams 12 deltas 10 ms apart, ``mid_run`` (ASGI
-    receive messages) delivered once its first delta was sent; every ``send`` after the accept, until
+    """One socket under a plain ASGI server: a run that streams 12 deltas, ``mid_run`` (ASGI receive
+    messages) delivered once its first delta was sent and read before the run goes on past it; every ``send`` after the accept, until
     ``done(sent)`` holds and 50 ms more pass (whatever else the socket sends then is included too)."""
     ctx = ServerContext.build(make_config(tmp_path))
     await ctx.open()
@@ -141,13 +142,17 @@ async def serve_one_run_with_messages_mid_run(
             nursery.start_soon(serve_websocket, ctx, AGUI, {"type": "websocket", PRINCIPAL_KEY: ANONYMOUS}, app_inbox.receive, send,
                                None)
             await to_app.send({"type": "websocket.connect"})
-            slow = {"id": "u1", "role": "user", "content": "/delay 10\n/words 12"}
+            slow = {"id": "u1", "role": "user", "content": held("mid-run", 12)}
             body = agui_body("t-slow", "r-slow", [slow])
             await to_app.send({"type": "websocket.receive", "text": orjson.dumps(body).decode()})
             with trio.fail_after(5):
-                await streaming.wait()
+                await streaming.wait()  # the run holds after its first delta until the gate opens
             for message in mid_run:
                 await to_app.send(message)
+            with trio.fail_after(5):  # the socket has taken every mid-run message and is waiting again
+                await trio.testing.wait_all_tasks_blocked()
+            assert to_app.statistics().current_buffer_used == 0
+            open_gate(ctx, "mid-run")
             with trio.fail_after(5):
                 while not done(sent):
                     await trio.sleep(0.005)

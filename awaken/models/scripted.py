@@ -133,6 +133,11 @@ class ScriptedModel:
     def _gate(self, name: str) -> trio.Event:
         return self._gates.setdefault(name, trio.Event())
 
+    def open_gate(self, name: str) -> None:
+        """Open gate ``name`` as a run saying ``/release NAME`` would, without a run (for a caller that
+        holds the ledger itself, where a releasing run could not commit)."""
+        self._gate(name).set()
+
     async def aclose(self) -> None:
         return None
 
@@ -146,7 +151,7 @@ class ScriptedModel:
         pacer = _Pacer(script.delay_ms / 1000.0)
         emitted = 0
         if script.release:
-            self._gate(script.release).set()
+            self.open_gate(script.release)
 
         async def emit(kind: str, delta: str) -> None:
             nonlocal emitted

@@ -401,6 +401,19 @@ async def test_ping_close_and_closed_ledger(ledger: Ledger) -> None:
 
 
 
+async def test_the_write_probe_passes_leaves_no_trace_and_fails_once_closed(ledger: Ledger) -> None:
+    """``probe_write`` (``/readyz``) succeeds, again and again, on a ledger that can commit, without
+    changing what the ledger holds; a closed ledger fails it with StoreUnavailable."""
+    await started(ledger, "r1", "t", user("u1"))
+    before = (await ledger.list_threads(), await ledger.list_runs("t"), await ledger.read_messages("t", 0, 10))
+    await ledger.probe_write()
+    await ledger.probe_write()
+    assert (await ledger.list_threads(), await ledger.list_runs("t"), await ledger.read_messages("t", 0, 10)) == before
+    await ledger.aclose()
+    with pytest.raises(StoreUnavailable):
+        await ledger.probe_write()
+
+
 async def test_data_survives_close_and_reopen(ledger_factory: LedgerFactory, tmp_path: Path) -> None:
     """Everything committed (every part kind, runs, usage, pending calls, state) reads back the same
     after the ledger is closed and opened again."""

@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import attrs
 import trio
@@ -60,6 +60,8 @@ T = TypeVar("T")
 logger = logging.getLogger("awaken.ledger.files")
 
 _MAX_OPEN_FILES = 64
+#: the file ``probe_write`` creates, fsyncs and removes in the threads directory (never a log name)
+PROBE_NAME = ".write-probe"
 
 
 def _now_ms() -> int:
@@ -89,6 +91,12 @@ class FileLedger(Ledger):
         # Touched only inside the writer thread (serialized by the limiter).
         self._fds: OrderedDict[str, int] = OrderedDict()
         self._dirty: dict[str, int] = {}  # file name -> length to truncate back to before the next write
+        #: (st_dev, st_ino) of the threads directory as opened: a write into another directory (the
+        #: ledger's was deleted, moved or replaced) is refused
+        self._dir_identity: tuple[int, int] | None = None
+        #: logs found deleted or replaced under the ledger: their threads refuse reads and writes
+        #: (what they held is gone at the next open) until the ledger is reopened
+        self._lost: set[str] = set()
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -96,6 +104,11 @@ class FileLedger(Ledger):
         if self._index is None:
             raise StoreUnavailable("the file ledger is closed")
         return self._index
+
+    def _usable(self, thread: ThreadEntry | None) -> None:
+        """Refuse a thread whose log was lost (see ``_lose``): what it holds is not on disk."""
+        if thread is not None and thread.file_name in self._lost:
+            raise StoreUnavailable(_lost_message(os.path.join(self._threads_dir, thread.file_name)))
 
     async def _io(self, fn: Callable[[], T], what: str) -> T:
         try:
@@ -113,6 +126,37 @@ class FileLedger(Ledger):
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def _check_dir(self) -> None:
+        """Refuse to commit when the threads directory is not the one opened (runs in the I/O thread)."""
+        try:
+            st = os.stat(self._threads_dir)
+        except FileNotFoundError:
+            raise StoreUnavailable(
+                f"the file ledger's directory {self._threads_dir} is gone (deleted or moved away); "
+                "nothing is committed until it is back"
+            ) from None
+        if (st.st_dev, st.st_ino) != self._dir_identity:
+            raise StoreUnavailable(
+                f"the file ledger's directory {self._threads_dir} was replaced since the ledger was opened; "
+                "nothing is committed (restart the server to open the ledger there)"
+            )
+
+    @staticmethod
+    def _intact(fd: int, offset: int) -> bool:
+        """Whether the open log is still linked in the directory and holds at least what the index
+        applied from it (a shorter file replaced it); runs in the I/O thread."""
+        st = os.fstat(fd)
+        return st.st_nlink > 0 and st.st_size >= offset
+
+    def _lose(self, name: str) -> NoReturn:
+        """Mark a log as lost (deleted or replaced under the ledger) and refuse this call."""
+        self._lost.add(name)
+        fd = self._fds.pop(name, None)
+        if fd is not None:
+            os.close(fd)
+        self._dirty.pop(name, None)
+        raise StoreUnavailable(_lost_message(os.path.join(self._threads_dir, name)))
 
     def _fd(self, name: str, create: bool = True) -> int:
         """The cached read-write descriptor of a log (runs in the I/O thread); ``create`` makes the log
@@ -150,8 +194,21 @@ class FileLedger(Ledger):
 
         Runs in the writer thread. On failure the file is cut back to ``offset``; if even that
         fails, the cut is retried before the next write to the file.
+
+        The directory must still be the one opened and the log still linked in it, before the write
+        and again after the fsync (a deletion racing the write is caught too): a commit into a
+        deleted log would be acknowledged and then be gone at the next open. A thread's log is
+        created only by its first record (``offset`` 0); a later record finding it missing refuses.
         """
-        fd = self._fd(name)
+        self._check_dir()
+        try:
+            fd = self._fd(name, create=offset == 0)
+        except FileNotFoundError:
+            if offset == 0:
+                raise
+            self._lose(name)
+        if not self._intact(fd, offset):
+            self._lose(name)
         if name in self._dirty:
             os.ftruncate(fd, self._dirty[name])
             del self._dirty[name]
@@ -159,12 +216,16 @@ class FileLedger(Ledger):
             write_all(fd, frame, offset)
             if self.fsync:
                 os.fsync(fd)
+            self._check_dir()
+            intact = self._intact(fd, offset)
         except BaseException:
             try:
                 os.ftruncate(fd, offset)
             except OSError:
                 self._dirty[name] = offset
             raise
+        if not intact:
+            self._lose(name)
 
     def _close_files(self) -> None:
         fds = list(self._fds.values())
@@ -226,6 +287,9 @@ class FileLedger(Ledger):
     def _open_sync(self) -> Index:
         try:
             os.makedirs(self._threads_dir, exist_ok=True)
+            st = os.stat(self._threads_dir)
+            self._dir_identity = (st.st_dev, st.st_ino)
+            self._lost.clear()
             self._take_lock()
             index = Index()
             names = sorted(n for n in os.listdir(self._threads_dir) if is_log_name(n))
@@ -327,7 +391,26 @@ class FileLedger(Ledger):
 
     async def ping(self) -> None:
         self._require()
-        await self._io(lambda: os.stat(self._threads_dir), "read its directory")
+        await self._io(self._check_dir, "read its directory")
+
+    async def probe_write(self) -> None:
+        """Whether a commit can happen now: the directory is the one opened, and a probe file can be
+        created, written, fsynced and removed in it (a full disk, a read-only filesystem or a deleted
+        directory fail it)."""
+        self._require()
+
+        def probe() -> None:
+            self._check_dir()
+            path = os.path.join(self._threads_dir, PROBE_NAME)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                write_all(fd, b"awaken write probe\n", 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.unlink(path)
+
+        await self._io(probe, "write a probe file")
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -357,6 +440,7 @@ class FileLedger(Ledger):
         await trio.lowlevel.checkpoint()
         index = self._require()
         thread = index.threads.get(thread_id)
+        self._usable(thread)
         if thread is None or limit == 0:
             return []
         return await self._messages(index, thread, after_seq, limit)
@@ -369,6 +453,7 @@ class FileLedger(Ledger):
         thread = index.threads.get(thread_id)
         if thread is None:
             return ThreadView(None, (), ())
+        self._usable(thread)
         record = thread.record()
         pending = thread.pending
         messages = await self._messages(index, thread, 0, -1)
@@ -400,7 +485,14 @@ class FileLedger(Ledger):
         def work() -> tuple[list[Message], int]:
             if self._index is not index:
                 raise StoreUnavailable("the file ledger is closed")
-            data = read_exact(self._fd(name, create=False), span.start, span.end - span.start)
+            self._check_dir()
+            try:
+                fd = self._fd(name, create=False)
+            except FileNotFoundError:
+                self._lose(name)
+            if not self._intact(fd, span.end):  # never serve what is no longer on disk
+                self._lose(name)
+            data = read_exact(fd, span.start, span.end - span.start)
             messages = extract(data, span)
             return messages, history_cost(messages) if span.whole else 0
 
@@ -424,6 +516,7 @@ class FileLedger(Ledger):
             if run.run_id in index.runs:
                 raise DuplicateRun(run.run_id)
             thread = index.threads.get(run.thread_id)
+            self._usable(thread)
             name = thread_file_name(run.thread_id)
             offset = thread.size if thread is not None else 0
             record = {
@@ -444,6 +537,7 @@ class FileLedger(Ledger):
             run = index.runs.get(run_id)
             if thread is None or run is None or run.thread_id != thread_id:
                 raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
+            self._usable(thread)
             messages = _stamp(thread, thread_id, commit.messages)
             open_calls = {p.tool_call_id for p in thread.pending} - set(commit.resolved)
             pending: list[dict[str, Any]] = []
@@ -572,7 +666,12 @@ class FileLedger(Ledger):
                 if fd is not None:
                     os.close(fd)
                 self._dirty.pop(name, None)
-                os.unlink(os.path.join(self._threads_dir, name))
+                try:
+                    os.unlink(os.path.join(self._threads_dir, name))
+                except FileNotFoundError:
+                    if name not in self._lost:  # a lost log is already gone: forgetting it is the delete
+                        raise
+                self._lost.discard(name)
                 try:  # the log is gone from here on, durable or not: the index must forget it
                     self._fsync_dir(self._threads_dir)
                 except OSError as exc:
@@ -602,6 +701,11 @@ def _stamp(thread: ThreadEntry | None, thread_id: str, messages: Sequence[Messag
         last += 1
         out.append(message_to_json(attrs.evolve(m, seq=last, created_at=m.created_at or now)))
     return out
+
+
+def _lost_message(path: str) -> str:
+    return (f"the ledger file {path} was deleted or replaced under the server; its thread takes no more "
+            "commits (restart the server to reopen the ledger, or restore the file from a backup)")
 
 
 def _describe(exc: OSError) -> str:
