@@ -18,9 +18,11 @@ is compared with the burst's size (the bytes uploaded). Each configuration runs 
 
 * ``default``: the shipped settings (cap 4, ``malloc_trim`` after the last large body);
 * ``no-trim``: the same with ``AWAKEN_NO_MALLOC_TRIM=1`` (the freed memory stays in glibc's arenas);
-* ``no-cap``: ``max_large_bodies`` = the number of uploads (every body read and parsed at once).
+* ``no-cap``: ``max_large_bodies`` = the number of uploads (every body read and parsed at once);
+* ``bodies-only`` and ``silent-only``: the default settings with one half of the burst, to tell
+  apart what each half leaves behind.
 
-    python -m bench.slowclients [--bodies 8] [--body-mb 30] [--silent 40] [--configs default,no-trim,no-cap]
+    python -m bench.slowclients [--bodies 8] [--body-mb 30] [--silent 40] [--configs default,no-trim,...]
 
 The table is printed and written to ``bench/results/slowclients.md``.
 """
@@ -136,7 +138,9 @@ async def measure(name: str, args: argparse.Namespace, root: Path) -> dict[str, 
     config.write_text(text)
     if name == "no-trim":
         server.extra_env["AWAKEN_NO_MALLOC_TRIM"] = "1"
-    bodies = [upload_body(args.body_mb, f"{name}-{i}") for i in range(args.bodies)]
+    count = 0 if name == "silent-only" else args.bodies
+    silent_count = 0 if name == "bodies-only" else args.silent
+    bodies = [upload_body(args.body_mb, f"{name}-{i}") for i in range(count)]
     burst_mb = sum(map(len, bodies)) / 2**20
     await server.start()
     try:
@@ -168,7 +172,7 @@ async def measure(name: str, args: argparse.Namespace, root: Path) -> dict[str, 
             async with trio.open_nursery() as nursery:
                 for body in bodies:
                     nursery.start_soon(upload, server.port, body, statuses)
-                for n in range(args.silent):
+                for n in range(silent_count):
                     nursery.start_soon(silent, server.port, n, released)
                 await trio.sleep(1)  # every client connected and sent its request
                 with trio.move_on_after(args.limit):
@@ -183,7 +187,7 @@ async def measure(name: str, args: argparse.Namespace, root: Path) -> dict[str, 
         after = server.rss_kb() / 1024
     finally:
         await server.stop()
-    return {"burst_mb": burst_mb, "before": before, "peak": peak, "after": after,
+    return {"silent": silent_count, "burst_mb": burst_mb, "before": before, "peak": peak, "after": after,
             "parsed": sum(s == 200 for s in statuses), "refused_503": sum(s == 503 for s in statuses),
             "other": sum(s not in (200, 503) for s in statuses), "release_s": release_s, "still_held": still_held}
 
@@ -193,17 +197,19 @@ def table(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
         f"{args.bodies} uploads of {args.body_mb} MB (tiny messages) at once, with {args.silent} SSE clients that "
         f"never read (`/words 50000` each, write deadline {args.write_timeout:g} s); VmRSS of the server process, MB.",
         "",
-        "| config | burst uploaded (MB) | uploads parsed / 503 | every connection let go by the server after | "
-        "RSS before | peak | after | after - before | growth ÷ burst |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| config | burst uploaded (MB) | uploads parsed / 503 | silent clients | every connection let go by the "
+        "server after | RSS before | peak | after | after - before | growth ÷ burst |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in rows.items():
         growth = r["after"] - r["before"]
         lines.append(f"| {name} | {r['burst_mb']:.0f} | {r['parsed']:.0f} / {r['refused_503']:.0f}"
                      + (f" ({r['other']:.0f} other)" if r["other"] else "")
+                     + f" | {r['silent']:.0f}"
                      + (f" | {r['release_s']:.1f} s" if r["still_held"] == 0 else f" | {r['still_held']:.0f} still held")
                      + f" | {r['before']:.0f} | {r['peak']:.0f} | "
-                     f"{r['after']:.0f} | {growth:+.0f} | {growth / r['burst_mb']:.1%} |")
+                     f"{r['after']:.0f} | {growth:+.0f} | "
+                     + (f"{growth / r['burst_mb']:.1%} |" if r["burst_mb"] else "- |"))
     return "\n".join(lines) + "\n"
 
 
@@ -216,7 +222,7 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=2.0, help="seconds before each RSS reading")
     parser.add_argument("--limit", type=float, default=120.0,
                         help="seconds to wait for the server to let go of every connection")
-    parser.add_argument("--configs", default="default,no-trim,no-cap")
+    parser.add_argument("--configs", default="default,no-trim,no-cap,bodies-only,silent-only")
     args = parser.parse_args()
     print(f"bench.slowclients: {pin_self()}", file=sys.stderr)
     rows: dict[str, dict[str, float]] = {}

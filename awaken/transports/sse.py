@@ -64,7 +64,7 @@ class FrameBuffer:
         self.last_put = trio.current_time()
 
     def put(self, data: bytes) -> None:
-        if self._closed or not data:
+        if self._closed or self.overflowed or not data:
             return
         self.last_put = trio.current_time()
         self._chunks.append(data)
@@ -72,9 +72,11 @@ class FrameBuffer:
             self._oversized += 1
         else:
             self._size += len(data)
-        if (self._size > self.limit or self._oversized > 1) and not self.overflowed:
+        if self._size > self.limit or self._oversized > 1:
             self.overflowed = True
             self.on_overflow()
+            self.discard()  # never sent: the reader that could not keep up is dropped
+            return
         if self._lot:
             self._lot.unpark_all()
 
@@ -103,9 +105,9 @@ class FrameBuffer:
         keep-alive timer lives in the connection's receive loop instead (``_watch_client``).
         """
         while not self._chunks:
-            if self._closed:
+            if self._closed and not self.overflowed:
                 return None
-            await self._lot.park()
+            await self._lot.park()  # after an overflow: until the connection's cancellation
         data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
         self._size = 0
