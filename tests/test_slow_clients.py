@@ -179,6 +179,27 @@ async def test_a_client_that_stops_reading_is_dropped_after_the_write_timeout_an
 
 
 @pytest.mark.timeout(90)
+async def test_a_websocket_client_that_stops_reading_is_dropped_after_the_write_timeout_its_run_too_slow(tmp_path):
+    config = make_config(tmp_path, max_buffered_bytes=64 * 1024 * 1024)
+    async with serving(config) as (server, clients):
+        stream = await clients.connect(receive_buffer=4096)
+        await stream.send_all(b"GET /v1/ag-ui/ws HTTP/1.1\r\nhost: test\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+                              b"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n")
+        with trio.fail_after(10):
+            handshake = await stream.receive_some(4096)
+        assert handshake.startswith(b"HTTP/1.1 101")
+        text = big_frame_run("ws-slow", hold="ws-slow")
+        # one masked text frame; a zero masking key leaves the payload as it is
+        await stream.send_all(b"\x81\xff" + len(text).to_bytes(8, "big") + b"\0\0\0\0" + text)
+        with trio.fail_after(DEADLINE + 20):
+            record = await settled_run(server.ctx, "ws-slow-r")  # held: only the dropped client can end it
+        assert (record.status, record.cause) == (RunStatus.INTERRUPTED, "client_too_slow")
+        with trio.fail_after(20):
+            await clients.released(stream)
+        await release(server, "ws-slow")
+
+
+@pytest.mark.timeout(90)
 async def test_a_client_that_stops_reading_is_dropped_after_its_run_was_interrupted_too_slow(tmp_path):
     """Finding 7: a non-reading client kept its socket and megabytes after its run was interrupted, until it left."""
     async with serving(make_config(tmp_path)) as (server, clients):
