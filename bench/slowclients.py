@@ -24,12 +24,13 @@ is compared with the burst's size (the bytes uploaded). Each configuration runs 
 
     python -m bench.slowclients [--bodies 8] [--body-mb 30] [--silent 40] [--configs default,no-trim,...]
 
-The table is printed and written to ``bench/results/slowclients.md``.
+The table is printed and written to ``bench/results/slowclients.md`` (and ``slowclients.json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -43,7 +44,7 @@ import trio
 
 from .servers import REPO, awaken_server, pin_self
 
-OUT = REPO / "bench" / "results" / "slowclients.md"
+OUT = REPO / "bench" / "results"
 
 
 def upload_body(mb: int, tag: str) -> bytes:
@@ -223,18 +224,22 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=120.0,
                         help="seconds to wait for the server to let go of every connection")
     parser.add_argument("--configs", default="default,no-trim,no-cap,bodies-only,silent-only")
+    parser.add_argument("--out", default=str(OUT), help="directory of slowclients.md and slowclients.json")
     args = parser.parse_args()
     print(f"bench.slowclients: {pin_self()}", file=sys.stderr)
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="awaken-slowclients-") as tmp:
         for name in args.configs.split(","):
             rows[name] = trio.run(measure, name, args, Path(tmp))
+            rows[name] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in rows[name].items()}
             print(f"  {name}: {rows[name]}", file=sys.stderr)
     text = table(rows, args)
     print(text)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text("# Slow clients and large bodies (`python -m bench.slowclients`)\n\n" + text)
-    print(f"bench.slowclients: wrote {OUT}", file=sys.stderr)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "slowclients.md").write_text("# Slow clients and large bodies (`python -m bench.slowclients`)\n\n" + text)
+    (out / "slowclients.json").write_text(json.dumps({"args": vars(args), "configs": rows}, indent=1))
+    print(f"bench.slowclients: wrote {out / 'slowclients.md'} and slowclients.json", file=sys.stderr)
 
 
 if __name__ == "__main__":
