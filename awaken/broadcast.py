@@ -88,6 +88,12 @@ class Watcher:
         else:
             self.deliver(pos, payload)
 
+    def attach(self, deliver: Deliver) -> None:
+        """Deliver to ``deliver`` from now on, starting with what was held (the origin's watcher is
+        made holding before the run emits anything, and attached once its transport is ready)."""
+        self.deliver = deliver
+        self.release()
+
     def release(self) -> None:
         """Send what was held and deliver directly from now on."""
         held, self.held = self.held or [], None

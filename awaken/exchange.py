@@ -127,11 +127,9 @@ async def exchange(
 
     def broadcast(run: AdmittedRun) -> RunBroadcast:
         out = RunBroadcast(run.run_id, thread_id, ctx.config.server.replay_bytes, run.owner)
-        # the origin joins here, before the run's first event: what the run sends before its first
-        # checkpoint (a first delta larger than the replay) is held for it, not lost
-        watcher = out.open_channel(protocol, encoder).watch(_nowhere, 0, hold=True)
-        assert watcher is not None
-        first.append(watcher)
+        # the origin watches from before the run's first event: a frame larger than the replay
+        # (a 5 MB delta) may push the first frames out of it before the transport is ready
+        first.append(out.open_channel(protocol, encoder).watch(_unattached, 0, hold=True))
         return out
 
     async with trio.open_nursery() as local:  # holds the run only when the server hosts none
@@ -144,7 +142,7 @@ async def exchange(
             await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
             return
         attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
-        await origin(run, protocol, transport, attached=attached, watcher=first[0])
+        await origin(run, protocol, transport, first[0], attached=attached)
 
 
 def parse_body(protocol: Protocol, data: bytes, content_type: str | None) -> Any:
@@ -160,17 +158,20 @@ def parse_body(protocol: Protocol, data: bytes, content_type: str | None) -> Any
         return exc.with_traceback(None)
 
 
-async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, *, attached: bool,
-                 watcher: Watcher) -> None:
-    """Watch ``run`` from its first event on ``transport`` through ``watcher``, a holding watcher that
-    joined before that event; an ``attached`` watcher that goes before the run ended stops it
-    (``client_gone`` unless a cause was recorded first) and waits for its outcome."""
+def _unattached(position: bytes, payload: bytes) -> None:
+    raise AssertionError("a holding watcher delivered before it was attached")
+
+
+async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, watcher: Watcher, *,
+                 attached: bool) -> None:
+    """Watch ``run`` on ``transport`` through ``watcher`` (made holding, before the run's first event);
+    an ``attached`` watcher that goes before the run ended stops it (``client_gone`` unless a cause was
+    recorded first) and waits for its outcome."""
     assert run.broadcast is not None
     channel = run.broadcast.open_channel(protocol)
 
     async def produce(deliver: Deliver) -> None:
-        watcher.deliver = deliver
-        watcher.release()
+        watcher.attach(deliver)
         try:
             await watcher.done.wait()
         finally:
@@ -183,11 +184,10 @@ async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, *, 
     try:
         await transport.stream(produce, run if attached else DETACHED)
     finally:
-        watcher.leave()
-
-
-def _nowhere(position: bytes | None, payload: bytes) -> None:
-    raise AssertionError("a held watcher delivers nothing")  # pragma: no cover
+        if watcher.held is not None:  # the transport ended before producing: stop holding frames
+            watcher.leave()
+            if attached and not channel.closed:
+                run.cancel(Cause.CLIENT_GONE)
 
 
 def header_of(scope: dict[str, Any], header: bytes) -> str | None:

@@ -3,11 +3,18 @@ and the bounds every JSON value the server keeps must stay within.
 
 Sans-IO: bytes and a header value in, a dict out, or an ``InputRejected`` with its catalogue code
 (``UNSUPPORTED_MEDIA_TYPE``, ``INVALID_JSON``, ``INVALID_REQUEST``, ``NESTING_TOO_DEEP``,
-``TOO_MANY_MESSAGES``).
+``TOO_MANY_MESSAGES``, ``BODY_TOO_LARGE``).
 
 Bounds: no JSON value the server accepts or commits nests deeper than ``MAX_DEPTH`` (every
 serialiser on the way out, orjson's 255 levels included, can then write it back), and a request
 carries at most ``MAX_MESSAGES`` messages (a request's work is bounded before it starts).
+
+A body is not decoded at all when it holds more than ``MAX_CONTAINERS`` ``{`` and ``[`` bytes: one
+decode call builds every array and object of a body while holding the interpreter, so a body of
+hundreds of thousands of tiny values would pause every other task (the event loop's included) for
+the whole decode, in whatever thread it runs. The bytes are counted a window at a time (other threads
+run between windows); brackets inside strings count too (the bound is found without decoding), which
+only a body of far more code-like text than any conversation carries reaches.
 """
 
 from __future__ import annotations
@@ -22,6 +29,11 @@ from .errors import InputRejected
 MAX_DEPTH = 64
 #: the most messages one request may carry (history replay included)
 MAX_MESSAGES = 10_000
+#: the most ``{`` and ``[`` bytes a body may hold: an upper bound on the arrays and objects its decode
+#: builds (``MAX_MESSAGES`` messages need a few each)
+MAX_CONTAINERS = 200_000
+#: bytes counted per call when bounding a body's containers (a call holds the interpreter throughout)
+COUNT_WINDOW = 1 << 20
 
 
 def reject(message: str, code: str = "INVALID_REQUEST") -> InputRejected:
@@ -35,7 +47,24 @@ def check_content_type(content_type: str | None) -> None:
                      "UNSUPPORTED_MEDIA_TYPE")
 
 
+def count_containers(body: bytes, stop: int = MAX_CONTAINERS) -> int:
+    """The ``{`` and ``[`` bytes of ``body``, counted ``COUNT_WINDOW`` bytes at a time; the count
+    returned may stop early once it is past ``stop``."""
+    count = 0
+    for start in range(0, len(body), COUNT_WINDOW):
+        end = start + COUNT_WINDOW
+        count += body.count(b"{", start, end) + body.count(b"[", start, end)
+        if count > stop:
+            break
+    return count
+
+
 def load_json_object(body: bytes) -> dict[str, Any]:
+    if len(body) > 2 * MAX_CONTAINERS:  # a shorter body cannot hold more (each array or object is 2 bytes or more)
+        containers = count_containers(body)
+        if containers > MAX_CONTAINERS:
+            raise reject(f"the body holds more than {MAX_CONTAINERS:,} arrays and objects ('{{' and '[' "
+                         "characters, those in strings included); it is not decoded", "BODY_TOO_LARGE")
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

@@ -409,6 +409,7 @@ async def test_a_step_commit_that_fails_mid_run_ends_with_store_unavailable(stor
             async with client.stream("POST", "/v1/ag-ui", json=body) as response:
                 lines = response.aiter_lines()
                 seen = await read_until(lines, "TEXT_MESSAGE_CONTENT")  # the run holds after its first delta
+                assert await srv.ctx.app.active("t-mid").started()  # its first write (beside the step) is in
                 conn.execute("BEGIN IMMEDIATE")
                 open_gate(srv.ctx, "mid")  # the rest of the step streams, then its commit meets the lock
                 seen += await read_until(lines, "RUN_ERROR")

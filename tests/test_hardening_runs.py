@@ -21,7 +21,7 @@ from awaken.engine import outcome
 from awaken.errors import ConfigError, InputRejected
 from awaken.runstate import RunStatus
 
-from .helpers import agui_body, live_server, make_config, post_agui
+from .helpers import agui_body, held, live_server, make_config, post_agui
 from .test_engine_runs import ask, engine, run_once
 
 
@@ -66,6 +66,49 @@ async def test_a_final_commit_the_store_cannot_take_in_time_keeps_the_thread_bus
         _, status = await run_once(ctx.app, "t1", ask("t1", "next"))
         assert status is RunStatus.COMPLETED
         server.cancel_scope.cancel()
+
+
+async def test_a_disconnected_run_whose_final_commit_is_slow_never_runs_beside_the_next_run_on_its_thread(
+        tmp_path, monkeypatch, caplog):
+    """Finding 1 over HTTP: the client goes while its run streams and the store is too slow to take the
+    run's final commit in time. The thread stays busy (``THREAD_BUSY``, retry hint) until the outcome
+    is committed: never a second run beside a run left ``running``."""
+    monkeypatch.setattr(outcome, "FINAL_COMMIT_TIMEOUT", 0.05)
+    caplog.set_level(logging.WARNING, logger="awaken.engine")
+    async with live_server(make_config(tmp_path)) as srv, srv.client() as client:
+        ledger = srv.ctx.ledger
+        store_answers, attempted = trio.Event(), trio.Event()
+        real_commit = ledger.commit
+
+        async def slow_commit(thread_id, run_id, commit):  # noqa: ANN001, ANN202 - the ledger's signature
+            if commit.status is RunStatus.INTERRUPTED:
+                attempted.set()
+                await store_answers.wait()
+            return await real_commit(thread_id, run_id, commit)
+
+        monkeypatch.setattr(ledger, "commit", slow_commit)
+        first = [{"id": "m1", "role": "user", "content": held("zombie")}]
+        async with client.stream("POST", "/v1/ag-ui", json=agui_body("z", "r1", first)) as response:
+            async for chunk in response.aiter_bytes():  # the run holds after its first delta
+                if b"TEXT_MESSAGE_CONTENT" in chunk:
+                    break
+        with trio.fail_after(10):
+            await attempted.wait()  # the client is gone: the run is committing `interrupted`
+        await trio.sleep(0.5)  # ten times the final commit's bound: it has given up waiting
+        second = await post_agui(client, agui_body("z", "r2", [*first, {"id": "m2", "role": "user", "content": "hi"}]))
+        assert second[-1]["type"] == "RUN_ERROR", [e["type"] for e in second]
+        assert second[-1]["code"] == "THREAD_BUSY" and "retry" in second[-1]["message"]
+        assert [r.run_id for r in await ledger.list_runs("z")] == ["r1"]
+        assert any("r1" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+
+        store_answers.set()
+        with trio.fail_after(10):
+            while (await ledger.get_run("r1")).status is RunStatus.RUNNING:
+                await trio.sleep(0.02)
+        record = await ledger.get_run("r1")
+        assert (record.status, record.error_message) == (RunStatus.INTERRUPTED, "the client disconnected")
+        third = await post_agui(client, agui_body("z", "r3", [*first, {"id": "m3", "role": "user", "content": "hi"}]))
+        assert third[-1]["type"] == "RUN_FINISHED"
 
 
 # -- the store: readiness, a vanished file, durability (findings 8 and 10) -------------------------

@@ -49,6 +49,7 @@ from ..agents import Agent, AgentRegistry
 from ..auth.principal import ANONYMOUS, Principal
 from ..errors import InputRejected, UnknownThread
 from ..ledger import Commit, Ledger, PendingCall, ThreadView
+from ..messages import Message
 from ..models import ToolSpec
 from ..protocol import Asks, RunRequest, ToolDecision, new_id
 from ..runstate import Cause, RunStatus
@@ -198,7 +199,9 @@ class RunApplication:
             run.owner_known = True
             if not principal.may_see(run.owner):
                 raise UnknownThread(f"no thread {thread_id!r}")
-            await prepare(run, build(view), view)
+            large = asks is not None and len(asks.message_ids) >= OFF_LOOP_MESSAGES
+            request = await trio.to_thread.run_sync(build, view) if large else build(view)
+            await prepare(run, request, view, off_loop=large)
             yield run
         finally:
             run.abandon()
@@ -285,14 +288,20 @@ class RunApplication:
                 await self.claims.release(run.thread_id, run.claim_token)
 
 
+#: a request carrying at least this many messages is turned into its run off the event loop
+#: (``trio.to_thread``): at the message cap (``jsonbody.MAX_MESSAGES``) the adapter's dedup, the id
+#: checks and stamping the input with its run id hold the loop for tens of milliseconds otherwise,
+#: and every other client waits behind them (``python -m bench.stall``)
+OFF_LOOP_MESSAGES = 1000
 #: how long ``stop`` waits, beyond a final commit's bound, for another process to free the thread
 REMOTE_STOP_GRACE = 3.0
 #: how often ``stop`` looks whether another process freed the thread
 REMOTE_POLL_SECONDS = 0.05
 
 
-async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> None:
-    """Everything that can refuse the request happens here, before any byte is sent.
+async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView, *, off_loop: bool = False) -> None:
+    """Everything that can refuse the request happens here, before any byte is sent (with
+    ``off_loop``, a large input is stamped with its run id in a worker thread).
 
     A fresh run's record and input are written by ``execute`` beside its first step; a resume only
     validates its decisions here (``execute`` applies them, so a slow tool never delays the response
@@ -312,6 +321,10 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView) -> No
         if pending:
             await _supersede(run, pending)
         _prepare_fresh(run)
+        if off_loop:
+            run.history.extend(await trio.to_thread.run_sync(_stamped, request.inputs, run.run_id))
+        else:
+            run.history.extend(_stamped(request.inputs, run.run_id))
     else:
         raise InputRejected("the request carries no new input: every message is already committed",
                             code="NO_NEW_INPUT")
@@ -336,9 +349,13 @@ def _prepare_fresh(run: AdmittedRun) -> None:
     """A new run: its record and input are written while the first step streams."""
     run.run_id = run.request.run_id or new_id("run")
     run.client_tools = offered_client_tools(run.agent, run.request.tools)
-    run.history.extend(attrs.evolve(m, run_id=run.run_id) for m in run.request.inputs)
     run.answer_message_id = new_id("msg")
     run.start = trio.Event()
+
+
+def _stamped(inputs: tuple[Message, ...] | list[Message], run_id: str) -> list[Message]:
+    """The new input messages as the run's history holds them: carrying the run's id."""
+    return [attrs.evolve(m, run_id=run_id) for m in inputs]
 
 
 async def _supersede(run: AdmittedRun, pending: list[PendingCall]) -> None:

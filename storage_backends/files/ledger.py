@@ -242,16 +242,20 @@ class FileLedger(Ledger):
             except OSError:
                 pass
 
-    async def _write(self, index: Index, name: str, offset: int, record: dict[str, Any]) -> list[Message]:
+    async def _write(self, index: Index, name: str, offset: int, record: dict[str, Any],
+                     stamp: Callable[[], list[dict[str, Any]]] | None = None) -> list[Message]:
         """Frame, write and fsync ``record``, then apply it to ``index`` (caller holds the write lock).
 
-        Returns the messages the record appended. JSON encoding and decoding (and building the
-        messages) happen in the I/O thread too, so a large step (inline images) never stalls the
-        event loop.
+        Returns the messages the record appended. ``stamp`` (when given) makes the record's
+        ``messages``. Stamping, JSON encoding and decoding (and building the messages) happen in the
+        I/O thread too, so a large step (inline images) or input (10,000 messages) never stalls the
+        event loop; a ``ValueError`` from ``stamp`` is raised with nothing written.
         """
         record["v"] = FORMAT_VERSION
 
         def work() -> tuple[dict[str, Any], int, list[Message], int]:
+            if stamp is not None:
+                record["messages"] = stamp()
             frame = encode_frame(record)
             self._append_frame(name, frame, offset)
             # Apply exactly what replay will see: the decoded payload, never the caller's objects.
@@ -523,12 +527,13 @@ class FileLedger(Ledger):
                 "type": "start_run",
                 "thread": run.thread_id,
                 "run": run_to_json(run),
-                "messages": _stamp(thread, run.thread_id, inputs),
+                "messages": [],  # stamped in the I/O thread
                 "at": self._clock.now(),
             }
             if thread is None:
                 record["owner"] = owner
-            return await self._write(index, name, offset, record)
+            return await self._write(index, name, offset, record,
+                                     lambda: _stamp(thread, run.thread_id, inputs))
 
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
         async with self._write_lock:
@@ -538,7 +543,6 @@ class FileLedger(Ledger):
             if thread is None or run is None or run.thread_id != thread_id:
                 raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
             self._usable(thread)
-            messages = _stamp(thread, thread_id, commit.messages)
             open_calls = {p.tool_call_id for p in thread.pending} - set(commit.resolved)
             pending: list[dict[str, Any]] = []
             for p in commit.pending:
@@ -552,7 +556,7 @@ class FileLedger(Ledger):
                 "type": "commit",
                 "thread": thread_id,
                 "run": run_id,
-                "messages": messages,
+                "messages": [],  # stamped in the I/O thread
                 "resolved": list(commit.resolved),
                 "pending": pending,
                 "state": commit.state,
@@ -564,7 +568,8 @@ class FileLedger(Ledger):
                 "cause": commit.cause,
                 "updated_at": self._clock.now(),
             }
-            return await self._write(index, thread.file_name, thread.size, record)
+            return await self._write(index, thread.file_name, thread.size, record,
+                                     lambda: _stamp(thread, thread_id, commit.messages))
 
     async def import_thread(
         self,
