@@ -3,9 +3,10 @@
 Starts ``awaken serve`` (SQLite, pinned like every bench server) and reads its VmRSS before, during and
 after one burst, sent all at once:
 
-* ``--bodies`` (8) concurrent uploads of ``--body-mb`` (30) MB each: an AG-UI ``RunAgentInput`` of tiny
-  user messages (finding 10's shape: many small objects to decode; refused ``TOO_MANY_MESSAGES`` after
-  the parse, nothing committed). Bodies beyond ``[server] max_large_bodies`` (default 4) are answered
+* ``--bodies`` (8) concurrent uploads of ``--body-mb`` (30) MB each: an AG-UI ``RunAgentInput`` of
+  9,000 user messages (decoded whole: under the message cap and the container bound that refuses
+  finding 10's body of tiny messages before decoding it), refused ``INVALID_ID`` after the parse,
+  nothing committed. Bodies beyond ``[server] max_large_bodies`` (default 4) are answered
   503 ``TOO_MANY_LARGE_BODIES`` from their headers; the rest are read and parsed.
 * ``--silent`` (40) SSE clients that start a long run (``/words 50000``, ~7 MB of frames) and never
   read (receive buffer 4 KiB): each run is interrupted ``client_too_slow`` when its 4 MiB buffer
@@ -48,11 +49,13 @@ OUT = REPO / "bench" / "results"
 
 
 def upload_body(mb: int, tag: str) -> bytes:
-    """An AG-UI request of ~``mb`` MB of tiny user messages."""
-    one = len(orjson.dumps({"id": "m-0000000", "role": "user", "content": "hi"})) + 1
-    count = mb * 1024 * 1024 // one
-    messages = [{"id": f"m-{i:07d}", "role": "user", "content": "hi"} for i in range(count)]
-    return orjson.dumps({"threadId": f"burst-{tag}", "runId": f"burst-{tag}", "state": {}, "messages": messages,
+    """An AG-UI request of ~``mb`` MB: 9,000 user messages of equal text (under the message cap and the
+    container bound, so the whole body is decoded), on a thread id the id rule refuses once it is parsed
+    (``INVALID_ID``: nothing is committed)."""
+    count = 9_000
+    text = "x" * max(1, (mb * 1024 * 1024) // count - 60)
+    messages = [{"id": f"m-{i:07d}", "role": "user", "content": text} for i in range(count)]
+    return orjson.dumps({"threadId": f"/burst-{tag}", "runId": f"burst-{tag}", "state": {}, "messages": messages,
                          "tools": [], "context": [], "forwardedProps": {}})
 
 
@@ -195,7 +198,8 @@ async def measure(name: str, args: argparse.Namespace, root: Path) -> dict[str, 
 
 def table(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
     lines = [
-        f"{args.bodies} uploads of {args.body_mb} MB (tiny messages) at once, with {args.silent} SSE clients that "
+        f"{args.bodies} uploads of {args.body_mb} MB (9,000 messages each, decoded) at once, with {args.silent} SSE "
+        "clients that "
         f"never read (`/words 50000` each, write deadline {args.write_timeout:g} s); VmRSS of the server process, MB.",
         "",
         "| config | burst uploaded (MB) | uploads parsed / 503 | silent clients | every connection let go by the "
