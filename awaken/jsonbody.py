@@ -59,7 +59,14 @@ def count_containers(body: bytes, stop: int = MAX_CONTAINERS) -> int:
     return count
 
 
-def load_json_object(body: bytes) -> dict[str, Any]:
+def load_json_object(body: bytes, *, messages_deep: bool = True) -> dict[str, Any]:
+    """The body as a JSON object, its nesting bounded and its message count checked.
+
+    ``messages_deep=False`` leaves the nesting *inside* each element of ``messages`` unchecked (the
+    array itself and every other key are checked): a parser that decodes messages on demand checks
+    each one it decodes (``message_too_deep``), and never walks the bodies of a replayed history it
+    does not read.
+    """
     if len(body) > 2 * MAX_CONTAINERS:  # a shorter body cannot hold more (each array or object is 2 bytes or more)
         containers = count_containers(body)
         if containers > MAX_CONTAINERS:
@@ -71,13 +78,23 @@ def load_json_object(body: bytes) -> dict[str, Any]:
         raise reject(f"the body is not valid JSON: {exc}", "INVALID_JSON") from None
     if not isinstance(data, dict):
         raise reject("the body must be a JSON object")
-    if too_deep(data, MAX_DEPTH):
-        raise reject(f"the body nests arrays and objects deeper than {MAX_DEPTH} levels", "NESTING_TOO_DEEP")
     messages = data.get("messages")
+    if messages_deep or not isinstance(messages, list):
+        deep = too_deep(data, MAX_DEPTH)
+    else:  # the object is level 1, ``messages`` level 2: its elements are not walked here
+        deep = any(too_deep(v, MAX_DEPTH - 1) for k, v in data.items() if k != "messages")
+    if deep:
+        raise reject(f"the body nests arrays and objects deeper than {MAX_DEPTH} levels", "NESTING_TOO_DEEP")
     if isinstance(messages, list) and len(messages) > MAX_MESSAGES:
         raise reject(f"the body carries {len(messages)} messages; at most {MAX_MESSAGES} are accepted",
                      "TOO_MANY_MESSAGES")
     return data
+
+
+def message_too_deep(message: Any) -> None:
+    """Refuse one element of a body's ``messages`` (level 3 of the body) that nests too deep."""
+    if too_deep(message, MAX_DEPTH - 2):
+        raise reject(f"the body nests arrays and objects deeper than {MAX_DEPTH} levels", "NESTING_TOO_DEEP")
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:

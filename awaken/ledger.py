@@ -182,6 +182,8 @@ def resolve_answered(
     """Which candidate call ids (call id -> its engine result id; none of them pending) are answered:
     those whose engine result id is committed or whose result is in ``tail``. Returned unresolved:
     the others, unless the request message carrying them (``calls``) is committed (never asked)."""
+    if not candidates:
+        return frozenset(), frozenset()
     in_tail = answered_in(tail)
     answered = frozenset(c for c, rid in candidates.items() if rid in committed or c in in_tail)
     unresolved = frozenset(c for c in candidates if c not in answered and calls.get(c) not in committed)

@@ -8,15 +8,25 @@ run over SSE on a kept-alive connection, either with **only the new message** or
 whole history** (what ``HttpAgent`` sends), and the turns are interleaved with runs on new threads, so
 the ratio ``long ÷ new`` is read in one run. Targets: ratio ≤ 1.5 for both bodies at 5,000 messages.
 
-    python -m bench.threads [--backends sqlite,files] [--turns 15] [--out bench/results]
+The physical floor of a full replay is measured in the same run, beside every replayed turn: the
+transfer of a body of the same size (``transfer``: the time to the first byte of the refusal of a
+body of that size that is not JSON, minus the same for a 1-byte body; the server reads it whole and
+hands it to a worker thread, as it does a replay) and ``orjson.loads`` of the very body, in this
+process. ``floor ÷ new`` = (new-thread p50 + transfer + loads) ÷ new-thread p50: no server that reads
+the body and parses it as JSON can answer below it.
+
+    python -m bench.threads [--backends sqlite,files,postgres] [--turns 15] [--out bench/results]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +37,16 @@ from awaken.ledger import Commit, RunRecord, ledger_class
 from awaken.messages import Message, TextPart
 from awaken.runstate import RunStatus
 
-from .client import Endpoint, Session, StreamResult, new_id, script
+from .client import Endpoint, HttpConnection, Session, StreamResult, new_id, script
 from .servers import awaken_server
 
 LENGTHS = (10, 100, 1000, 5000)
 #: (messages, characters of text per message) of the replay-size sweep
 REPLAY_SIZES = ((1000, 50), (1000, 250), (1000, 500), (1000, 1000))
 TARGET_RATIO = 1.5
+#: the pause before each turn: a turn starts on a settled server (the previous request's cleanup,
+#: e.g. freeing a 684 KB replay's objects, is not billed to the next case), as a person's next turn would
+SETTLE_S = 0.02
 
 
 def history(n: int, chars: int) -> list[Message]:
@@ -43,9 +56,14 @@ def history(n: int, chars: int) -> list[Message]:
                     None if i % 2 == 0 else f"seed-r{i // 2}") for i in range(n)]
 
 
-async def seed(backend: str, path: Path, threads: dict[str, list[Message]]) -> None:
+async def seed(backend: str, path: Path | str, threads: dict[str, list[Message]]) -> None:
     """Write each thread, turn by turn as the engine would (one run per user message), then close."""
-    ledger = ledger_class(backend)(path=str(path))
+    if backend == "postgres":
+        from .pgcluster import PASSWORD_ENV
+
+        ledger = ledger_class(backend)(path=str(path), password_env=PASSWORD_ENV)
+    else:
+        ledger = ledger_class(backend)(path=str(path))
     await ledger.open()
     try:
         for thread_id, messages in threads.items():
@@ -86,10 +104,46 @@ def new_thread_body() -> bytes:
     return Turns(new_id("bench-t"), []).body(False)
 
 
-async def measure(endpoint: Endpoint, cases: dict[str, Turns], turns: int) -> dict[str, dict[str, Any]]:
-    """``turns`` rounds; each round runs one new-thread turn and one turn per case (both bodies)."""
+def loads_ms(body: bytes, repeat: int = 5) -> float:
+    """``orjson.loads`` of ``body`` in this process, ms (best of ``repeat``: the parse alone)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        orjson.loads(body)
+        best = min(best, time.perf_counter() - t)
+    return best * 1000
+
+
+async def refusal_ms(probe: HttpConnection, path: str, size: int) -> float:
+    """The time to the first byte of the refusal of a ``size``-byte body that is not JSON."""
+    result = StreamResult()
+    result.t_send = time.perf_counter()
+    await probe.post_sse(path, b"x" + b" " * (size - 1), "agui", result)
+    return (result.t_first_byte - result.t_send) * 1000
+
+
+async def measure(endpoint: Endpoint, cases: dict[str, Turns], turns: int,
+                  cpu: Callable[[], float] | None = None) -> dict[str, dict[str, Any]]:
+    """``turns`` rounds; each round runs one new-thread turn and one turn per case (both bodies); each
+    replayed turn is followed by its floor probes (``refusal_ms`` of its size and of 1 byte, ``loads_ms``).
+    ``cpu`` (the server's CPU seconds, all threads) gives each turn's server CPU time too: unlike wall
+    time it does not grow when other work shares the machine's cores."""
     samples: dict[str, list[float]] = {"new": []}
+    cpu_ms: dict[str, list[float]] = {}
     sizes: dict[str, int] = {}
+    floors: dict[str, dict[str, list[float]]] = {}
+    probe = HttpConnection.for_url(endpoint.url)
+    await probe.connect()
+    # The client holds every long thread's history (5,000 dicts) and parses replay bodies for the floor:
+    # its own garbage collections would land inside timed turns, longer the longer the thread. They run
+    # between turns instead (``settle``), never inside one.
+    gc.disable()
+
+    async def settle() -> None:
+        gc.collect()
+        await trio.sleep(SETTLE_S)
+
+    path = "/" + endpoint.url.split("/", 3)[3]
     async with trio.open_nursery() as nursery:
         session = Session(endpoint, nursery=nursery)
         try:
@@ -98,7 +152,11 @@ async def measure(endpoint: Endpoint, cases: dict[str, Turns], turns: int) -> di
                                                    for k, t in cases.items() for mode in ("new-only", "replay")]
                 for key, turn, replay in (order if rnd % 2 == 0 else order[::-1]):
                     body = new_thread_body() if turn is None else turn.body(replay)
+                    await settle()
+                    cpu_before = cpu() if cpu is not None else 0.0
                     result = await session.run(body, limit_s=60)
+                    if cpu is not None and rnd:
+                        cpu_ms.setdefault(key, []).append((cpu() - cpu_before) * 1000)
                     if not result.ok:
                         raise RuntimeError(f"{key}: {result.error}")
                     if turn is not None:
@@ -108,28 +166,47 @@ async def measure(endpoint: Endpoint, cases: dict[str, Turns], turns: int) -> di
                     else:
                         samples.setdefault(f"{key} (cold)", []).append(result.first_delta_ms)
                     sizes[key] = max(sizes.get(key, 0), len(body))
+                    if replay and rnd:
+                        floor = floors.setdefault(key, {"large": [], "small": [], "loads": []})
+                        await settle()
+                        floor["large"].append(await refusal_ms(probe, path, len(body)))
+                        await settle()
+                        floor["small"].append(await refusal_ms(probe, path, 1))
+                        floor["loads"].append(loads_ms(body))
         finally:
+            gc.enable()
             await session.aclose()
+            await probe.aclose()
             nursery.cancel_scope.cancel()
     base = statistics.median(samples["new"])
-    return {k: {"p50_ms": statistics.median(v), "ratio": statistics.median(v) / base, "n": len(v),
+    rows = {k: {"p50_ms": statistics.median(v), "ratio": statistics.median(v) / base, "n": len(v),
                 "body_bytes": sizes.get(k.removesuffix(" (cold)"), 0)} for k, v in samples.items()}
+    if cpu_ms:
+        cpu_base = statistics.median(cpu_ms["new"])
+        for key, v in cpu_ms.items():
+            rows[key] |= {"cpu_ms": statistics.median(v), "cpu_ratio": statistics.median(v) / cpu_base}
+    for key, floor in floors.items():
+        transfer = max(0.0, statistics.median(floor["large"]) - statistics.median(floor["small"]))
+        loads = statistics.median(floor["loads"])
+        rows[key] |= {"transfer_ms": transfer, "loads_ms": loads, "floor_ratio": (base + transfer + loads) / base}
+    return rows
 
 
-async def backend_sweep(backend: str, turns: int, out: Path) -> dict[str, Any]:
+async def backend_sweep(backend: str, turns: int, out: Path, cluster: Any = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         threads = {f"len-{n}": history(n, 90) for n in LENGTHS}
         threads |= {f"size-{n}x{c}": history(n, c) for n, c in REPLAY_SIZES}
-        server = awaken_server(f"threads-{backend}", backend, data / "server", out / "logs")
-        await seed(backend, data / "server" / ("awaken.db" if backend == "sqlite" else "ledger"), threads)
+        dsn = cluster.database(f"threads_{new_id('b').replace('-', '_')}") if backend == "postgres" else None
+        server = awaken_server(f"threads-{backend}", backend, data / "server", out / "logs", dsn=dsn)
+        await seed(backend, dsn or data / "server" / ("awaken.db" if backend == "sqlite" else "ledger"), threads)
         await server.start()
         try:
             endpoint = Endpoint("awaken", "agui", "sse", f"{server.base_url}/v1/ag-ui")
             lengths = await measure(endpoint, {f"{n}": Turns(f"len-{n}", threads[f"len-{n}"]) for n in LENGTHS},
-                                    turns)
+                                    turns, server.cpu_seconds)
             sizes = await measure(endpoint, {f"{n}x{c}": Turns(f"size-{n}x{c}", threads[f"size-{n}x{c}"])
-                                             for n, c in REPLAY_SIZES}, max(3, turns // 2))
+                                             for n, c in REPLAY_SIZES}, max(3, turns // 2), server.cpu_seconds)
             rss = server.rss_kb()
         finally:
             await server.stop()
@@ -138,19 +215,29 @@ async def backend_sweep(backend: str, turns: int, out: Path) -> dict[str, Any]:
 
 def report(results: dict[str, Any]) -> str:
     lines = ["# Thread-length and replay-size sweeps (AG-UI/SSE, `/words 3`, first text delta p50)", "",
-             f"Target: at 5,000 messages, long ÷ new ≤ {TARGET_RATIO} for both bodies, on every backend.", ""]
+             f"Target: at 5,000 messages, long ÷ new ≤ {TARGET_RATIO} for both bodies, on every backend.",
+             "A replayed body's floor (measured beside each replayed turn): transfer (refusal of a non-JSON body",
+             "of the same size, minus a 1-byte one) + `orjson.loads` of the body; floor ÷ new = (new + transfer",
+             "+ loads) ÷ new. Server CPU: the server process's CPU time per turn (all threads), which other",
+             "work on the machine does not inflate.", ""]
     verdicts = []
     for backend, r in results.items():
-        lines += [f"## {backend}", "", "| case | body | p50 ms | ÷ new thread | n |", "|---|---|---|---|---|"]
+        lines += [f"## {backend}", "", "| case | body | p50 ms | ÷ new thread | n | transfer ms | loads ms | floor ÷ new "
+                  "| server CPU ms | CPU ÷ new |", "|---|---|---|---|---|---|---|---|---|---|"]
         for section in ("lengths", "replay_sizes"):
             for key, row in r[section].items():
+                floor = (f"{row['transfer_ms']:.2f} | {row['loads_ms']:.2f} | {row['floor_ratio']:.2f}"
+                         if "floor_ratio" in row else " | | ")
+                cpu = f"{row['cpu_ms']:.2f} | {row['cpu_ratio']:.2f}" if "cpu_ms" in row else " | "
                 lines.append(f"| {key} | {row['body_bytes'] / 1024:.0f} KB | {row['p50_ms']:.2f} | "
-                             f"{row['ratio']:.2f} | {row['n']} |")
+                             f"{row['ratio']:.2f} | {row['n']} | {floor} | {cpu} |")
         for mode in ("new-only", "replay"):
             row = r["lengths"][f"5000/{mode}"]
             ok = row["ratio"] <= TARGET_RATIO
+            floor = f"; the body's floor: {row['floor_ratio']:.2f}×" if "floor_ratio" in row else ""
+            floor = f" (server CPU {row['cpu_ratio']:.2f}×{floor})" if "cpu_ratio" in row else floor
             verdicts.append(f"- {backend}, 5,000 messages, {mode}: {row['ratio']:.2f}× — "
-                            f"{'met' if ok else 'MISSED'}")
+                            f"{'met' if ok else 'MISSED'}{floor}")
         lines.append("")
     return "\n".join(lines + ["## Verdicts", "", *verdicts, ""])
 
@@ -169,9 +256,13 @@ def plot(results: dict[str, Any], out: Path) -> None:
             xs = [n for n in LENGTHS]
             ys = [r["lengths"][f"{n}/{mode}"]["ratio"] for n in LENGTHS]
             axes[0].plot(xs, ys, marker="o", label=f"{backend} {mode}")
+        axes[0].plot(LENGTHS, [r["lengths"][f"{n}/replay"].get("floor_ratio", float("nan")) for n in LENGTHS],
+                     linestyle=":", marker=".", label=f"{backend} replay floor")
         kb = [r["replay_sizes"][f"{n}x{c}/replay"]["body_bytes"] / 1024 for n, c in REPLAY_SIZES]
         axes[1].plot(kb, [r["replay_sizes"][f"{n}x{c}/replay"]["ratio"] for n, c in REPLAY_SIZES], marker="o",
                      label=backend)
+        axes[1].plot(kb, [r["replay_sizes"][f"{n}x{c}/replay"].get("floor_ratio", float("nan"))
+                          for n, c in REPLAY_SIZES], linestyle=":", marker=".", label=f"{backend} floor")
     for ax, title, xlabel in ((axes[0], "first delta ÷ new thread, by thread length", "messages"),
                               (axes[1], "full replay, by body size (1,000 messages)", "body KB")):
         ax.axhline(TARGET_RATIO, color="red", linestyle="--", linewidth=1)
@@ -186,7 +277,23 @@ def plot(results: dict[str, Any], out: Path) -> None:
 async def main(args: argparse.Namespace) -> None:
     out = Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    results = {b: await backend_sweep(b, args.turns, out) for b in args.backends.split(",")}
+    backends = args.backends.split(",")
+    cluster = None
+    if "postgres" in backends:
+        from .pgcluster import PgCluster, available
+
+        ok, why = available()
+        if not ok:
+            print(f"postgres skipped: {why}")
+            backends.remove("postgres")
+        else:
+            cluster = PgCluster()
+            cluster.start()
+    try:
+        results = {b: await backend_sweep(b, args.turns, out, cluster) for b in backends}
+    finally:
+        if cluster is not None:
+            cluster.stop()
     (out / "threads.json").write_text(json.dumps(results, indent=2))
     text = report(results)
     (out / "threads.md").write_text(text)
@@ -196,7 +303,7 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", default="sqlite,files")
+    parser.add_argument("--backends", default="sqlite,files,postgres")
     parser.add_argument("--turns", type=int, default=15)
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     trio.run(main, parser.parse_args())

@@ -23,6 +23,16 @@ page is one index scan on ``(updated_at, id)``. ``updated_at`` comes from this l
 open). ``delete_thread`` deletes the thread's row in one transaction; its messages, runs and
 pending calls go with it (``ON DELETE CASCADE``), so a crash leaves it wholly present or gone.
 
+Admission (``admission_view``) is one worker call and one round trip: the thread's row, its
+pending calls and, for a thread this process holds in its hot-thread cache (``awaken/hotthreads.py``,
+capped by ``cache_bytes``, default 8 MiB, 0: none), only the messages committed since the cache
+last saw it, from one ``REPEATABLE READ`` snapshot; a cold thread reads its latest messages and its
+committed ids (index only) in that same round trip. Other processes write the same threads, so a
+cached entry is never trusted alone: it is keyed by the thread's ``created_at`` and ``last_seq``
+read in the snapshot (messages are append-only under their seq), extended by what others appended,
+and dropped when it cannot be matched (the thread was deleted and recreated); pending calls and
+state always come from the snapshot. Cache updates run on the event loop, never in worker threads.
+
 ``probe_write`` (``/readyz``) upserts the one row of ``write_probe`` (migration 5) in a transaction: a
 read-only database (a hot standby, ``default_transaction_read_only``) fails it while reads still work.
 
@@ -36,7 +46,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -45,6 +55,7 @@ import trio
 from psycopg.conninfo import conninfo_to_dict
 
 from awaken.errors import StoreUnavailable
+from awaken.hotthreads import DEFAULT_BUDGET, MIN_KEEP, HotThread, HotThreads, cached_view, entry_for
 from awaken.ledger import (
     ALL_OWNERS,
     RESTART_CAUSE,
@@ -60,16 +71,18 @@ from awaken.ledger import (
     ThreadSummary,
     ThreadView,
     WriteClock,
+    answered_in,
     check_limit,
     decode_cursor,
     encode_cursor,
     imported_updated_at,
     last_run_of,
+    resolve_answered,
     thread_title,
     tools_from_json,
     tools_to_json,
 )
-from awaken.messages import Message, Usage, parts_from_json, parts_to_json
+from awaken.messages import Message, Usage, parts_from_json, parts_to_json, result_id
 from awaken.runstate import RunStatus
 
 from .postgres_claims import PostgresClaims
@@ -109,7 +122,7 @@ class PostgresLedger(Ledger):
     variable holding the password), ``pool_size`` (connections, default 8), ``connect_timeout``
     (seconds to wait for a connection before ``StoreUnavailable``, default 5), ``lease_seconds`` (how
     long a process that stopped renewing its lease keeps its runs before another process interrupts
-    them, default 10)."""
+    them, default 10), ``cache_bytes`` (the cap of the hot-thread cache, default 8 MiB; 0 disables it)."""
 
     shared_by_processes = True
 
@@ -120,6 +133,7 @@ class PostgresLedger(Ledger):
         pool_size: int = 8,
         connect_timeout: float = 5.0,
         lease_seconds: float = 10.0,
+        cache_bytes: int = DEFAULT_BUDGET,
     ) -> None:
         if not isinstance(path, str) or not path.startswith(("postgresql://", "postgres://")):
             raise ValueError(f"path must be a DSN postgresql://user@host:port/database, not {path!r}")
@@ -143,6 +157,10 @@ class PostgresLedger(Ledger):
             self._kwargs["password"] = password
         if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, int | float) or lease_seconds <= 0:
             raise ValueError(f"lease_seconds must be a positive number of seconds, not {lease_seconds!r}")
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be a non-negative integer, not {cache_bytes!r}")
+        #: hot threads' tails and committed ids, validated against every snapshot (module docstring)
+        self._hot = HotThreads(cache_bytes)
         self.dsn = path
         self.pool_size = pool_size
         self.connect_timeout = float(connect_timeout)
@@ -318,6 +336,99 @@ class PostgresLedger(Ledger):
 
         return await self._call(q)
 
+    async def committed_ids(self, thread_id: str, ids: Collection[str]) -> frozenset[str]:
+        """From the ``(thread_id, id)`` index: no message body is read."""
+        if not ids:
+            return frozenset()
+        return await self._call(lambda conn: _committed_ids(conn, _b(thread_id), ids))
+
+    async def admission_view(
+        self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
+    ) -> ThreadView:
+        """One worker call, one round trip in the common case (see the module docstring)."""
+        entry = self._hot.get(thread_id)
+        keep = max(MIN_KEEP, tail)
+        most = self._hot.most_messages()
+        since = entry.thread.last_seq if entry is not None else None
+
+        def q(conn: psycopg.Connection) -> tuple[Any, ...]:
+            tid = _b(thread_id)
+            ids = None
+            with conn.pipeline():  # one round trip, one snapshot
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                thread = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = %s", (tid,))
+                pending = conn.execute(f"SELECT {_PENDING_COLS} FROM pending WHERE thread_id = %s ORDER BY ord",
+                                       (tid,))
+                if since is not None:  # what others appended since the cache saw the thread
+                    messages = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = %s AND seq > %s "
+                                            "ORDER BY seq", (tid, since))
+                else:
+                    messages = conn.execute(
+                        f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = %s "
+                        "AND seq > (SELECT last_seq FROM threads WHERE id = %s) - %s ORDER BY seq", (tid, tid, keep))
+                    ids = conn.execute("SELECT id FROM messages WHERE thread_id = %s "
+                                       "AND (SELECT last_seq FROM threads WHERE id = %s) <= %s", (tid, tid, most))
+                conn.execute("COMMIT")
+            row = thread.fetchone()
+            if row is None:
+                return None, (), (), None
+            return (_thread_record(row), tuple(map(_pending_call, pending)), [_message(r) for r in messages],
+                    None if ids is None else [_s(r[0]) for r in ids])
+
+        record, pending, messages, ids = await self._call(q)
+        if record is None:
+            self._hot.drop(thread_id)
+            return ThreadView(None, (), (), frozenset(), frozenset())
+        if entry is not None:
+            entry = self._refresh(entry, record, pending, messages)
+            if entry is None:  # the thread is not the one cached (deleted and recreated): read it cold
+                return await self.admission_view(thread_id, message_ids, calls, tail)
+        elif ids is not None and self._hot.fits(record.last_seq):
+            entry = entry_for(record, messages, keep, pending, ids)
+            self._hot.put(thread_id, entry)
+        if entry is not None:
+            view = cached_view(entry, message_ids, calls, tail)
+            if view is not None:
+                return view
+        return await self._uncached_view(record, pending, messages, message_ids, calls, tail)
+
+    def _refresh(self, entry: HotThread, record: ThreadRecord, pending: tuple[PendingCall, ...],
+                 newer: list[Message]) -> HotThread | None:
+        """Bring a cached entry to the snapshot ``record``/``pending``/``newer`` (messages after its
+        ``last_seq``); None (and dropped) when it cannot be."""
+        thread_id = record.thread_id
+        cached = entry.thread
+        if (self._hot.get(thread_id) is not entry or record.created_at != cached.created_at
+                or record.owner != cached.owner or record.last_seq != cached.last_seq + len(newer)
+                or any(m.seq != cached.last_seq + i + 1 for i, m in enumerate(newer))):
+            self._hot.drop(thread_id)
+            return None
+        self._hot.committed(thread_id, newer, (), (), None)
+        entry.thread = record
+        entry.pending = pending
+        return entry if self._hot.get(thread_id) is entry else None
+
+    async def _uncached_view(self, record: ThreadRecord, pending: tuple[PendingCall, ...], messages: list[Message],
+                             message_ids: Collection[str], calls: Mapping[str, str | None], tail: int) -> ThreadView:
+        """The dedup answers from the store (a thread too big for the cache, or a call only a scan finds)."""
+        thread_id = record.thread_id
+        tail_messages = tuple(m for m in messages if m.seq > record.last_seq - tail) if tail > 0 else ()
+        if len(tail_messages) < min(tail, record.last_seq):
+            tail_messages = tuple(await self.read_messages(thread_id, max(0, record.last_seq - tail), tail))
+        waiting = {p.tool_call_id for p in pending}
+        candidates = {c: result_id(c) for c in calls if c not in waiting}
+        asked = {*message_ids, *(m for m in calls.values() if m is not None)}
+        found = await self.committed_ids(thread_id, asked | set(candidates.values()))
+        answered, unresolved = resolve_answered(candidates, calls, found, tail_messages)
+        if unresolved:
+            def scan(conn: psycopg.Connection) -> frozenset[str]:
+                rows = conn.execute("SELECT parts FROM messages WHERE thread_id = %s AND role = 'tool'",
+                                    (_b(thread_id),))
+                return answered_in(Message("", "tool", parts_from_json(json.loads(r[0]))) for r in rows)
+
+            answered |= await self._call(scan) & unresolved
+        return ThreadView(record, tail_messages, pending, found & frozenset(asked), answered)
+
     async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
         return await self._call(lambda conn: _messages(conn, thread_id, after_seq, limit))
 
@@ -352,7 +463,13 @@ class PostgresLedger(Ledger):
                 ).fetchone()
                 return _append(conn, run.thread_id, row[0] - n, inputs)
 
-        return await self._call(body)
+        try:
+            appended = await self._call(body)
+        except BaseException:
+            self._hot.drop(run.thread_id)
+            raise
+        self._appended(run.thread_id, appended)
+        return appended
 
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
         title = _enc(thread_title(commit.messages))
@@ -398,7 +515,25 @@ class PostgresLedger(Ledger):
                 )
             return appended
 
-        return await self._call(body)
+        try:
+            appended = await self._call(body)
+        except BaseException:
+            self._hot.drop(thread_id)
+            raise
+        # pending calls and state are read from every admission's snapshot, never from the cache
+        self._appended(thread_id, appended)
+        return appended
+
+    def _appended(self, thread_id: str, appended: list[Message]) -> None:
+        """This process committed ``appended`` to the thread: extend its entry if they follow it (else
+        another process wrote in between, and the next admission catches up from the store)."""
+        entry = self._hot.get(thread_id)
+        if entry is None or not appended:
+            return
+        if appended[0].seq != entry.thread.last_seq + 1:
+            self._hot.drop(thread_id)
+            return
+        self._hot.committed(thread_id, appended, (), (), None)
 
     async def import_thread(
         self,
@@ -490,7 +625,11 @@ class PostgresLedger(Ledger):
             row = conn.execute("DELETE FROM threads WHERE id = %s RETURNING 1", (_b(thread_id),)).fetchone()
             return row is not None
 
-        return await self._call(body)
+        self._hot.drop(thread_id)
+        try:
+            return await self._call(body)
+        finally:
+            self._hot.drop(thread_id)
 
 
 # -- SQL helpers (run inside a worker thread) -----------------------------------------------------
@@ -573,6 +712,11 @@ def _messages(conn: psycopg.Connection, thread_id: str, after_seq: int, limit: i
         (_b(thread_id), after_seq, max(0, limit)),
     )
     return [_message(r) for r in rows]
+
+
+def _committed_ids(conn: psycopg.Connection, tid: bytes, ids: Collection[str]) -> frozenset[str]:
+    rows = conn.execute("SELECT id FROM messages WHERE thread_id = %s AND id = ANY(%s)", (tid, [_b(i) for i in ids]))
+    return frozenset(_s(r[0]) for r in rows)  # type: ignore[misc]
 
 
 def _pending(conn: psycopg.Connection, thread_id: str) -> list[PendingCall]:

@@ -18,6 +18,12 @@ inode): a file deleted or replaced under the server is ``StoreUnavailable``; it 
 or serves history from, an unlinked file that would be gone at restart.
 
 Any ``sqlite3.Error`` other than a constraint violation becomes ``StoreUnavailable``.
+
+Hot threads (``awaken/hotthreads.py``): the admission state of recently used threads (record,
+latest messages, pending calls, every committed message id) is kept in an LRU capped at
+``cache_bytes`` (default 8 MiB, 0: none). This object is the only writer of the file (the lock), and
+every write updates the cache in the same worker-thread call that committed it (or drops the
+thread's entry when its outcome is unknown), so an admission on a hot thread reads nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import sqlite_utils
 import trio
 
 from awaken.errors import StoreUnavailable
+from awaken.hotthreads import DEFAULT_BUDGET, MIN_KEEP, HotThreads, cached_view, entry_for
 from awaken.ledger import (
     ALL_OWNERS,
     RESTART_CAUSE,
@@ -172,9 +179,11 @@ def _dumps(value: Any) -> str:
 
 class SqliteLedger(Ledger):
     """``[ledger] backend = "sqlite"``; options: ``path`` (the database file), ``busy_timeout_ms``,
-    ``synchronous`` (``"full"``, the default, or ``"normal"``: see the module docstring)."""
+    ``synchronous`` (``"full"``, the default, or ``"normal"``: see the module docstring), ``cache_bytes``
+    (the cap of the hot-thread cache, default 8 MiB; 0 disables it)."""
 
-    def __init__(self, path: str = "./var/awaken.db", busy_timeout_ms: int = 2000, synchronous: str = "full") -> None:
+    def __init__(self, path: str = "./var/awaken.db", busy_timeout_ms: int = 2000, synchronous: str = "full",
+                 cache_bytes: int = DEFAULT_BUDGET) -> None:
         if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int) or busy_timeout_ms < 0:
             raise ValueError(f"busy_timeout_ms must be a non-negative integer, not {busy_timeout_ms!r}")
         if synchronous not in ("full", "normal"):
@@ -193,6 +202,12 @@ class SqliteLedger(Ledger):
         #: runs another live process is streaming as interrupted, so two owners would corrupt history)
         self._lock_fd: int | None = None
         self._clock = WriteClock()
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be a non-negative integer, not {cache_bytes!r}")
+        #: hot threads' admission state, kept exact by every write (see the module docstring)
+        self._hot = HotThreads(cache_bytes)
+        #: the last call to the store failed: admission reads the store (and says so) until one succeeds
+        self._failing = False
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -204,11 +219,17 @@ class SqliteLedger(Ledger):
         def run() -> T:
             try:
                 self._check_file()  # never serve or commit through a file no longer in its place
-                return fn(db)
+                result = fn(db)
             except (DuplicateRun, ValueError):
                 raise
             except sqlite3.Error as exc:
+                self._failing = True
                 raise StoreUnavailable(f"the SQLite ledger failed: {exc}") from None
+            except StoreUnavailable:
+                self._failing = True
+                raise
+            self._failing = False
+            return result
 
         return await trio.to_thread.run_sync(run, limiter=self._limiter)
 
@@ -224,6 +245,19 @@ class SqliteLedger(Ledger):
             # inside a transaction: every later BEGIN would fail.
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            raise
+        return result
+
+    def _write(self, db: sqlite_utils.Database, thread_id: str, body: Callable[[sqlite3.Connection], T],
+               apply: Callable[[T], None]) -> T:
+        """One transaction, then its effect on the thread's hot entry (in the same worker-thread
+        call, so no read of the store or the cache comes between); a write that fails (committed or
+        not) drops the entry."""
+        try:
+            result = self._transaction(db, body)
+            apply(result)
+        except BaseException:
+            self._hot.drop(thread_id)
             raise
         return result
 
@@ -278,6 +312,7 @@ class SqliteLedger(Ledger):
             raise StoreUnavailable(f"cannot open the SQLite ledger at {self.path}: {exc}") from None
 
     async def aclose(self) -> None:
+        self._hot.clear()
         db, self._db = self._db, None
         if db is not None:
             await trio.to_thread.run_sync(db.conn.close, limiter=self._limiter)
@@ -391,9 +426,20 @@ class SqliteLedger(Ledger):
         self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
     ) -> ThreadView:
         """One worker-thread round trip: the thread, its latest ``tail`` messages, its pending calls,
-        and the asked ids looked up in the ``(thread_id, id)`` index."""
+        and the asked ids looked up in the ``(thread_id, id)`` index.
+
+        A hot thread is answered from the cache without a round trip (unless the last call to the
+        store failed: then the admission is refused ``StoreUnavailable`` before its stream starts); a cold one (after a restart,
+        or evicted) is loaded into it by this same round trip: its latest messages, its pending
+        calls and its committed ids (one index-only read of short strings)."""
         if thread_id not in self._threads:
             return ThreadView(None, (), (), frozenset(), frozenset())
+        entry = None if self._failing else self._hot.get(thread_id)
+        if entry is not None:
+            view = cached_view(entry, message_ids, calls, tail)
+            if view is not None:
+                await trio.lowlevel.checkpoint()
+                return view
 
         def q(db: sqlite_utils.Database) -> ThreadView:
             conn = db.conn
@@ -402,6 +448,10 @@ class SqliteLedger(Ledger):
             if row is None:
                 return ThreadView(None, (), (), frozenset(), frozenset())
             thread = ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4])
+            if self._hot.fits(thread.last_seq):
+                view = self._load_hot(conn, thread, message_ids, calls, tail)
+                if view is not None:
+                    return view
             messages = tuple(
                 Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5])
                 for r in conn.execute(
@@ -434,6 +484,25 @@ class SqliteLedger(Ledger):
 
         return await self._call(q)
 
+    def _load_hot(self, conn: sqlite3.Connection, thread: ThreadRecord, message_ids: Collection[str],
+                  calls: Mapping[str, str | None], tail: int) -> ThreadView | None:
+        """Load a cold thread into the cache (in the worker thread) and answer from it."""
+        keep = max(MIN_KEEP, tail)
+        thread_id = thread.thread_id
+        messages = [
+            Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5])
+            for r in conn.execute(
+                "SELECT id, role, parts, run_id, seq, created_at FROM messages WHERE thread_id = ? AND seq > ? "
+                "ORDER BY seq", (thread_id, thread.last_seq - keep))
+        ]
+        pending = [PendingCall(*r) for r in conn.execute(
+            "SELECT tool_call_id, run_id, thread_id, name, arguments, kind, message_id "
+            "FROM pending WHERE thread_id = ? ORDER BY ord", (thread_id,))]
+        ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE thread_id = ?", (thread_id,))]
+        entry = entry_for(thread, messages, keep, pending, ids)
+        self._hot.put(thread_id, entry)
+        return cached_view(entry, message_ids, calls, tail)
+
     async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
         def q(db: sqlite_utils.Database) -> list[Message]:
             rows = db.conn.execute(
@@ -457,20 +526,25 @@ class SqliteLedger(Ledger):
     async def start_run(
         self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
     ) -> list[Message]:
-        def body(conn: sqlite3.Connection) -> list[Message]:
+        def body(conn: sqlite3.Connection) -> tuple[list[Message], bool]:
             if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.run_id,)).fetchone():
                 raise DuplicateRun(run.run_id)
-            conn.execute(
+            new = conn.execute(
                 "INSERT OR IGNORE INTO threads (id, created_at, state, last_seq, owner) VALUES (?, ?, '{}', 0, ?)",
                 (run.thread_id, run.created_at, owner),
-            )
+            ).rowcount == 1
             _insert_run(conn, run)
             appended = _append(conn, run.thread_id, inputs)
             conn.execute("UPDATE threads SET agent_id = ?, updated_at = ? WHERE id = ?",
                          (run.agent_id, self._clock.now(), run.thread_id))
-            return appended
+            return appended, new
 
-        committed = await self._call(lambda db: self._transaction(db, body))
+        def apply(result: tuple[list[Message], bool]) -> None:
+            appended, new = result
+            thread = ThreadRecord(run.thread_id, run.created_at, {}, len(appended), owner)
+            self._hot.started(thread, appended, new)
+
+        committed, _ = await self._call(lambda db: self._write(db, run.thread_id, body, apply))
         self._threads.add(run.thread_id)
         return committed
 
@@ -495,7 +569,9 @@ class SqliteLedger(Ledger):
                     ],
                 )
             if commit.state is not None:
-                conn.execute("UPDATE threads SET state = ? WHERE id = ?", (_dumps(commit.state), thread_id))
+                conn.execute("UPDATE threads SET state = ? WHERE id = ?", (stored_state := _dumps(commit.state),
+                                                                            thread_id))
+                states.append(stored_state)
             now = self._clock.now()
             conn.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (now, thread_id))
             conn.execute(
@@ -516,7 +592,14 @@ class SqliteLedger(Ledger):
             )
             return appended
 
-        return await self._call(lambda db: self._transaction(db, body))
+        states: list[str] = []
+
+        def apply(appended: list[Message]) -> None:
+            # the state as a read gives it back (through its JSON), not the caller's objects
+            state = json.loads(states[-1]) if states else None
+            self._hot.committed(thread_id, appended, commit.pending, commit.resolved, state)
+
+        return await self._call(lambda db: self._write(db, thread_id, body, apply))
 
     async def import_thread(
         self,
@@ -568,7 +651,7 @@ class SqliteLedger(Ledger):
                 ],
             )
 
-        await self._call(lambda db: self._transaction(db, body))
+        await self._call(lambda db: self._write(db, thread_id, body, lambda _: self._hot.drop(thread_id)))
         self._threads.add(thread.thread_id)
         self._clock.advance_to(updated_at)
 
@@ -614,7 +697,7 @@ class SqliteLedger(Ledger):
                 conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (thread_id,))
             return conn.execute("DELETE FROM threads WHERE id = ?", (thread_id,)).rowcount > 0
 
-        deleted = await self._call(lambda db: self._transaction(db, body))
+        deleted = await self._call(lambda db: self._write(db, thread_id, body, lambda _: self._hot.drop(thread_id)))
         self._threads.discard(thread_id)
         return deleted
 

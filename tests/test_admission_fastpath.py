@@ -220,3 +220,156 @@ def test_the_one_pass_agui_parser_admits_and_refuses_exactly_as_the_plain_parser
         return messages, ids
 
     assert fast() == plain()
+
+
+# -- a replayed history is not decoded: the scanned body against the plain parser --------------------
+#
+# The semantics (``awaken/agui/request.py``, ``scan_run_input``): a message the thread already holds is
+# read for its id, its role and (a tool message) its toolCallId only; its content is the client's copy
+# and is neither decoded nor refused. Every other message is validated in full. So the fast path on a
+# body equals the plain path (every message decoded, the whole history read) on the same body with the
+# committed messages' content left out; a body whose shape is wrong (an id, a role, a toolCallId, a
+# repeated id) is refused by both.
+
+_contents = st.one_of(st.just("text"), st.just(""), st.just(7), st.just([{"type": "text", "text": "t"}]),
+                      st.just([{"type": "audio"}]), st.just([{"type": "image", "source": {"type": "url"}}]),
+                      st.just({"deep": [[[[[[1]]]]]]}))
+
+
+def _message(draw: st.DrawFn, message_id: object, calls: list[str]) -> object:
+    role = draw(st.sampled_from(["user", "system", "developer", "tool", "assistant", "reasoning", "robot"]))
+    message: dict = {"id": message_id, "role": role, "content": draw(_contents)}
+    if role == "tool":
+        message["toolCallId"] = draw(st.sampled_from([*calls, "c-unknown", "", 5]))
+        if draw(st.booleans()):
+            message["error"] = draw(st.sampled_from(["failed", 3]))
+    return message
+
+
+def without_content(raw: list, committed: frozenset[str]) -> list:
+    """The body as the fast path reads it: committed messages (and history roles) without content."""
+    out = []
+    for m in raw:
+        if isinstance(m, dict) and (m.get("id") in committed or m.get("role") in ("assistant", "reasoning")):
+            m = {k: v for k, v in m.items() if k in ("id", "role", "toolCallId")}
+            m["content"] = ""
+        out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "files", "postgres"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=steps, data=st.data(), tail=st.integers(0, 6))
+def test_a_replayed_history_is_admitted_without_decoding_what_the_thread_holds(backend, plan, data, tail):
+    """Random threads and random raw AG-UI bodies (replayed ids with valid or invalid content, new
+    messages valid or not, tool messages, repeated ids): the fast path (``scan_run_input``, the hot
+    ``admission_view``) admits exactly what the plain path (``parse_run_input`` of the body without the
+    committed messages' content, the whole ``thread_view``) admits: the same ``RunRequest`` or the same
+    refusal."""
+    import orjson
+
+    from awaken.agui.request import parse_run_input, scan_run_input
+
+    async def main() -> None:
+        with tempfile.TemporaryDirectory() as root:
+            async with opened(FACTORIES[backend], root) as ledger:
+                ids, calls, _ = await build_thread(ledger, plan)
+                plain_view = await ledger.thread_view("t")
+                committed = frozenset(m.id for m in plain_view.messages)
+                for _ in range(3):
+                    pool = [*ids, "n1", "n2", "n3", result_id("c0")]
+                    chosen = data.draw(st.lists(st.sampled_from(pool), max_size=8))
+                    raw = [_message(data.draw, i, calls) for i in chosen]
+                    if data.draw(st.booleans()):
+                        raw.append(data.draw(st.sampled_from([{"id": "", "role": "user"}, [], {"role": "user"}])))
+                    body = {"threadId": "t", "runId": "run-new", "messages": raw}
+
+                    def fast(body: dict = body) -> object:
+                        try:
+                            parsed = scan_run_input(orjson.dumps(body), "application/json")
+                        except InputRejected as exc:
+                            return ("refused at parse", exc.code)
+                        return parsed, AGUI.asks(parsed)
+
+                    def plain(body: dict = body, raw: list = raw) -> object:
+                        sanitized = dict(body, messages=without_content(raw, committed))
+                        try:
+                            parsed = parse_run_input(orjson.dumps(sanitized), "application/json")
+                        except InputRejected as exc:
+                            return ("refused", exc.code, exc.message)
+                        return outcome(AGUI, parsed, plain_view)
+
+                    scanned = fast()
+                    expected = plain()
+                    if isinstance(scanned, tuple) and scanned[0] == "refused at parse":
+                        # a shape refusal: the plain path refuses the body too
+                        assert isinstance(expected, tuple) and expected[0] == "refused"
+                        continue
+                    parsed, asks = scanned  # type: ignore[misc]
+                    view = await ledger.admission_view("t", asks.message_ids, asks.calls, tail)
+                    assert outcome(AGUI, parsed, view) == expected
+
+    trio.run(main)
+
+
+_ui_parts = st.lists(st.one_of(
+    st.just({"type": "text", "text": "hi"}), st.just({"type": "text", "text": 3}), st.just("not a part"),
+    st.just({"type": "file", "mediaType": "image/png", "url": "https://x.test/a.png"}),
+    st.just({"type": "step-start"}), st.just({"type": "tool-f", "toolCallId": "c0", "state": "output-available",
+                                             "output": 1}),
+    st.just({"type": "tool-f", "toolCallId": "", "state": "input-available"})), max_size=3)
+
+
+def ui_without_parts(raw: list, committed: frozenset[str]) -> list:
+    """The body as the fast path reads it: committed messages (but a last assistant one) without parts."""
+    out = []
+    for k, m in enumerate(raw):
+        continued = k == len(raw) - 1 and m.get("role") == "assistant" if isinstance(m, dict) else False
+        if isinstance(m, dict) and m.get("id") in committed and not continued and isinstance(m.get("parts"), list):
+            m = dict(m, parts=[])
+        out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "files"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=steps, data=st.data(), tail=st.integers(0, 6))
+def test_a_replayed_ui_history_is_admitted_without_decoding_what_the_thread_holds(backend, plan, data, tail):
+    """The AI SDK body, likewise: ``scan_chat_request`` and the bounded view admit exactly what
+    ``parse_chat_request`` of the body without the committed messages' parts and the whole history admit."""
+    import orjson
+
+    from awaken.aisdk.request import parse_chat_request, scan_chat_request
+
+    async def main() -> None:
+        with tempfile.TemporaryDirectory() as root:
+            async with opened(FACTORIES[backend], root) as ledger:
+                ids, _, _ = await build_thread(ledger, plan)
+                plain_view = await ledger.thread_view("t")
+                committed = frozenset(m.id for m in plain_view.messages)
+                for _ in range(3):
+                    chosen = data.draw(st.lists(st.sampled_from([*ids, "n1", "n2", "n3"]), max_size=7))
+                    raw: list = [{"id": i, "role": data.draw(st.sampled_from(["user", "system", "assistant", "x"])),
+                                  "parts": data.draw(_ui_parts)} for i in chosen]
+                    if data.draw(st.booleans()):
+                        raw.append(data.draw(st.sampled_from([{"id": "", "role": "user", "parts": []}, 5,
+                                                              {"id": "n9", "role": "user", "parts": "x"}])))
+                    body = {"id": "t", "messages": raw, "trigger": "submit-message"}
+                    try:
+                        parsed = scan_chat_request(orjson.dumps(body), "application/json")
+                    except InputRejected:
+                        parsed = None
+                    try:
+                        plain = parse_chat_request(orjson.dumps(dict(body, messages=ui_without_parts(raw, committed))),
+                                                   "application/json")
+                        expected = outcome(AISDK, plain, plain_view)
+                    except InputRejected as exc:
+                        expected = ("refused", exc.code, exc.message)
+                    if parsed is None:  # refused for its shape: the plain path refuses it too
+                        assert isinstance(expected, tuple) and expected[0] == "refused"
+                        continue
+                    asks = AISDK.asks(parsed)
+                    view = await ledger.admission_view("t", asks.message_ids, asks.calls, tail)
+                    assert outcome(AISDK, parsed, view) == expected
+
+    trio.run(main)

@@ -1,7 +1,8 @@
 """The AG-UI protocol adapter: validate, deduplicate, split input from decisions, pick the encoder.
 
-It decides no run state: it parses the body (``request.py``), drops messages the ledger already
-holds (replayed history), and turns new ``role: "tool"`` messages (at a permission gate, read by
+It decides no run state: it scans the body (``request.py``), drops messages the ledger already
+holds (replayed history: their content is never decoded nor validated, only their id, role and
+tool call id are read), decodes the rest, and turns new ``role: "tool"`` messages (at a permission gate, read by
 the denial grammar of ``awaken.denial``) and ``resume[]`` entries (``interrupts.py``) into
 ``ToolDecision``s. The page's per-run tools, context and state go into the ``RunRequest`` as they
 were parsed. Every
@@ -21,19 +22,20 @@ from ..protocol import Asks, Protocol, RunRequest, ToolDecision
 from .encoder import AguiEncoder
 from .history import project_history
 from .interrupts import call_of, open_interrupts, resume_decisions
-from .request import AguiInput, InputMessage, ToolMessage, parse_run_input
+from .request import AguiInput, InputMessage, scan_run_input
 
 
 class AguiProtocol(Protocol):
     def parse(self, body: bytes, content_type: str | None) -> AguiInput:
-        return parse_run_input(body, content_type)
+        # messages are decoded at admission, only those the thread does not hold (``AguiInput.fresh``)
+        return scan_run_input(body, content_type)
 
     def encoder(self, parsed: AguiInput | None) -> AguiEncoder:
         if parsed is None:
             return AguiEncoder("", "")
         # The client already holds its own tool messages: echoing one as TOOL_CALL_RESULT would make the
         # client's reducer append a second message with the same id (both client generations do).
-        client_held = frozenset(m.id for m in parsed.messages if isinstance(m, ToolMessage))
+        client_held = parsed.tool_message_ids()
         return AguiEncoder(parsed.thread_id, parsed.run_id, modern=parsed.modern, client_held=client_held)
 
     def watch_encoder(self, thread_id: str, run_id: str) -> AguiEncoder:
@@ -47,13 +49,12 @@ class AguiProtocol(Protocol):
 
     def asks(self, parsed: AguiInput) -> Asks:
         calls: dict[str, str | None] = {}
-        for m in parsed.messages:
-            if isinstance(m, ToolMessage):
-                # a call carried by two messages is asked about whatever becomes of either
-                calls[m.tool_call_id] = m.id if m.tool_call_id not in calls else None
+        for mid, call in parsed.entries():
+            # a call carried by two messages is asked about whatever becomes of either
+            calls[call] = mid if call not in calls else None
         for entry in parsed.resume:  # an interrupt already answered is found by its call's result
             calls.setdefault(call_of(entry.interrupt_id), None)
-        return Asks(frozenset(m.id for m in parsed.messages), calls)
+        return Asks(parsed.input_ids(), calls)
 
     def to_run_request(self, parsed: AguiInput, thread_id: str, agent_id: str | None,
                        view: ThreadView) -> RunRequest:
@@ -65,9 +66,7 @@ class AguiProtocol(Protocol):
         gates = frozenset(p.tool_call_id for p in view.pending if p.kind == "approval")
         inputs: list[Message] = []
         decisions: list[ToolDecision] = []
-        for m in data.messages:
-            if m.id in committed:
-                continue
+        for m in data.fresh(committed):
             if isinstance(m, InputMessage):
                 if m.parts:
                     inputs.append(Message(m.id, m.role, m.parts))

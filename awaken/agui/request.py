@@ -8,15 +8,27 @@ payload?, metadata?}`` entries (``interrupts.py`` maps them to decisions). Unkno
 User content may be a string or parts: ``text`` and ``image`` (URL or inline base64) are input;
 ``audio``, ``video``, ``document`` and legacy ``binary`` parts are ``UNSUPPORTED_CONTENT``.
 Assistant, reasoning and activity messages are never input: they are the client's copy of history.
+
+Two entry points. ``scan_run_input`` (what the server uses) validates the envelope and each
+message's shape (an object, a non-empty string ``id``, a known ``role``, a tool message's
+``toolCallId``; ids unique) and decodes no content: ``AguiInput.fresh`` decodes, at admission, only
+the messages the thread does not hold, so a replayed history costs its JSON parse and one pass over
+ids and roles, and a replayed message's content (the client's copy, not the server's truth) is never
+refused. ``parse_run_input`` decodes every message, with the refusals the per-message parser always
+gave (the first bad message in request order).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from itertools import compress
+from operator import itemgetter, not_
 from typing import Any, Literal
 
 import attrs
 
-from ..jsonbody import check_content_type, load_json_object, reject
+from ..errors import InputRejected
+from ..jsonbody import check_content_type, load_json_object, message_too_deep, reject
 from ..media import check_count, check_image
 from ..messages import ImagePart, Part, TextPart
 from ..models import ContextEntry, ToolSpec
@@ -44,30 +56,6 @@ class ToolMessage:
     tool_call_id: str
     content: str
     error: str | None = None
-
-
-@attrs.frozen
-class AguiInput:
-    thread_id: str
-    run_id: str
-    protocol_version: str | None
-    #: input and tool messages in request order; history-only roles are dropped here
-    messages: tuple[InputMessage | ToolMessage, ...]
-    #: every message id in the request (history included), for dedup against the ledger
-    message_ids: tuple[str, ...]
-    #: a non-empty ``state`` the client sent: the thread's state from the start of this run
-    state: dict[str, Any] | None = None
-    #: tools the client executes, declared for this run
-    tools: tuple[ToolSpec, ...] = ()
-    #: context entries for the model, for this run
-    context: tuple[ContextEntry, ...] = ()
-    #: ``resume[]`` entries answering interrupts, in request order
-    resume: tuple[ResumeEntry, ...] = ()
-
-    @property
-    def modern(self) -> bool:
-        """Whether the client declared protocolVersion >= 1.0 (gates 1.0-only wire features)."""
-        return version_at_least(self.protocol_version, (1, 0))
 
 
 def version_at_least(version: str | None, floor: tuple[int, int]) -> bool:
@@ -160,10 +148,132 @@ def _tool_content(content: Any, where: str) -> str:
     raise reject(f"{where}.content must be a string")
 
 
+@attrs.frozen(eq=False)
+class Scan:
+    """The messages of a scanned body (``scan_run_input``): every message's shape is checked, the
+    content of none is read yet. ``raw`` is the body's ``messages`` array; ``positions`` are the
+    indexes of its input and tool messages (history roles are only ids), ``ids`` their ids and
+    ``calls`` their ``toolCallId`` (None for input messages)."""
+
+    raw: list[Any]
+    positions: tuple[int, ...]
+    ids: tuple[str, ...]
+    calls: tuple[str | None, ...]
+    #: ``ids`` as a set, and the ids of the tool messages (built with the scan, off the event loop)
+    id_set: frozenset[str] = attrs.field(init=False)
+    tool_ids: frozenset[str] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "id_set", frozenset(self.ids))
+        object.__setattr__(self, "tool_ids", frozenset(
+            [mid for mid, call in zip(self.ids, self.calls, strict=True) if call is not None]
+            if any(self.calls) else ()))
+
+    def decode(self, k: int) -> InputMessage | ToolMessage:
+        """The ``k``-th input/tool message, validated in full (``InputRejected`` as the plain parser)."""
+        i = self.positions[k]
+        raw = self.raw[i]
+        message_too_deep(raw)
+        return decode_message(raw, i, self.ids[k], raw["role"], self.calls[k])
+
+
+@attrs.frozen
+class AguiInput:
+    thread_id: str
+    run_id: str
+    protocol_version: str | None
+    #: input and tool messages in request order, decoded; history-only roles are dropped here.
+    #: Empty when ``scan`` holds them undecoded (``scan_run_input``)
+    messages: tuple[InputMessage | ToolMessage, ...]
+    #: every message id in the request (history included), for dedup against the ledger
+    message_ids: tuple[str, ...]
+    #: a non-empty ``state`` the client sent: the thread's state from the start of this run
+    state: dict[str, Any] | None = None
+    #: tools the client executes, declared for this run
+    tools: tuple[ToolSpec, ...] = ()
+    #: context entries for the model, for this run
+    context: tuple[ContextEntry, ...] = ()
+    #: ``resume[]`` entries answering interrupts, in request order
+    resume: tuple[ResumeEntry, ...] = ()
+    #: the input and tool messages scanned but not decoded (``scan_run_input``), else None
+    scan: Scan | None = None
+
+    @property
+    def modern(self) -> bool:
+        """Whether the client declared protocolVersion >= 1.0 (gates 1.0-only wire features)."""
+        return version_at_least(self.protocol_version, (1, 0))
+
+    def entries(self) -> list[tuple[str, str]]:
+        """``(id, toolCallId)`` of each tool message, in request order."""
+        if self.scan is not None:
+            scan = self.scan
+            return [(mid, call) for mid, call in zip(scan.ids, scan.calls, strict=True) if call is not None] \
+                if scan.tool_ids else []
+        return [(m.id, m.tool_call_id) for m in self.messages if isinstance(m, ToolMessage)]
+
+    def input_ids(self) -> frozenset[str]:
+        """The ids of the input and tool messages."""
+        return self.scan.id_set if self.scan is not None else frozenset(m.id for m in self.messages)
+
+    def tool_message_ids(self) -> frozenset[str]:
+        return self.scan.tool_ids if self.scan is not None else frozenset(
+            m.id for m in self.messages if isinstance(m, ToolMessage))
+
+    def fresh(self, committed: Collection[str]) -> list[InputMessage | ToolMessage]:
+        """The input and tool messages whose id is not in ``committed``, decoded, in request order.
+
+        A committed message is the client's copy of history: its content is not read, so it is
+        neither decoded nor refused; the first refusal of an uncommitted one is raised."""
+        if self.scan is None:
+            return [m for m in self.messages if m.id not in committed]
+        scan = self.scan
+        return [scan.decode(k) for k, mid in enumerate(scan.ids) if mid not in committed]
+
+
+def decode_message(raw: dict[str, Any], i: int, message_id: str, role: str,
+                   tool_call_id: str | None) -> InputMessage | ToolMessage:
+    """Validate and decode the content of ``messages[i]``, whose id, role and toolCallId are checked."""
+    content = raw.get("content")
+    if role == "user" and type(content) is str:
+        return InputMessage(message_id, "user", (TextPart(content),) if content else ())
+    where = f"messages[{i}]"
+    if role == "tool":
+        assert tool_call_id is not None
+        error = raw.get("error")
+        if error is not None and not isinstance(error, str):
+            raise reject(f"{where}.error must be a string")
+        return ToolMessage(message_id, tool_call_id, _tool_content(raw.get("content", ""), where), error)
+    if role != "user" and not isinstance(content, str):
+        raise reject(f"{where}.content must be a string")
+    return InputMessage(message_id, role, _parts(content, where))  # type: ignore[arg-type]
+
+
 def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
-    """Parse and validate one request. Raises ``InputRejected`` with its catalogue code."""
+    """Parse and validate one request in full, every message decoded. Raises ``InputRejected`` with
+    its catalogue code: the first refusal in request order (a message's shape or its content), then
+    repeated ids."""
+    parsed = _scan(body, content_type, eager=True)
+    scan = parsed.scan
+    assert scan is not None
+    messages = tuple(scan.decode(k) for k in range(len(scan.positions)))
+    return attrs.evolve(parsed, messages=messages, scan=None)
+
+
+def scan_run_input(body: bytes, content_type: str | None) -> AguiInput:
+    """Parse one request without decoding its messages' content (what a server holding the thread
+    needs for dedup): the envelope and every message's shape (object, non-empty string ``id``, a
+    known ``role``, a tool message's ``toolCallId``) are validated, unique ids too; the content of
+    input and tool messages is validated by ``AguiInput.fresh`` only for the messages not committed.
+
+    So a replayed message the thread holds is not refused for its content (the server's copy is the
+    truth); any other body gets the refusal ``parse_run_input`` gives, except that a refusal of an
+    uncommitted message's content comes after the envelope's and the shape's (at admission)."""
+    return _scan(body, content_type, eager=False)
+
+
+def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
     check_content_type(content_type)
-    data = load_json_object(body)
+    data = load_json_object(body, messages_deep=eager)
     thread_id = _string(data, "threadId", "")
     run_id = _string(data, "runId", "")
     version = data.get("protocolVersion")
@@ -178,42 +288,93 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list):
         raise reject("messages must be an array")
-    messages: list[InputMessage | ToolMessage] = []
     ids: list[str] = []
-    # One pass, no per-message allocation beyond what is kept: a replayed history is mostly assistant
-    # messages (only their id is read) and plain-text user messages (one TextPart each); the field
-    # path for an error message is built only when a message is refused.
-    append_id, append = ids.append, messages.append
+    positions: list[int] = []
+    input_ids: list[str] = []
+    calls: list[str | None] = []
+
+    def refuse(exc: InputRejected) -> InputRejected:
+        # the plain parser refuses the first bad message in request order: an earlier message's
+        # content (which this scan did not read) is refused before a later message's shape
+        if eager:
+            scan = Scan(raw_messages, tuple(positions), tuple(input_ids), tuple(calls))
+            for k in range(len(positions)):
+                scan.decode(k)
+        return exc
+
+    fast = _shapes(raw_messages)
+    if fast is not None:
+        return AguiInput(thread_id, run_id, version, (), fast[0], state, tools, context, resume,
+                         Scan(raw_messages, *fast[1:]))
+    # One pass, no per-message allocation beyond what is kept: only ids, roles and tool call ids are
+    # read; the field path for an error message is built only when a message is refused.
+    append_id, append_position, append_input, append_call = ids.append, positions.append, input_ids.append, \
+        calls.append
     for i, raw in enumerate(raw_messages):
         if type(raw) is not dict:
-            raise reject(f"messages[{i}] must be an object")
+            raise refuse(reject(f"messages[{i}] must be an object"))
         message_id = raw.get("id")
         if type(message_id) is not str or not message_id:
-            _string(raw, "id", f"messages[{i}].")  # raises with the plain path's message
+            try:
+                _string(raw, "id", f"messages[{i}].")  # raises with the plain path's message
+            except InputRejected as exc:
+                raise refuse(exc) from None
         append_id(message_id)
         role = raw.get("role")
         if role in _HISTORY_ROLES:
             continue
-        content = raw.get("content")
-        if role == "user" and type(content) is str:
-            append(InputMessage(message_id, "user", (TextPart(content),) if content else ()))
-        elif role in ("user", "system", "developer"):
-            where = f"messages[{i}]"
-            if role != "user" and not isinstance(content, str):
-                raise reject(f"{where}.content must be a string")
-            append(InputMessage(message_id, role, _parts(content, where)))
+        if role == "user" or role == "system" or role == "developer":
+            call = None
         elif role == "tool":
-            where = f"messages[{i}]"
-            tool_call_id = _string(raw, "toolCallId", f"{where}.")
-            error = raw.get("error")
-            if error is not None and not isinstance(error, str):
-                raise reject(f"{where}.error must be a string")
-            append(ToolMessage(message_id, tool_call_id, _tool_content(raw.get("content", ""), where), error))
+            call = raw.get("toolCallId")
+            if type(call) is not str or not call:
+                try:
+                    _string(raw, "toolCallId", f"messages[{i}].")
+                except InputRejected as exc:
+                    raise refuse(exc) from None
         else:
-            raise reject(f"messages[{i}].role {role!r} is not a known role")
+            raise refuse(reject(f"messages[{i}].role {role!r} is not a known role"))
+        append_position(i)
+        append_input(message_id)
+        append_call(call)
     if len(set(ids)) != len(ids):
-        raise reject("message ids must be unique within a request")
-    return AguiInput(thread_id, run_id, version, tuple(messages), tuple(ids), state, tools, context, resume)
+        raise refuse(reject("message ids must be unique within a request"))
+    scan = Scan(raw_messages, tuple(positions), tuple(input_ids), tuple(calls))
+    return AguiInput(thread_id, run_id, version, (), tuple(ids), state, tools, context, resume, scan)
+
+
+_INPUT_ROLES = frozenset({"user", "system", "developer", "tool"})
+_ID, _ROLE = itemgetter("id"), itemgetter("role")
+_HISTORY_ROLE_SET = frozenset(_HISTORY_ROLES)
+
+
+def _shapes(raw_messages: list[Any]) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...],
+                                              tuple[str | None, ...]] | None:
+    """The scan of a well-formed ``messages`` array in a few C-level passes: (every id, the positions,
+    ids and tool call ids of the input and tool messages). None when anything is off (a message not an
+    object, an id or role missing or ill-typed, a repeated id...): the per-message loop then finds
+    the first refusal and words it."""
+    try:
+        ids = list(map(_ID, raw_messages))
+        roles = list(map(_ROLE, raw_messages))
+        if set(map(type, ids)) != {str} or "" in ids or len(set(ids)) != len(ids):
+            return None
+        # an unhashable role raises TypeError; any other non-string one is not an input role
+        positions = list(compress(range(len(roles)), map(not_, map(_HISTORY_ROLE_SET.__contains__, roles))))
+        input_roles = set(map(roles.__getitem__, positions))
+    except (TypeError, KeyError):
+        return None
+    if not input_roles <= _INPUT_ROLES:
+        return None
+    kept = tuple(map(ids.__getitem__, positions))
+    if "tool" in input_roles:
+        calls: list[str | None] = [raw_messages[i].get("toolCallId") if roles[i] == "tool" else None
+                                   for i in positions]
+        if any((type(c) is not str or not c) for c, i in zip(calls, positions, strict=True) if roles[i] == "tool"):
+            return None
+    else:
+        calls = [None] * len(positions)
+    return tuple(ids), tuple(positions), kept, tuple(calls)
 
 
 def parse_resume(raw: Any) -> tuple[ResumeEntry, ...]:

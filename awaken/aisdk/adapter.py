@@ -30,7 +30,7 @@ from ..messages import Message
 from ..protocol import Asks, Protocol, RunRequest, ToolDecision
 from .encoder import AiSdkEncoder
 from .history import project_history, same_group
-from .request import AiSdkInput, ToolPartAnswer, parse_chat_request
+from .request import AiSdkInput, ToolPartAnswer, scan_chat_request
 from .wire import DONE, approval_id
 
 #: ``UI_MESSAGE_STREAM_HEADERS`` beyond what the SSE transport sends itself
@@ -58,7 +58,8 @@ class AiSdkProtocol(Protocol):
         return [DONE]
 
     def parse(self, body: bytes, content_type: str | None) -> AiSdkInput:
-        return parse_chat_request(body, content_type)
+        # messages are decoded at admission, only those the thread does not hold (``fresh_inputs``)
+        return scan_chat_request(body, content_type)
 
     def encoder(self, parsed: AiSdkInput | None) -> AiSdkEncoder:
         return AiSdkEncoder(parsed.continued_id if parsed is not None else None)
@@ -67,13 +68,13 @@ class AiSdkProtocol(Protocol):
         return parsed.thread_id, route_agent or parsed.agent_id  # the route's agent wins over the body's
 
     def asks(self, parsed: AiSdkInput) -> Asks:
-        return Asks(frozenset(m.id for m in parsed.inputs), dict.fromkeys(a.tool_call_id for a in parsed.answers))
+        return Asks(parsed.message_ids(), dict.fromkeys(a.tool_call_id for a in parsed.answers))
 
     def to_run_request(self, parsed: AiSdkInput, thread_id: str, agent_id: str | None,
                        view: ThreadView) -> RunRequest:
         committed = view.message_ids()
         answered = view.answered_calls()
-        inputs = tuple(Message(m.id, m.role, m.parts) for m in parsed.inputs if m.id not in committed and m.parts)
+        inputs = tuple(Message(m.id, m.role, m.parts) for m in parsed.fresh_inputs(committed) if m.parts)
         answers = [a for a in parsed.answers if a.tool_call_id not in answered]
         for a in answers:
             if a.state == "approval-responded" and a.approval_id != approval_id(a.tool_call_id):

@@ -15,15 +15,23 @@ only the tool parts of the request's **last** message, when it is an assistant m
 continuation ``useChat`` posts after ``addToolOutput``/``addToolApprovalResponse``), are decision
 candidates. Which candidates are real decisions (not replayed history) is the adapter's call: it
 needs the ledger.
+
+``scan_chat_request`` (what the server uses) reads a message the thread already holds for its id,
+role and ``parts`` array only: its parts are the client's copy of history, neither decoded nor
+refused. Every other message is validated as ``parse_chat_request`` validates it (``AiSdkInput.
+fresh_inputs`` at admission), and so is the last message when it is an assistant message (its tool
+parts are the decision candidates).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Literal
 
 import attrs
 
-from ..jsonbody import check_content_type, load_json_object, reject
+from ..errors import InputRejected
+from ..jsonbody import check_content_type, load_json_object, message_too_deep, reject
 from ..media import check_count, check_image
 from ..messages import ImagePart, Part, TextPart
 
@@ -57,6 +65,23 @@ class ToolPartAnswer:
     reason: str | None = None
 
 
+@attrs.frozen(eq=False)
+class UiScan:
+    """The messages of a scanned body whose parts are not read yet: ``raw`` is the ``messages`` array,
+    ``positions``/``ids`` the index and id of each message but a last assistant one (decoded at once)."""
+
+    raw: list[Any]
+    positions: tuple[int, ...]
+    ids: tuple[str, ...]
+    roles: tuple[str, ...]
+    #: the ids of the user and system messages among them (the input dedup asks about)
+    input_ids: frozenset[str] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "input_ids", frozenset(
+            mid for mid, role in zip(self.ids, self.roles, strict=True) if role != "assistant"))
+
+
 @attrs.frozen
 class AiSdkInput:
     """One parsed chat request."""
@@ -65,11 +90,34 @@ class AiSdkInput:
     thread_id: str | None
     agent_id: str | None
     trigger: str | None
+    #: the input messages, decoded (empty when ``scan`` holds them undecoded)
     inputs: tuple[InputUIMessage, ...]
     #: decision candidates from the last message when it is an assistant message
     answers: tuple[ToolPartAnswer, ...]
     #: the last message's id when it is an assistant message (the stream continues it)
     continued_id: str | None
+    #: the messages scanned but not decoded (``scan_chat_request``), else None
+    scan: UiScan | None = None
+
+    def message_ids(self) -> frozenset[str]:
+        """The ids dedup asks about: every message's but a continued last assistant one's."""
+        if self.scan is None:
+            return frozenset(m.id for m in self.inputs)
+        return frozenset(self.scan.ids)
+
+    def fresh_inputs(self, committed: Collection[str]) -> list[InputUIMessage]:
+        """The input messages not in ``committed``, decoded; any other message not committed is
+        validated too (the first refusal in request order is raised)."""
+        if self.scan is None:
+            return [m for m in self.inputs if m.id not in committed]
+        scan = self.scan
+        out: list[InputUIMessage] = []
+        for i, mid in zip(scan.positions, scan.ids, strict=True):
+            if mid not in committed:
+                decoded = _decode(scan.raw[i], i, last=False)
+                if isinstance(decoded, InputUIMessage):
+                    out.append(decoded)
+        return out
 
 
 def _optional_id(data: dict[str, Any], key: str) -> str | None:
@@ -156,10 +204,59 @@ def _is_tool_part(kind: str) -> bool:
     return kind == "dynamic-tool" or kind.startswith("tool-")
 
 
+def _decode(raw: Any, i: int, *, last: bool) -> InputUIMessage | tuple[ToolPartAnswer, ...] | None:
+    """Validate ``messages[i]`` in full: an input message, the answers of an assistant message (when it is
+    the ``last`` one, else None)."""
+    where = f"messages[{i}]"
+    if not isinstance(raw, dict):
+        raise reject(f"{where} must be an object")
+    message_id = raw.get("id")
+    if not isinstance(message_id, str) or not message_id:
+        raise reject(f"{where}.id must be a non-empty string")
+    role = raw.get("role")
+    parts = raw.get("parts")
+    if not isinstance(parts, list):
+        raise reject(f"{where}.parts must be an array")
+    for j, part in enumerate(parts):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise reject(f"{where}.parts[{j}] must be an object with a string type")
+    if role in ("user", "system"):
+        message_too_deep(raw)
+        return InputUIMessage(message_id, role, _input_parts(parts, where))
+    if role == "assistant":
+        message_too_deep(raw)
+        found = []
+        for j, part in enumerate(parts):
+            pw = f"{where}.parts[{j}]"
+            if _is_tool_part(part["type"]):
+                answer = _tool_answer(part, pw)
+                if answer is not None:
+                    found.append(answer)
+            elif part["type"] in ("text", "reasoning"):
+                _string(part, "text", pw)
+        return tuple(found) if last else None
+    raise reject(f"{where}.role must be 'user', 'system' or 'assistant', not {role!r}")
+
+
 def parse_chat_request(body: bytes, content_type: str | None) -> AiSdkInput:
-    """Parse and validate one chat request. Raises ``InputRejected`` with its catalogue code."""
+    """Parse and validate one chat request, every message decoded. Raises ``InputRejected`` with its
+    catalogue code (the first refusal in request order, then repeated ids)."""
+    parsed = _scan(body, content_type, eager=True)
+    scan = parsed.scan
+    assert scan is not None
+    inputs = [m for i in scan.positions if isinstance(m := _decode(scan.raw[i], i, last=False), InputUIMessage)]
+    return attrs.evolve(parsed, inputs=tuple(inputs), scan=None)
+
+
+def scan_chat_request(body: bytes, content_type: str | None) -> AiSdkInput:
+    """Parse one chat request without decoding the parts of its messages but a last assistant one (see
+    the module docstring): ``AiSdkInput.fresh_inputs`` decodes those the thread does not hold."""
+    return _scan(body, content_type, eager=False)
+
+
+def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AiSdkInput:
     check_content_type(content_type)
-    data = load_json_object(body)
+    data = load_json_object(body, messages_deep=eager)
     thread_id = _optional_id(data, "threadId") or _optional_id(data, "id")
     agent_id = _optional_id(data, "agentId")
     trigger = _optional_string(data, "trigger", "body")
@@ -167,41 +264,49 @@ def parse_chat_request(body: bytes, content_type: str | None) -> AiSdkInput:
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list):
         raise reject("messages must be an array of UIMessages")
-    inputs: list[InputUIMessage] = []
+
+    def refuse(k: int, exc: InputRejected) -> InputRejected:
+        # the plain parser refuses the first bad message in request order, field by field
+        if eager:
+            for j in range(k + 1):
+                _decode(raw_messages[j], j, last=j == len(raw_messages) - 1)
+        return exc
+
     ids: list[str] = []
+    positions: list[int] = []
+    kept_ids: list[str] = []
+    roles: list[str] = []
     answers: tuple[ToolPartAnswer, ...] = ()
     continued_id: str | None = None
+    last = len(raw_messages) - 1
     for i, raw in enumerate(raw_messages):
         where = f"messages[{i}]"
-        if not isinstance(raw, dict):
-            raise reject(f"{where} must be an object")
+        if type(raw) is not dict:
+            raise refuse(i, reject(f"{where} must be an object"))
         message_id = raw.get("id")
-        if not isinstance(message_id, str) or not message_id:
-            raise reject(f"{where}.id must be a non-empty string")
+        if type(message_id) is not str or not message_id:
+            raise refuse(i, reject(f"{where}.id must be a non-empty string"))
         ids.append(message_id)
+        if type(raw.get("parts")) is not list:
+            raise refuse(i, reject(f"{where}.parts must be an array"))
         role = raw.get("role")
-        parts = raw.get("parts")
-        if not isinstance(parts, list):
-            raise reject(f"{where}.parts must be an array")
-        for j, part in enumerate(parts):
-            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise reject(f"{where}.parts[{j}] must be an object with a string type")
-        if role in ("user", "system"):
-            inputs.append(InputUIMessage(message_id, role, _input_parts(parts, where)))
-        elif role == "assistant":
-            found = []
-            for j, part in enumerate(parts):
-                pw = f"{where}.parts[{j}]"
-                if _is_tool_part(part["type"]):
-                    answer = _tool_answer(part, pw)
-                    if answer is not None:
-                        found.append(answer)
-                elif part["type"] in ("text", "reasoning"):
-                    _string(part, "text", pw)
-            if i == len(raw_messages) - 1:
-                answers, continued_id = tuple(found), message_id
+        if role == "assistant" and i == last:
+            if eager:  # the plain order: every earlier message first
+                for j in range(i):
+                    _decode(raw_messages[j], j, last=False)
+            found = _decode(raw, i, last=True)
+            assert isinstance(found, tuple)
+            answers, continued_id = found, message_id
+        elif role == "user" or role == "system" or role == "assistant":
+            positions.append(i)
+            kept_ids.append(message_id)
+            roles.append(role)
         else:
-            raise reject(f"{where}.role must be 'user', 'system' or 'assistant', not {role!r}")
+            raise refuse(i, reject(f"{where}.role must be 'user', 'system' or 'assistant', not {role!r}"))
+    scan = UiScan(raw_messages, tuple(positions), tuple(kept_ids), tuple(roles))
     if len(set(ids)) != len(ids):
+        if eager:
+            for i in scan.positions:
+                _decode(raw_messages[i], i, last=False)
         raise reject("message ids must be unique within a request")
-    return AiSdkInput(thread_id, agent_id, trigger, tuple(inputs), answers, continued_id)
+    return AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan)

@@ -4,6 +4,7 @@ and ``StepBuilder``, the ``ModelOutput`` of one step (live deltas out, the messa
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
 from ..errors import RunFailure
@@ -77,12 +78,28 @@ async def step_loop(run: AdmittedRun, sink: Sink) -> None:
                      code="STEP_LIMIT")
 
 
-def used_call_ids(run: AdmittedRun) -> set[str]:
+def used_call_ids(run: AdmittedRun) -> UsedCallIds:
     """Tool call ids already on the thread as far as the run read it (its history budget): a provider
     that reuses ids (``call_0`` every turn) gets fresh ones, because results, pending calls and
     clients key on them thread-wide. (An id reused from beyond the budget is caught before the step
     commits: see ``fresh_call_ids``.)"""
-    return {c.tool_call_id for m in run.history for c in m.tool_calls}
+    return UsedCallIds(run.history)
+
+
+class UsedCallIds:
+    """The tool call ids of ``history``, collected at the first question: a step that calls no tool
+    (most of them) never walks the history."""
+
+    __slots__ = ("_history", "_ids")
+
+    def __init__(self, history: list[Message]) -> None:
+        self._history = history
+        self._ids: set[str] | None = None
+
+    def __contains__(self, call_id: object) -> bool:
+        if self._ids is None:
+            self._ids = {c.tool_call_id for m in self._history for c in m.tool_calls}
+        return call_id in self._ids
 
 
 async def fresh_call_ids(run: AdmittedRun, builder: StepBuilder, calls: list[ToolCallPart]) -> list[ToolCallPart]:
@@ -108,7 +125,7 @@ class StepBuilder:
     __slots__ = ("_calls", "_reasoning", "_reasoning_id", "_text", "_text_open", "message_id", "sink",
                  "step_usage", "used_call_ids")
 
-    def __init__(self, sink: Sink, message_id: str, used_call_ids: set[str] | frozenset[str] = frozenset()) -> None:
+    def __init__(self, sink: Sink, message_id: str, used_call_ids: Container[str] = frozenset()) -> None:
         self.sink = sink
         self.message_id = message_id
         self.used_call_ids = used_call_ids

@@ -98,3 +98,71 @@ class HistoryCache:
         while self.total > self.budget and self._entries:
             _, (_, _, cost) = self._entries.popitem(last=False)
             self.total -= cost
+
+
+class TailCache:
+    """An LRU map: thread id -> (applied log length it reflects, the thread's latest messages, how many
+    it keeps, cost in bytes): what admission reads of a thread too long for ``HistoryCache``.
+
+    Valid only while its length equals the thread's applied length; a write extends it (keeping the
+    latest ``keep``) or drops it if stale. At most ``budget`` bytes, no entry above a quarter of it.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.total = 0
+        self._entries: OrderedDict[str, tuple[int, list[Message], int, list[int]]] = OrderedDict()
+
+    def get(self, thread_id: str, version: int, want: int, last_seq: int) -> list[Message] | None:
+        """The latest messages (at least ``want`` of them, or all the thread has), or None."""
+        entry = self._entries.get(thread_id)
+        if entry is None:
+            return None
+        if entry[0] != version:
+            self.drop(thread_id)
+            return None
+        if len(entry[1]) < min(want, last_seq):
+            return None
+        self._entries.move_to_end(thread_id)
+        return entry[1]
+
+    def put(self, thread_id: str, version: int, messages: list[Message], keep: int) -> None:
+        self.drop(thread_id)
+        costs = [history_cost((m,)) + 8 for m in messages[-keep:]] if keep else []
+        if (sum(costs) + 100) * 4 > self.budget:
+            return
+        self._entries[thread_id] = (version, list(messages[-keep:]) if keep else [], keep, costs)
+        self.total += sum(costs) + 100
+        self._evict()
+
+    def extend(self, thread_id: str, before: int, after: int, messages: list[Message]) -> None:
+        entry = self._entries.pop(thread_id, None)
+        if entry is None:
+            return
+        version, tail, keep, costs = entry
+        self.total -= sum(costs) + 100
+        if version != before:
+            return
+        tail = tail + messages
+        costs = costs + [history_cost((m,)) + 8 for m in messages]
+        if len(tail) > keep:
+            tail, costs = tail[len(tail) - keep:], costs[len(costs) - keep:]
+        if (sum(costs) + 100) * 4 > self.budget:
+            return
+        self._entries[thread_id] = (after, tail, keep, costs)
+        self.total += sum(costs) + 100
+        self._evict()
+
+    def drop(self, thread_id: str) -> None:
+        entry = self._entries.pop(thread_id, None)
+        if entry is not None:
+            self.total -= sum(entry[3]) + 100
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.total = 0
+
+    def _evict(self) -> None:
+        while self.total > self.budget and self._entries:
+            _, entry = self._entries.popitem(last=False)
+            self.total -= sum(entry[3]) + 100

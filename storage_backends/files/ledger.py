@@ -10,7 +10,7 @@ import os
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from awaken.errors import StoreUnavailable
+from awaken.hotthreads import MIN_KEEP
 from awaken.ledger import (
     ALL_OWNERS,
     RESTART_CAUSE,
@@ -36,11 +37,12 @@ from awaken.ledger import (
     decode_cursor,
     encode_cursor,
     imported_updated_at,
+    resolve_answered,
 )
-from awaken.messages import Message, message_from_json, message_to_json
+from awaken.messages import Message, message_from_json, message_to_json, result_id
 from awaken.runstate import RunStatus
 
-from .cache import HistoryCache, history_cost
+from .cache import HistoryCache, TailCache, history_cost
 from .frames import (
     FORMAT_VERSION,
     HEADER,
@@ -73,15 +75,19 @@ def _now_ms() -> int:
 
 class FileLedger(Ledger):
     """``[ledger] backend = "files"``; options: ``path`` (a directory), ``fsync`` (default true),
-    ``cache_bytes`` (the budget of the cache of whole thread histories; default 256 KiB, 0 disables it).
+    ``cache_bytes`` (the budget of the cache of whole thread histories; default 256 KiB, 0 disables it),
+    ``tail_cache_bytes`` (the budget of the cache of the latest messages of threads too long for it,
+    what admission reads; default 4 MiB, 0 disables it).
 
     With ``fsync = false`` a commit survives a process kill but not a power loss.
     """
 
-    def __init__(self, path: str = "./var/ledger", fsync: bool = True, cache_bytes: int = 256 * 1024) -> None:
+    def __init__(self, path: str = "./var/ledger", fsync: bool = True, cache_bytes: int = 256 * 1024,
+                 tail_cache_bytes: int = 4 * 1024 * 1024) -> None:
         self.path = Path(path)
         self.fsync = fsync
         self._cache = HistoryCache(max(0, int(cache_bytes)))
+        self._tails = TailCache(max(0, int(tail_cache_bytes)))
         self._threads_dir = self.path / "threads"
         self._limiter = trio.CapacityLimiter(1)
         self._write_lock = trio.Lock()
@@ -274,6 +280,7 @@ class FileLedger(Ledger):
             self._cache.put(thread_id, offset + length, messages, cost)
         else:
             self._cache.extend(thread_id, offset, offset + length, messages, cost)
+            self._tails.extend(thread_id, offset, offset + length, messages)
         return messages
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -282,6 +289,7 @@ class FileLedger(Ledger):
         if self._index is not None:
             return
         self._cache.clear()
+        self._tails.clear()
         try:
             self._index = await trio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
             self._clock = WriteClock(self._index.latest)
@@ -389,6 +397,7 @@ class FileLedger(Ledger):
             return
         self._index = None
         self._cache.clear()
+        self._tails.clear()
         with trio.CancelScope(shield=True):
             async with self._write_lock:
                 await trio.to_thread.run_sync(self._close_files, limiter=self._limiter)
@@ -471,6 +480,36 @@ class FileLedger(Ledger):
             return frozenset()
         held = thread.ids
         return frozenset(i for i in ids if i in held)
+
+    async def admission_view(
+        self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
+    ) -> ThreadView:
+        """The thread, pending calls and committed ids from the in-memory index; the latest ``tail``
+        messages from the tail cache, else one read of their byte range (which fills it)."""
+        await trio.lowlevel.checkpoint()
+        index = self._require()
+        thread = index.threads.get(thread_id)
+        if thread is None:
+            return ThreadView(None, (), (), frozenset(), frozenset())
+        record, pending, held, version = thread.record(), thread.pending, thread.ids, thread.size
+        latest = self._tails.get(thread_id, version, tail, thread.last_seq) if tail > 0 else []
+        if latest is None:
+            keep = max(MIN_KEEP, tail)
+            latest = await self._messages(index, thread, max(0, thread.last_seq - keep), keep)
+            if self._index is index and thread.size == version:
+                self._tails.put(thread_id, version, latest, keep)
+        messages = tuple(latest[max(0, len(latest) - tail):]) if tail > 0 else ()
+        waiting = {p.tool_call_id for p in pending}
+        candidates = {c: result_id(c) for c in calls if c not in waiting}
+        carriers = {m for m in calls.values() if m is not None}
+        asked = frozenset(message_ids).union(carriers) if carriers else message_ids
+        # the index keeps a short thread's ids as a tuple, a longer one's as a set (a C intersection)
+        known = frozenset(held.intersection(asked) if isinstance(held, set) else [i for i in held if i in asked])
+        answered, unresolved = resolve_answered(
+            candidates, calls, known.union(r for r in candidates.values() if r in held), messages)
+        if unresolved:
+            answered |= await self._answered_by_scan(thread_id, unresolved)
+        return ThreadView(record, messages, pending, known, answered)
 
     async def _messages(self, index: Index, thread: ThreadEntry, after_seq: int, limit: int) -> list[Message]:
         """Up to ``limit`` (all if negative) messages after ``after_seq``, as of the call: from the
@@ -686,6 +725,7 @@ class FileLedger(Ledger):
             unsynced = await self._io(work, "delete a thread")
             index.remove(thread_id)
             self._cache.drop(thread_id)
+            self._tails.drop(thread_id)
             if unsynced is not None:
                 raise StoreUnavailable(f"the file ledger at {self.path} deleted a thread but could not "
                                        f"make it durable: {_describe(unsynced)}")
