@@ -22,6 +22,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
+from . import memory
 from .config import AppConfig, load_config
 from .context import ServerContext, check_workers
 from .errors import ConfigError, StoreUnavailable
@@ -29,6 +30,7 @@ from .exchange import MAX_BODY
 from .ledger_copy import add_copy_command
 from .ledger_migrate import add_migrate_command
 from .server import build_asgi
+from .transports import tcp
 from .workers import supervise
 
 log = logging.getLogger("awaken")
@@ -43,7 +45,7 @@ def hypercorn_config(config: AppConfig, worker_fd: int | None = None) -> Hyperco
     hc.errorlog = "-"
     hc.keep_alive_timeout = 75
     hc.websocket_max_message_size = MAX_BODY  # a WebSocket request may be as large as a POST body
-    return hc
+    return tcp.configure(hc, config.server.write_timeout_seconds)
 
 
 #: the cycle collector's thresholds while serving (Python's default: 700, 10, 10). A collection holds
@@ -66,6 +68,7 @@ def collect_for_latency() -> None:
 async def serve(config: AppConfig, worker_fd: int | None = None, *,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
     """Open the ledger, serve until SIGINT/SIGTERM (or cancellation), close everything."""
+    memory.tune()  # large freed blocks go back to the system (awaken/memory.py)
     ctx = ServerContext.build(config)
     await ctx.open()
     try:
@@ -83,6 +86,7 @@ async def serve(config: AppConfig, worker_fd: int | None = None, *,
                 await nursery.start(ctx.run_claims)
 
                 async def web(task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+                    tcp.install()  # connections with a write deadline (awaken/transports/tcp.py)
                     await hypercorn_serve(build_asgi(ctx), hypercorn_config(config, worker_fd),
                                           shutdown_trigger=shutdown_trigger, task_status=task_status)
                     nursery.cancel_scope.cancel()  # the web side is done: stop the MCP servers

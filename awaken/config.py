@@ -54,6 +54,14 @@ class ServerConfig:
     cors_extra_headers: list[str] = attrs.field(factory=list)
     #: server processes on ``bind`` (one Trio loop each); more than 1 needs a ledger shared by processes
     workers: int = 1
+    #: seconds a write to a client may stay blocked (no byte taken by its socket) before the connection
+    #: is closed; a run it was streaming is committed ``interrupted`` with cause ``client_too_slow``
+    write_timeout_seconds: float = 30.0
+    #: seconds a request body may take to arrive in full (from the request head); then HTTP 408 ``BODY_TIMEOUT``
+    body_timeout_seconds: float = 30.0
+    #: request bodies over ``OFF_LOOP_BODY`` bytes read or parsed at once; one more is refused with
+    #: HTTP 503 ``TOO_MANY_LARGE_BODIES`` and ``Retry-After``
+    max_large_bodies: int = 4
 
 
 @attrs.frozen
@@ -259,6 +267,9 @@ def _check(config: AppConfig, source: str) -> None:
         ("ws_ping_seconds", server.ws_ping_seconds, server.ws_ping_seconds > 0),
         ("graceful_timeout", server.graceful_timeout, server.graceful_timeout >= 0),
         ("workers", server.workers, isinstance(server.workers, int) and server.workers >= 1),
+        ("write_timeout_seconds", server.write_timeout_seconds, server.write_timeout_seconds > 0),
+        ("body_timeout_seconds", server.body_timeout_seconds, server.body_timeout_seconds > 0),
+        ("max_large_bodies", server.max_large_bodies, server.max_large_bodies >= 1),
     ):
         if not ok:
             raise ConfigError(f"{source}: server.{key}: {value!r} is out of range (must be positive)")

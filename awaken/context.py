@@ -21,6 +21,7 @@ from .engine import RunApplication
 from .errors import ConfigError
 from .ledger import Ledger, ledger_class
 from .models import Model
+from .transports.body import LARGE_BODY, LargeBodies
 
 if TYPE_CHECKING:
     from .mcp.servers import McpServers
@@ -56,6 +57,8 @@ class ServerContext:
     auth: auth.Authenticator
     #: the MCP servers' connections (None when none is configured: the SDK is not even imported)
     mcp: McpServers | None = None
+    #: the slots of request bodies over 256 KiB being read or parsed (``server.max_large_bodies``)
+    large_bodies: LargeBodies = attrs.field(factory=lambda: LargeBodies(4, LARGE_BODY))
 
     @classmethod
     def build(cls, config: AppConfig) -> ServerContext:
@@ -71,7 +74,8 @@ class ServerContext:
             from .mcp.servers import McpServers
 
             mcp = McpServers(config.mcp_servers, tools)
-        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models, authenticator, mcp)
+        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models, authenticator, mcp,
+                   LargeBodies(config.server.max_large_bodies, LARGE_BODY))
 
     async def open(self) -> None:
         await self.ledger.open()

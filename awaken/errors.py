@@ -46,6 +46,10 @@ CODES: dict[str, tuple[str, str]] = {
         "No such thread for this caller: nothing was committed to it, or it belongs to another user (404).",
     ),
     "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
+    "BODY_TIMEOUT": ("input", "The request body did not arrive within server.body_timeout_seconds (408; the "
+                     "connection is closed)."),
+    "TOO_MANY_LARGE_BODIES": ("input", "server.max_large_bodies request bodies over 256 KiB are being read "
+                              "already (503 with Retry-After; nothing was started, send it again)."),
     "INVALID_ID": ("input", "A thread, run or message id breaks the id rule (1-256 printable characters, no "
                    "surrounding whitespace, no leading /, not . or ..)."),
     "INVALID_LIMIT": ("input", "History: limit is not an integer from 1 to 500 (400)."),

@@ -31,14 +31,15 @@ from .ledger import ThreadView
 from .protocol import Protocol, RunRequest, new_id
 from .runstate import Cause, Interruptible
 from .transports import sse, ws
+from .transports.body import LARGE_BODY, Body, ClientGone, Refused, read_body
 
 log = logging.getLogger("awaken.exchange")
 #: the largest request body accepted (base64 images make bodies large)
 MAX_BODY = 32 * 1024 * 1024
 #: a body at least this large is parsed in a worker thread (``trio.to_thread``): decoding and
 #: validating a replayed history of hundreds of KB takes milliseconds that other streams' deltas
-#: would otherwise wait behind on the event loop
-OFF_LOOP_BODY = 256 * 1024
+#: would otherwise wait behind on the event loop. It is also a large body for ``server.max_large_bodies``.
+OFF_LOOP_BODY = LARGE_BODY
 
 #: a transport's writer of one encoded wire event: ``deliver(position or None, payload)``
 Deliver = Callable[[bytes | None, bytes], None]
@@ -75,12 +76,15 @@ async def exchange(
     ctx: ServerContext,
     protocol: Protocol,
     transport: Transport,
-    body: bytes | None,
+    body: Body,
     content_type: str | None,
     agent_id: str | None,
     principal: Principal = ANONYMOUS,
 ) -> None:
-    """Serve one request body (None: larger than ``MAX_BODY``) as one stream on ``transport``.
+    """Serve one request ``body`` (``too_large``: over ``MAX_BODY``) as one stream on ``transport``.
+
+    The body's bytes are taken from it and dropped once parsed, and its large-body slot given back
+    then: a run never keeps its request's bytes alive.
 
     The run executes in the server's nursery (``RunApplication.launch``) into its broadcast; this
     connection is its first watcher. When the connection goes while the run streams, an agent with
@@ -92,21 +96,30 @@ async def exchange(
     it, and both are dropped here once the run is admitted.
     """
     encoder = protocol.encoder(None)
+    data = body.take()
+    refused: InputRejected | None = None
     try:
-        if body is None:
+        if data is None:
             raise InputRejected(f"the body is larger than {MAX_BODY} bytes", code="BODY_TOO_LARGE")
-        if len(body) >= OFF_LOOP_BODY:
-            parsed = await trio.to_thread.run_sync(protocol.parse, body, content_type)
+        if len(data) >= OFF_LOOP_BODY:
+            parsed = await trio.to_thread.run_sync(parse_body, protocol, data, content_type)
         else:
-            parsed = protocol.parse(body, content_type)
-        body = None
+            parsed = parse_body(protocol, data, content_type)
+        del data
+        if isinstance(parsed, InputRejected):
+            raise parsed
         encoder = protocol.encoder(parsed)
         thread, agent = protocol.target(parsed, agent_id)
         thread_id = thread or new_id("thread")
         check_id("threadId", thread_id)
     except InputRejected as exc:
-        await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
+        refused = exc.with_traceback(None)
+    if refused is not None:
+        data = parsed = None  # noqa: F841 - nothing of the body outlives its refusal
+        await body.release()
+        await transport.reject(protocol.refusal(refused.code, refused.message, encoder))
         return
+    await body.release()
 
     def build(view: ThreadView) -> RunRequest:
         request = protocol.to_run_request(parsed, thread_id, agent, view)
@@ -135,6 +148,19 @@ async def exchange(
         attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
         parsed = None  # admitted: the run holds what it needs (``build``'s request), not the body's parse
         await origin(run, protocol, transport, first[0], attached=attached)
+
+
+def parse_body(protocol: Protocol, data: bytes, content_type: str | None) -> Any:
+    """``protocol.parse(data)``, or the ``InputRejected`` it raised, returned without its traceback.
+
+    A refusal's traceback holds the parser's frames and so what they decoded (hundreds of MB for a
+    large body); raised out of a worker thread it also sits in a reference cycle with trio's result
+    objects, which only a full garbage collection frees. Returned bare, nothing of the body survives it.
+    """
+    try:
+        return protocol.parse(data, content_type)
+    except InputRejected as exc:
+        return exc.with_traceback(None)
 
 
 def _unattached(position: bytes, payload: bytes) -> None:
@@ -184,19 +210,24 @@ async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, rece
                        send: sse.ASGISend, agent_id: str | None) -> None:
     """Read the body and run one exchange over SSE (shared by every protocol's POST route)."""
     server = ctx.config.server
-    transport = sse.SseTransport(send, receive, sse.sse_headers(protocol.sse_headers),
-                                 keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
-    declared = header_of(scope, b"content-length")
-    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY:
-        body = None  # refused from the header: the body is never read
-    else:
-        try:
-            body = await sse.read_body(receive, MAX_BODY)
-        except sse.ClientGone:
-            return
-    served = exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, principal_of(scope))
-    del body  # exchange drops it once parsed: this frame must not keep it for the stream's life
-    await served
+    try:
+        body = await read_body(scope, receive, limit=MAX_BODY, seconds=server.body_timeout_seconds,
+                               bodies=ctx.large_bodies)
+    except ClientGone:
+        return
+    except Refused as refused:
+        await refused.answer(send)
+        return
+    # a body refused unread (over the limit) leaves the connection unusable: it is closed after the answer
+    extra = [(b"connection", b"close")] if body.too_large else []
+    transport = sse.SseTransport(send, receive, sse.sse_headers(protocol.sse_headers + extra),
+                                 keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes,
+                                 scope=scope)
+    try:
+        await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, principal_of(scope))
+    finally:
+        with trio.CancelScope(shield=True):
+            await body.release()
 
 
 def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
@@ -215,7 +246,7 @@ async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, r
     server = ctx.config.server
 
     async def handle(request: ws.RequestStream, body: bytes) -> None:
-        served = exchange(ctx, protocol, request, body if len(body) <= MAX_BODY else None, ws.CONTENT_TYPE,
+        served = exchange(ctx, protocol, request, Body(body if len(body) <= MAX_BODY else None), ws.CONTENT_TYPE,
                           agent_id, principal_of(scope))
         del body  # exchange drops it once parsed: this frame must not keep it for the stream's life
         await served

@@ -64,7 +64,6 @@ from .history import parse_limit
 from .ids import id_problem
 from .ledger import Ledger
 from .rejoin import rejoin_route
-from .transports import hypercorn_close
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 #: a protocol's history page: (ledger, thread id, cursor, limit) -> (items, cursor after them)
@@ -203,7 +202,6 @@ async def method_not_allowed(send: Callable, method: str, allow: list[str]) -> N
 
 
 def build_asgi(ctx: ServerContext) -> ASGIApp:
-    hypercorn_close.install()  # a connection its client closed is closed now, not after keep_alive_timeout
     quart_app = build_quart(ctx)
 
     async def asgi(scope: dict, receive: Callable, send: Callable) -> None:

@@ -19,6 +19,7 @@ from awaken.config import AppConfig, parse_config
 from awaken.context import ServerContext
 from awaken.exchange import MAX_BODY
 from awaken.server import build_asgi
+from awaken.transports import tcp
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,6 +61,8 @@ async def live_server(config: AppConfig) -> AsyncIterator[LiveServer]:
             hc.accesslog = None
             hc.graceful_timeout = 0.5
             hc.websocket_max_message_size = MAX_BODY
+            tcp.configure(hc, config.server.write_timeout_seconds)
+            tcp.install()
             binds = await nursery.start(
                 lambda task_status: hypercorn_serve(build_asgi(ctx), hc, task_status=task_status)
             )

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 import orjson
+import trio
 
 from ..agui.adapter import PROTOCOL as AGUI
 from ..agui.capabilities import capabilities
@@ -24,6 +25,7 @@ from ..exchange import DETACHED, MAX_BODY, Deliver, content_type_of, exchange
 from ..jsonbody import load_json_object
 from ..rejoin import watch_thread
 from ..transports import sse
+from ..transports.body import Body, ClientGone, Refused, read_body
 from . import runtime
 from .replay import Joined, replay_events
 
@@ -43,26 +45,40 @@ async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send:
     if found is None:
         await _json(send, 404, {"error": "not_found", "message": f"{method} {scope['path']} is not a runtime route"})
         return
-    body = b""
+    body = Body(b"")
     if method == "POST":
         try:
-            read = await sse.read_body(receive, MAX_BODY)
-        except sse.ClientGone:
+            body = await read_body(scope, receive, limit=MAX_BODY, seconds=ctx.config.server.body_timeout_seconds,
+                                   bodies=ctx.large_bodies)
+        except ClientGone:
             return
-        if read is None:
-            await _json(send, 413, {"error": "invalid_request", "message": f"the body is larger than {MAX_BODY} bytes"})
+        except Refused as refused:
+            await refused.answer(send)
             return
-        body = read
+        if body.too_large:  # refused as soon as it passed the limit: the rest is never read
+            await sse.send_once(send, [*_JSON, (b"connection", b"close")], orjson.dumps(
+                {"error": "invalid_request", "message": f"the body is larger than {MAX_BODY} bytes"}), 413)
+            return
     try:
-        call = runtime.parse_envelope(body, content_type_of(scope)) if found == "envelope" else \
-            attrs.evolve(found, body=body)
-        await _serve(ctx, call, scope, receive, send)
+        data = body.take() or b""
+        call = runtime.parse_envelope(data, content_type_of(scope)) if found == "envelope" else \
+            attrs.evolve(found, body=data)
+        del data
+        if call.kind == "run":  # its input goes to exchange in ``body``: no copy stays alive past the parse
+            body.data, call = call.body, attrs.evolve(call, body=b"")
+        else:
+            await body.release()
+        await _serve(ctx, call, body, scope, receive, send)
     except runtime.RuntimeError_ as exc:
         await _json(send, exc.status, exc.answer)
+    finally:
+        with trio.CancelScope(shield=True):
+            await body.release()
 
 
-async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, receive: sse.ASGIReceive,
-                 send: sse.ASGISend) -> None:
+async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, body: Body, scope: dict,
+                 receive: sse.ASGIReceive, send: sse.ASGISend) -> None:
+    """Answer ``call``; ``body`` holds its large-body slot, given back once the run's input is parsed."""
     if call.kind == "info":
         await _json(send, 200, runtime.info_document(
             [(a.id, a.config.description, capabilities(a)) for a in ctx.agents.all()]))
@@ -74,8 +90,9 @@ async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, rec
     if call.kind == "run":
         server = ctx.config.server
         transport = sse.SseTransport(send, receive, sse.sse_headers(AGUI.sse_headers),
-                                     keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
-        await exchange(ctx, AGUI, transport, call.body, "application/json", call.agent_id, principal_of(scope))
+                                     keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes,
+                                     scope=scope)
+        await exchange(ctx, AGUI, transport, body, "application/json", call.agent_id, principal_of(scope))
     elif call.kind == "connect":
         await _connect(ctx, call, scope, receive, send)
     else:

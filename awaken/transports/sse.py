@@ -10,7 +10,10 @@ without counting against the limit (one at a time: a second one queued behind it
 so it reaches a client that reads, whole.
 
 A concurrent ``receive()`` loop sees ``http.disconnect`` the moment the client goes and cancels the
-connection's nursery, which owns the run (a cancellation with no cause: ``client_gone``).
+connection's nursery, which owns the run (a cancellation with no cause: ``client_gone``). A write
+that stays blocked past the connection's write deadline (``tcp.py``, ``server.write_timeout_seconds``)
+closes the connection from below: the same disconnect, whose cause is then ``client_too_slow``, and
+the socket and the bytes it held are released whether a run still streams or not.
 
 This module frames bytes and nothing else: it knows no protocol and no engine. What a stream
 carries (including a protocol's closing ``[DONE]``) arrives as wire events.
@@ -26,8 +29,10 @@ from typing import Any
 import orjson
 import trio
 
+from .. import memory
 from ..encoding import WireEvent, sse_frame_at, sse_frames
 from ..runstate import Cause, Interruptible
+from .tcp import timed_out_in
 
 log = logging.getLogger("awaken.sse")
 
@@ -37,10 +42,6 @@ ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
 
 KEEPALIVE = b": keep-alive\n\n"
-
-
-class ClientGone(Exception):
-    """The client disconnected before its request body was read."""
 
 
 class FrameBuffer:
@@ -63,7 +64,7 @@ class FrameBuffer:
         self.last_put = trio.current_time()
 
     def put(self, data: bytes) -> None:
-        if self._closed or not data:
+        if self._closed or self.overflowed or not data:
             return
         self.last_put = trio.current_time()
         self._chunks.append(data)
@@ -71,11 +72,18 @@ class FrameBuffer:
             self._oversized += 1
         else:
             self._size += len(data)
-        if (self._size > self.limit or self._oversized > 1) and not self.overflowed:
+        if self._size > self.limit or self._oversized > 1:
             self.overflowed = True
             self.on_overflow()
+            self.discard()  # never sent: the reader that could not keep up is dropped
+            return
         if self._lot:
             self._lot.unpark_all()
+
+    def discard(self) -> None:
+        """Drop what is queued (the connection is gone)."""
+        self._chunks.clear()
+        self._size = self._oversized = 0
 
     def close(self) -> None:
         self._closed = True
@@ -97,9 +105,9 @@ class FrameBuffer:
         keep-alive timer lives in the connection's receive loop instead (``_watch_client``).
         """
         while not self._chunks:
-            if self._closed:
+            if self._closed and not self.overflowed:
                 return None
-            await self._lot.park()
+            await self._lot.park()  # after an overflow: until the connection's cancellation
         data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
         self._size = 0
@@ -116,23 +124,6 @@ def sse_headers(extra: list[tuple[bytes, bytes]] | None = None) -> list[tuple[by
     return headers + (extra or [])
 
 
-async def read_body(receive: ASGIReceive, limit: int) -> bytes | None:
-    """The whole request body, or None if it is larger than ``limit`` (the rest is drained)."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone("the client disconnected")
-        body = message.get("body", b"")
-        size += len(body)
-        if size <= limit:
-            chunks.append(body)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks) if size <= limit else None
-
-
 async def send_once(send: ASGISend, headers: list[tuple[bytes, bytes]], body: bytes, status: int = 200) -> None:
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
@@ -142,12 +133,14 @@ class SseTransport:
     """The ``Transport`` for one HTTP request: SSE frames and keep-alive comments."""
 
     def __init__(self, send: ASGISend, receive: ASGIReceive, headers: list[tuple[bytes, bytes]], *,
-                 keepalive: float, max_buffered: int) -> None:
+                 keepalive: float, max_buffered: int, scope: dict[str, Any] | None = None) -> None:
         self.send = send
         self.receive = receive
         self.headers = headers
         self.keepalive = keepalive
         self.max_buffered = max_buffered
+        #: the request's ASGI scope: whether its connection's write deadline closed it (``tcp.py``)
+        self.scope = scope or {}
 
     async def stream(self, producer: Callable[[Callable[[bytes | None, bytes], None]], Awaitable[None]],
                      run: Interruptible) -> None:
@@ -155,7 +148,8 @@ class SseTransport:
             await producer(lambda position, payload: put(sse_frame_at(position, payload)))
 
         await stream(self.send, self.receive, self.headers, produce, keepalive=self.keepalive,
-                     max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW))
+                     max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW),
+                     timed_out=lambda: timed_out_in(self.scope))
 
     async def reject(self, wire: list[WireEvent]) -> None:
         await send_once(self.send, self.headers, sse_frames(wire))
@@ -176,12 +170,14 @@ async def stream(
     keepalive: float,
     max_buffered: int,
     on_overflow: Callable[[], None] = lambda: None,
+    timed_out: Callable[[], bool] = lambda: False,
 ) -> None:
     """Send the response head, run ``producer(put)`` in a nursery owned by this connection, and write
     what it puts until it returns.
 
     A client disconnect cancels the connection's nursery, so the producer; a buffer overflow calls
-    ``on_overflow`` (which says why the run stops) and then does the same. The producer's own
+    ``on_overflow`` (which says why the run stops) and then does the same, as does a disconnect that
+    the write deadline made (``timed_out()`` true then). The producer's own
     cleanup (committing ``interrupted``) runs under its shield.
     """
     await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -201,7 +197,11 @@ async def stream(
             finally:
                 buffer.close()
 
-        nursery.start_soon(_watch_client, receive, buffer, connection, keepalive)
+        def gone() -> None:
+            if timed_out():  # the write deadline closed the connection: the client was too slow
+                on_overflow()
+
+        nursery.start_soon(_watch_client, receive, buffer, connection, keepalive, gone)
         nursery.start_soon(produce)
         while (data := await buffer.take()) is not None:
             await send({"type": "http.response.body", "body": data, "more_body": True})
@@ -209,12 +209,17 @@ async def stream(
         connection.cancel()  # stop watching the client
     if finished:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-    # else: the client is gone (or could not keep up): nothing more to write
+    elif buffer.overflowed or timed_out():
+        # the client could not keep up: megabytes were queued for it; hand them back to the system
+        data = None
+        buffer.discard()
+        await memory.trim()
+    # else: the client is gone: nothing more to write
 
 
 async def _watch_client(receive: ASGIReceive, buffer: FrameBuffer, connection: trio.CancelScope,
-                        keepalive: float) -> None:
-    """Wait for ``http.disconnect`` (then cancel the connection) and queue a ``: keep-alive`` comment
+                        keepalive: float, gone: Callable[[], None] = lambda: None) -> None:
+    """Wait for ``http.disconnect`` (then call ``gone`` and cancel the connection) and queue a ``: keep-alive`` comment
     whenever nothing was queued for ``keepalive`` seconds. It wakes at most once per interval."""
     while True:
         # Once the run has ended nothing more is queued: only a disconnect matters (no deadline, or a
@@ -223,6 +228,7 @@ async def _watch_client(receive: ASGIReceive, buffer: FrameBuffer, connection: t
         with trio.move_on_at(deadline):
             message = await receive()
             if message["type"] == "http.disconnect":
+                gone()
                 connection.cancel()
                 return
             continue

@@ -74,6 +74,7 @@ import trio
 
 from ..encoding import WireEvent, text_payload
 from ..runstate import Cause, Interruptible
+from .tcp import timed_out_in
 
 log = logging.getLogger("awaken.ws")
 
@@ -360,8 +361,10 @@ class WsConnection:
     """One accepted socket: reader, writer, pinger, shutdown watcher and the current request."""
 
     def __init__(self, receive: ASGIReceive, wire: AsgiWire, handle: Handle, refuse: Refuse, *,
-                 ping_seconds: float, max_buffered: int) -> None:
+                 ping_seconds: float, max_buffered: int, timed_out: Callable[[], bool] = lambda: False) -> None:
         self.receive = receive
+        #: whether the connection's write deadline closed it (``tcp.py``): its run was too slow to read
+        self.timed_out = timed_out
         self.wire = wire
         self.handle = handle
         self.refusal = refuse
@@ -414,6 +417,8 @@ class WsConnection:
             kind = message["type"]
             if kind == "websocket.disconnect":
                 self._disconnected = True
+                if self.current is not None and self.timed_out():
+                    self.current.cancel(Cause.CLIENT_TOO_SLOW)
                 return
             if kind != "websocket.receive" or self.outbox.closing or self._overrun:
                 continue  # closing (or about to): wait for the client's close reply
@@ -557,4 +562,4 @@ async def serve_websocket(scope: dict, receive: ASGIReceive, send: ASGISend, han
         accept["subprotocol"] = SUBPROTOCOL
     await send(accept)
     await WsConnection(receive, HypercornWire.of(send), handle, refuse, ping_seconds=ping_seconds,
-                       max_buffered=max_buffered).serve()
+                       max_buffered=max_buffered, timed_out=lambda: timed_out_in(scope)).serve()

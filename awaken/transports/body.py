@@ -1,0 +1,163 @@
+"""Request bodies over ASGI: read whole, within a deadline and a size limit, few large ones at once.
+
+``read_body`` returns a ``Body`` or raises ``Refused``, an HTTP answer that replaces the request:
+
+* a body still arriving ``seconds`` after its request head (a stalled or trickling upload):
+  408 ``BODY_TIMEOUT``;
+* a body over ``limit``: ``Body.too_large`` as soon as it passes the limit (the rest is never read),
+  whatever ``Content-Length`` said or did not say (chunked uploads);
+* a body over ``LargeBodies.threshold`` (declared, or once that many bytes arrived) while
+  ``LargeBodies.cap`` such bodies are already being read or parsed: 503 ``TOO_MANY_LARGE_BODIES``
+  with ``Retry-After``. The slot is held until ``Body.release()`` (after the parse).
+
+Every refusal that leaves the body unread closes the connection (``Connection: close``): hypercorn
+then drops what the client still sends instead of handing it to nobody.
+
+After the last large body in flight is released, ``memory.trim()`` hands the freed pages back to
+the system: bodies parsed in worker threads leave their memory in glibc's per-thread arenas, which
+the process otherwise keeps for good.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import trio
+
+from .. import memory
+
+log = logging.getLogger("awaken.body")
+
+ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
+ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
+
+#: seconds a client is told to wait before it sends a refused large body again
+RETRY_AFTER = 1
+#: a body at least this large is a large one: it is parsed in a worker thread (``exchange.OFF_LOOP_BODY``)
+#: and takes one of ``LargeBodies``' slots
+LARGE_BODY = 256 * 1024
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body was read."""
+
+
+class Refused(Exception):
+    """An HTTP answer instead of the request: ``status``, ``code``, ``message``, extra ``headers``."""
+
+    def __init__(self, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = list(headers)
+
+    async def answer(self, send: ASGISend) -> None:
+        """The JSON error ``{"error": {"code", "message"}}``; the connection is closed after it."""
+        body = orjson.dumps({"error": {"code": self.code, "message": self.message}})
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"cache-control", b"no-store"), (b"connection", b"close"), *self.headers]
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class LargeBodies:
+    """At most ``cap`` bodies larger than ``threshold`` bytes read or parsed at once (one per server)."""
+
+    def __init__(self, cap: int, threshold: int) -> None:
+        self.cap = cap
+        self.threshold = threshold
+        self.in_flight = 0
+        #: how many times freed memory was handed back (``malloc_trim``)
+        self.trims = 0
+
+    def take(self) -> None:
+        if self.in_flight >= self.cap:
+            raise Refused(503, "TOO_MANY_LARGE_BODIES",
+                          f"{self.cap} request bodies over {self.threshold} bytes are being read already; "
+                          f"retry in {RETRY_AFTER} s", [(b"retry-after", str(RETRY_AFTER).encode())])
+        self.in_flight += 1
+
+    async def give_back(self) -> None:
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            await memory.trim()
+            self.trims += 1
+
+
+class Body:
+    """A request body read whole (``data``), or ``too_large``; ``release()`` frees its large-body slot."""
+
+    __slots__ = ("_bodies", "data", "too_large")
+
+    def __init__(self, data: bytes | None, bodies: LargeBodies | None = None) -> None:
+        self.data = data
+        self.too_large = data is None
+        self._bodies = bodies
+
+    def take(self) -> bytes | None:
+        """The bytes, handed over: this ``Body`` no longer keeps them alive."""
+        data, self.data = self.data, None
+        return data
+
+    async def release(self) -> None:
+        """Give the large-body slot back (idempotent); call it once the body is parsed or dropped."""
+        self.data = None
+        bodies, self._bodies = self._bodies, None
+        if bodies is not None:
+            await bodies.give_back()
+
+
+def declared_length(scope: dict[str, Any]) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            text = value.decode("latin-1")
+            return int(text) if text.isascii() and text.isdigit() else None
+    return None
+
+
+async def read_body(scope: dict[str, Any], receive: ASGIReceive, *, limit: int, seconds: float,
+                    bodies: LargeBodies) -> Body:
+    """The request's body (see the module docstring); raises ``ClientGone`` or ``Refused``."""
+    declared = declared_length(scope)
+    if declared is not None and declared > limit:
+        return Body(None)  # refused from the header: the body is never read
+    holds = False
+    if declared is not None and declared > bodies.threshold:
+        bodies.take()
+        holds = True
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with trio.move_on_after(seconds) as deadline:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientGone("the client disconnected")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    chunks.clear()
+                    if holds:
+                        await bodies.give_back()
+                        holds = False
+                    return Body(None)
+                if size > bodies.threshold and not holds:
+                    bodies.take()
+                    holds = True
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+        if deadline.cancelled_caught:
+            raise Refused(408, "BODY_TIMEOUT", f"the request body did not arrive within {seconds:g} s")
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
+    except BaseException:
+        chunks.clear()
+        if holds:
+            await bodies.give_back()
+        raise
+    return Body(data, bodies if holds else None)

@@ -1,0 +1,137 @@
+"""The write deadline: a connection whose client stops reading is closed, not held.
+
+hypercorn's trio worker writes every response byte under a shielded cancel scope (a half-written
+frame would corrupt the connection), so a client that stops reading keeps the writing task, the
+bytes it was handed and the socket until the client itself goes: nothing in the app can cancel
+that write. ``WriteDeadlineServer`` is hypercorn's per-connection ``TCPServer`` with one change:
+the shielded write carries a deadline, ``write_timeout`` seconds, pushed back each time the socket
+takes bytes. When it passes, the connection is closed (the socket, the bytes it held, the task),
+and the app sees ``http.disconnect``/``websocket.disconnect`` as for a client that left.
+
+So the app can tell "too slow" from "gone", every ASGI scope served on such a connection carries
+``scope["extensions"]["awaken.writes"]``, a ``Writes`` whose ``timed_out`` is true once the
+deadline closed the connection (``timed_out_in(scope)``).
+
+It also closes a connection as soon as its client has closed it. hypercorn's ``TCPServer.run`` reads
+until the client's EOF, then leaves its task group, which waits for the connection's idle-timeout task:
+that task sleeps ``keep_alive_timeout`` (75 s in ``awaken serve``) before closing. Every connection a
+client closed after its last response stayed open (``CLOSE-WAIT``) with its tasks, parser and buffers,
+about 12 KB, for up to 75 s: one run per connection (a page per message) grew the process by that per
+run. hypercorn's asyncio worker stops the idle task on close; ``_read_data`` here stops it once the read
+side has ended, so the task group leaves as soon as the response (if any) is done.
+
+``install()`` makes hypercorn's trio ``serve`` build these connections (hypercorn has no hook for
+its connection class; its ``run`` module names it once). Without ``write_timeout`` on the hypercorn
+config (``configure``) a connection behaves exactly as hypercorn's own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.events import Closed, RawData
+from hypercorn.trio import run as hypercorn_run
+from hypercorn.trio.tcp_server import TCPServer
+
+log = logging.getLogger("awaken.tcp")
+
+EXTENSION = "awaken.writes"
+
+
+class Writes:
+    """What the app may ask of its connection's writes (one per connection)."""
+
+    __slots__ = ("timed_out",)
+
+    def __init__(self) -> None:
+        #: the write deadline passed and closed the connection
+        self.timed_out = False
+
+
+def timed_out_in(scope: dict[str, Any]) -> bool:
+    """Whether the connection serving ``scope`` was closed by its write deadline."""
+    writes = scope.get("extensions", {}).get(EXTENSION)
+    return writes is not None and writes.timed_out
+
+
+def configure(hc: HypercornConfig, write_timeout: float | None) -> HypercornConfig:
+    """Give ``hc``'s connections a write deadline of ``write_timeout`` seconds (None: none)."""
+    hc.awaken_write_timeout = write_timeout  # type: ignore[attr-defined]
+    return hc
+
+
+class _Tagged:
+    """The ASGI app wrapper of one connection: it adds the connection's ``Writes`` to every scope."""
+
+    __slots__ = ("app", "writes")
+
+    def __init__(self, app: Callable[..., Any], writes: Writes) -> None:
+        self.app = app
+        self.writes = writes
+
+    async def __call__(self, scope: dict[str, Any], *args: Any) -> None:
+        scope.setdefault("extensions", {})[EXTENSION] = self.writes
+        await self.app(scope, *args)
+
+
+class WriteDeadlineServer(TCPServer):
+    """hypercorn's ``TCPServer`` whose writes give up ``write_timeout`` seconds after bytes last moved."""
+
+    def __init__(self, app: Any, config: HypercornConfig, *args: Any) -> None:
+        self.writes = Writes()
+        super().__init__(_Tagged(app, self.writes), config, *args)
+        self.write_timeout: float | None = getattr(config, "awaken_write_timeout", None)
+
+    async def protocol_send(self, event: Any) -> None:
+        if self.write_timeout is None or not isinstance(event, RawData):
+            await super().protocol_send(event)
+            return
+        async with self.send_lock:
+            # Shielded as hypercorn's own write (the app's cancellation must not cut a frame in two);
+            # the scope's own deadline is not shielded from: it is the one way this write ends early.
+            with trio.CancelScope(shield=True) as write:
+                try:
+                    await self._send_all(event.data, write)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    await self.protocol.handle(Closed())
+                    return
+            if not write.cancelled_caught:
+                return
+            self.writes.timed_out = True
+            log.info("closing a connection whose client read nothing for %g s", self.write_timeout)
+            with trio.CancelScope(shield=True):
+                await self.stream.aclose()
+                await self.protocol.handle(Closed())
+
+    async def _read_data(self) -> None:
+        await super()._read_data()
+        await self.idle_task.stop()  # nothing more will arrive: do not wait keep_alive_timeout to close
+
+    async def _send_all(self, data: bytes, write: trio.CancelScope) -> None:
+        """``stream.send_all(data)``, the deadline of ``write`` pushed back whenever the socket takes bytes."""
+        assert self.write_timeout is not None
+        write.deadline = trio.current_time() + self.write_timeout
+        socket = getattr(self.stream, "socket", None)
+        if socket is None:  # TLS: the deadline covers the whole write
+            await self.stream.send_all(data)
+            return
+        with memoryview(data) as view:
+            total = 0
+            while True:
+                try:
+                    with view[total:] as rest:
+                        total += await socket.send(rest)
+                except OSError as exc:
+                    raise trio.BrokenResourceError(exc) from exc
+                if total >= len(view):
+                    return
+                write.deadline = trio.current_time() + self.write_timeout  # bytes moved: a new deadline
+
+
+def install() -> None:
+    """Make ``hypercorn.trio.serve`` build ``WriteDeadlineServer`` connections (idempotent)."""
+    hypercorn_run.TCPServer = WriteDeadlineServer  # type: ignore[misc]

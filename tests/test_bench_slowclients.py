@@ -1,0 +1,30 @@
+"""``python -m bench.slowclients`` end to end, small: a burst of large bodies and silent clients against a
+real ``awaken serve``. The server lets go of every silent client by itself, refuses the bodies beyond
+``max_large_bodies`` with 503, and the bodies' memory comes back near where it was (a generous bound:
+this is memory, not time; the full burst's figures, silent clients' included, are in bench/SLOWCLIENTS.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .helpers import ROOT
+
+
+@pytest.mark.slow  # real server subprocesses and a burst of 48 MB: about half a minute
+def test_after_a_burst_every_connection_is_let_go_and_the_bodies_memory_comes_back(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.slowclients", "--bodies", "6", "--body-mb", "8", "--silent", "6",
+         "--configs", "bodies-only,silent-only", "--settle", "1", "--limit", "60", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = json.loads((tmp_path / "slowclients.json").read_text())["configs"]
+    bodies, silent = rows["bodies-only"], rows["silent-only"]
+    assert (bodies["parsed"], bodies["refused_503"], bodies["other"]) == (4, 2, 0)
+    assert bodies["after"] - bodies["before"] < 0.5 * bodies["burst_mb"], bodies
+    # the silent clients read nothing: the server let go of every connection by itself
+    assert silent["silent"] == 6 and silent["still_held"] == 0 and silent["release_s"] is not None, silent
