@@ -31,7 +31,7 @@ MAX_DEPTH = 64
 MAX_MESSAGES = 10_000
 #: the most ``{`` and ``[`` bytes a body may hold: an upper bound on the arrays and objects its decode
 #: builds (``MAX_MESSAGES`` messages need a few each)
-MAX_CONTAINERS = 200_000
+MAX_CONTAINERS = 100_000
 #: bytes counted per call when bounding a body's containers (a call holds the interpreter throughout)
 COUNT_WINDOW = 1 << 20
 
