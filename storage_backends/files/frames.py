@@ -27,21 +27,50 @@ def thread_file_name(thread_id: str) -> str:
     return hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest() + LOG_SUFFIX
 
 
-def encode_frame(record: dict[str, Any]) -> bytes:
-    """One framed record: length, crc32, compact JSON payload."""
-    payload = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+#: a record's list value longer than this is encoded (and decoded back) an item at a time: one encoder
+#: call over a 10,000-message, 32 MB record holds the interpreter for tens of milliseconds, during
+#: which the event loop cannot run; between items other threads can
+SPLIT_ITEMS = 256
+
+#: a record's JSON, key by key: ``(key, text)`` or, for a long list, ``(key, [item text, ...])``
+Pieces = list[tuple[str, "str | list[str]"]]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def encode_pieces(record: dict[str, Any]) -> tuple[bytes, Pieces]:
+    """One framed record (length, crc32, compact JSON payload) and the JSON texts it was made of."""
+    pieces: Pieces = [(key, [_dumps(item) for item in value] if isinstance(value, list) and len(value) > SPLIT_ITEMS
+                       else _dumps(value)) for key, value in record.items()]
+    text = "{" + ",".join(f"{_dumps(key)}:" + (f"[{','.join(piece)}]" if isinstance(piece, list) else piece)
+                          for key, piece in pieces) + "}"
+    payload = text.encode("utf-8", "surrogatepass")
     if len(payload) > MAX_PAYLOAD:
         raise ValueError(f"a ledger record of {len(payload)} bytes exceeds the {MAX_PAYLOAD}-byte limit")
-    return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+    return HEADER.pack(len(payload), zlib.crc32(payload)) + payload, pieces
 
 
-def loads_payload(payload: bytes) -> Any:
+def encode_frame(record: dict[str, Any]) -> bytes:
+    """One framed record: length, crc32, compact JSON payload."""
+    return encode_pieces(record)[0]
+
+
+def decode_pieces(pieces: Pieces) -> dict[str, Any]:
+    """The record a replay of the frame ``encode_pieces`` made decodes (``loads_payload`` of its payload),
+    decoded a piece at a time."""
+    return {key: [loads_payload(item) for item in piece] if isinstance(piece, list) else loads_payload(piece)
+            for key, piece in pieces}
+
+
+def loads_payload(payload: bytes | str) -> Any:
     """Parse one record payload: ``orjson`` (fast) for what it accepts, else the ``json`` module, which
     wrote the payload and also reads what ``orjson`` refuses (lone surrogates, NaN, huge integers)."""
     try:
         return orjson.loads(payload)
     except orjson.JSONDecodeError:
-        return json.loads(payload.decode("utf-8", "surrogatepass"))
+        return json.loads(payload if isinstance(payload, str) else payload.decode("utf-8", "surrogatepass"))
 
 
 def decode_frames(data: bytes) -> tuple[list[tuple[int, int, dict[str, Any]]], int]:

@@ -47,11 +47,11 @@ from awaken.runstate import RunStatus
 from .cache import HistoryCache, HotThreads, TailCache, history_cost
 from .frames import (
     FORMAT_VERSION,
-    HEADER,
     decode_frames,
+    decode_pieces,
     encode_frame,
+    encode_pieces,
     is_log_name,
-    loads_payload,
     read_exact,
     thread_file_name,
     write_all,
@@ -270,10 +270,10 @@ class FileLedger(Ledger):
         def work() -> tuple[dict[str, Any], int, list[Message], int]:
             if stamp is not None:
                 record["messages"] = stamp()
-            frame = encode_frame(record)
+            frame, pieces = encode_pieces(record)
             self._append_frame(name, frame, offset)
             # Apply exactly what replay will see: the decoded payload, never the caller's objects.
-            decoded = loads_payload(frame[HEADER.size :])
+            decoded = decode_pieces(pieces)
             messages = (
                 [] if decoded["type"] == "import" else [message_from_json(d) for d in decoded["messages"]]
             )
