@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-from awaken.transports.sse import FrameBuffer
+from awaken.transports.sse import COALESCE_BYTES, FrameBuffer
 
 from .helpers import agui_body, held, live_server, make_config, release
 
@@ -17,6 +17,21 @@ async def test_frames_queued_while_a_send_is_in_flight_are_coalesced():
     assert await buffer.take() == b"abc"
     buffer.close()
     assert await buffer.take() is None and buffer.exhausted
+
+
+async def test_a_backlog_is_held_as_a_few_large_blocks_and_sent_unchanged():
+    """A reader that stops reading leaves its frames queued: past ``COALESCE_BYTES`` of them they are
+    joined into one block (large enough to be its own mapping, returned when dropped), never reordered."""
+    buffer = FrameBuffer(16 * COALESCE_BYTES, lambda: None)
+    frames = [b"data: %d\n\n" % i for i in range(100_000)]
+    for frame in frames:
+        buffer.put(frame)
+    whole = b"".join(frames)
+    assert len(buffer._chunks) <= len(whole) // COALESCE_BYTES + 1 + COALESCE_BYTES // len(frames[0])
+    assert all(len(block) >= COALESCE_BYTES for block in buffer._chunks[: buffer._joined])
+    assert await buffer.take() == whole
+    buffer.put(b"next")
+    assert await buffer.take() == b"next"
 
 
 async def test_take_waits_for_a_put_and_close_ends_it(autojump_clock):

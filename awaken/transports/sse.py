@@ -44,17 +44,27 @@ ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
 KEEPALIVE = b": keep-alive\n\n"
 
 
+#: queued frames are joined into one block once this many of their bytes wait behind the socket: a
+#: reader that stops reading then holds a few blocks large enough to be mapped on their own (see
+#: awaken/memory.py), returned to the system when dropped, not thousands of small frames whose freed
+#: slots stay scattered through the heap
+COALESCE_BYTES = 256 * 1024
+
+
 class FrameBuffer:
     """Bytes waiting for the socket: ``put`` is synchronous; ``take`` waits for data or a timeout."""
 
-    __slots__ = ("_chunks", "_closed", "_lot", "_oversized", "_size", "last_put", "limit", "on_overflow",
-                 "overflowed")
+    __slots__ = ("_chunks", "_closed", "_joined", "_lot", "_oversized", "_size", "_tail", "last_put", "limit",
+                 "on_overflow", "overflowed")
 
     def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
         self.limit = limit
         self.on_overflow = on_overflow
         self._chunks: list[bytes] = []
         self._size = 0
+        #: ``_chunks[:_joined]`` are joined blocks; ``_tail`` bytes of single frames follow them
+        self._joined = 0
+        self._tail = 0
         #: frames larger than ``limit`` queued now (they do not count in ``_size``)
         self._oversized = 0
         self._closed = False
@@ -77,13 +87,20 @@ class FrameBuffer:
             self.on_overflow()
             self.discard()  # never sent: the reader that could not keep up is dropped
             return
+        self._tail += len(data)
+        if self._tail >= COALESCE_BYTES:
+            block = b"".join(self._chunks[self._joined:])
+            del self._chunks[self._joined:]
+            self._chunks.append(block)
+            self._joined = len(self._chunks)
+            self._tail = 0
         if self._lot:
             self._lot.unpark_all()
 
     def discard(self) -> None:
         """Drop what is queued (the connection is gone)."""
         self._chunks.clear()
-        self._size = self._oversized = 0
+        self._size = self._oversized = self._joined = self._tail = 0
 
     def close(self) -> None:
         self._closed = True
@@ -110,8 +127,7 @@ class FrameBuffer:
             await self._lot.park()  # after an overflow: until the connection's cancellation
         data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
-        self._size = 0
-        self._oversized = 0
+        self._size = self._oversized = self._joined = self._tail = 0
         return data
 
 
