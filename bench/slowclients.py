@@ -168,32 +168,39 @@ async def measure(name: str, args: argparse.Namespace, root: Path) -> dict[str, 
                 peak = max(peak, server.rss_kb() / 1024)
                 await trio.sleep(0.05)
 
-        released = trio.Event()
-        started = trio.current_time()
-        release_s = math.nan
-        async with trio.open_nursery() as watch:
-            watch.start_soon(sample)
-            async with trio.open_nursery() as nursery:
-                for body in bodies:
-                    nursery.start_soon(upload, server.port, body, statuses)
-                for n in range(silent_count):
-                    nursery.start_soon(silent, server.port, n, released)
-                await trio.sleep(1)  # every client connected and sent its request
-                with trio.move_on_after(args.limit):
-                    while held_connections(server.pid, server.port):
-                        await trio.sleep(0.1)
-                    release_s = trio.current_time() - started
-                still_held = held_connections(server.pid, server.port)
-                released.set()
-            done.set()
-        del bodies
-        await trio.sleep(args.settle)
-        after = server.rss_kb() / 1024
+        afters: list[float] = []
+        for burst in range(args.bursts):
+            if burst:  # the same burst again: the bodies are made anew, the clients are new connections
+                bodies = [upload_body(args.body_mb, f"{name}-{burst}-{i}") for i in range(count)]
+            released = trio.Event()
+            started = trio.current_time()
+            release_s = math.nan
+            done = trio.Event()
+            async with trio.open_nursery() as watch:
+                watch.start_soon(sample)
+                async with trio.open_nursery() as nursery:
+                    for body in bodies:
+                        nursery.start_soon(upload, server.port, body, statuses)
+                    for n in range(silent_count):
+                        nursery.start_soon(silent, server.port, n + burst * silent_count, released)
+                    await trio.sleep(1)  # every client connected and sent its request
+                    with trio.move_on_after(args.limit):
+                        while held_connections(server.pid, server.port):
+                            await trio.sleep(0.1)
+                        release_s = trio.current_time() - started
+                    still_held = held_connections(server.pid, server.port)
+                    released.set()
+                done.set()
+            del bodies
+            await trio.sleep(args.settle)
+            afters.append(server.rss_kb() / 1024)
+        after = afters[-1]
     finally:
         await server.stop()
     return {"silent": silent_count, "burst_mb": burst_mb, "before": before, "peak": peak, "after": after,
             "parsed": sum(s == 200 for s in statuses), "refused_503": sum(s == 503 for s in statuses),
-            "other": sum(s not in (200, 503) for s in statuses), "release_s": release_s, "still_held": still_held}
+            "other": sum(s not in (200, 503) for s in statuses), "release_s": release_s, "still_held": still_held,
+            "after_each_burst": afters}
 
 
 def table(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
@@ -213,7 +220,10 @@ def table(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
                      + f" | {r['silent']:.0f}"
                      + (f" | {r['release_s']:.1f} s" if r["still_held"] == 0 else f" | {r['still_held']:.0f} still held")
                      + f" | {r['before']:.0f} | {r['peak']:.0f} | "
-                     f"{r['after']:.0f} | {growth:+.0f} | "
+                     f"{r['after']:.0f}"
+                     + (" (after each burst: " + ", ".join(f"{a:.0f}" for a in r["after_each_burst"]) + ")"
+                        if len(r.get("after_each_burst") or []) > 1 else "")
+                     + f" | {growth:+.0f} | "
                      + (f"{growth / r['burst_mb']:.1%} |" if r["burst_mb"] else "- |"))
     return "\n".join(lines) + "\n"
 
@@ -228,6 +238,8 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=120.0,
                         help="seconds to wait for the server to let go of every connection")
     parser.add_argument("--configs", default="default,no-trim,no-cap,bodies-only,silent-only")
+    parser.add_argument("--bursts", type=int, default=1,
+                        help="the same burst this many times in a row on one server (RSS after each is printed)")
     parser.add_argument("--out", default=str(OUT), help="directory of slowclients.md and slowclients.json")
     args = parser.parse_args()
     print(f"bench.slowclients: {pin_self()}", file=sys.stderr)
