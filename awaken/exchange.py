@@ -31,7 +31,7 @@ from .ledger import ThreadView
 from .protocol import Protocol, RunRequest, new_id
 from .runstate import Cause, Interruptible
 from .transports import sse, ws
-from .transports.body import LARGE_BODY, Body, ClientGone, Refused, read_body
+from .transports.body import LARGE_BODY, Body, read_body_or_answer
 
 log = logging.getLogger("awaken.exchange")
 #: the largest request body accepted (base64 images make bodies large)
@@ -210,13 +210,9 @@ async def sse_exchange(ctx: ServerContext, protocol: Protocol, scope: dict, rece
                        send: sse.ASGISend, agent_id: str | None) -> None:
     """Read the body and run one exchange over SSE (shared by every protocol's POST route)."""
     server = ctx.config.server
-    try:
-        body = await read_body(scope, receive, limit=MAX_BODY, seconds=server.body_timeout_seconds,
-                               bodies=ctx.large_bodies)
-    except ClientGone:
-        return
-    except Refused as refused:
-        await refused.answer(send)
+    body = await read_body_or_answer(scope, receive, send, limit=MAX_BODY, seconds=server.body_timeout_seconds,
+                                     bodies=ctx.large_bodies)
+    if body is None:
         return
     # a body refused unread (over the limit) leaves the connection unusable: it is closed after the answer
     extra = [(b"connection", b"close")] if body.too_large else []

@@ -25,7 +25,7 @@ from ..exchange import DETACHED, MAX_BODY, Deliver, content_type_of, exchange
 from ..jsonbody import load_json_object
 from ..rejoin import watch_thread
 from ..transports import sse
-from ..transports.body import Body, ClientGone, Refused, read_body
+from ..transports.body import Body, read_body_or_answer
 from . import runtime
 from .replay import Joined, replay_events
 
@@ -47,14 +47,11 @@ async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send:
         return
     body = Body(b"")
     if method == "POST":
-        try:
-            body = await read_body(scope, receive, limit=MAX_BODY, seconds=ctx.config.server.body_timeout_seconds,
-                                   bodies=ctx.large_bodies)
-        except ClientGone:
+        read = await read_body_or_answer(scope, receive, send, limit=MAX_BODY,
+                                         seconds=ctx.config.server.body_timeout_seconds, bodies=ctx.large_bodies)
+        if read is None:
             return
-        except Refused as refused:
-            await refused.answer(send)
-            return
+        body = read
         if body.too_large:  # refused as soon as it passed the limit: the rest is never read
             await sse.send_once(send, [*_JSON, (b"connection", b"close")], orjson.dumps(
                 {"error": "invalid_request", "message": f"the body is larger than {MAX_BODY} bytes"}), 413)

@@ -161,3 +161,16 @@ async def read_body(scope: dict[str, Any], receive: ASGIReceive, *, limit: int, 
             await bodies.give_back()
         raise
     return Body(data, bodies if holds else None)
+
+
+async def read_body_or_answer(scope: dict[str, Any], receive: ASGIReceive, send: ASGISend, *, limit: int,
+                              seconds: float, bodies: LargeBodies) -> Body | None:
+    """``read_body``, or None when the request is already over: the client left, or its refusal (408,
+    503) was answered on ``send``."""
+    try:
+        return await read_body(scope, receive, limit=limit, seconds=seconds, bodies=bodies)
+    except ClientGone:
+        return None
+    except Refused as refused:
+        await refused.answer(send)
+        return None
