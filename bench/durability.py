@@ -159,6 +159,16 @@ HOT_THREADS = [f"hot-{i}" for i in range(20)]
 BATCH = 25
 
 
+def shown(data_dir: Path) -> str:
+    """Where the ledgers were, as a report may say it: relative to the repository (the default, its
+    ``var/``), else only the directory's name (a report names no machine's paths)."""
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        return str(data_dir.resolve().parent.relative_to(repo)) + "/"
+    except ValueError:
+        return f"a directory given by --data-dir ({data_dir.parent.name}/)"
+
+
 async def run(rounds: int, runs: int, data_dir: Path) -> dict[str, Any]:
     ledgers = {name: build(data_dir / name.replace(" ", "-").replace(",", "")) for name, (_, build) in CONFIGS.items()}
     for ledger in ledgers.values():
@@ -198,7 +208,7 @@ async def run(rounds: int, runs: int, data_dir: Path) -> dict[str, Any]:
                            "commit_p99": round(a["commit_ms"]["p99"] / b["commit_ms"]["p99"], 3),
                            "runs_per_s": round(a["runs_per_s"] / b["runs_per_s"], 3)})
         out[shape] = {"configs": rows, "ratios": ratios}
-    return {"meta": {"rounds": rounds, "runs_per_round": runs, "data_dir": str(data_dir),
+    return {"meta": {"rounds": rounds, "runs_per_round": runs, "data_dir": shown(data_dir),
                      "fs_type": fs_type(data_dir), "cpus": os.cpu_count(),
                      "load_avg": [round(x, 2) for x in os.getloadavg()],
                      "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
