@@ -73,6 +73,7 @@ async def connect(port: int, *, receive_buffer: int | None = None) -> trio.Socke
 
 
 async def read_to_eof(stream: trio.SocketStream) -> bytes:
+    """Everything the server sends until it closes the connection (a reset counts as a close)."""
     data = bytearray()
     while True:
         try:

@@ -60,13 +60,11 @@ import trio
 
 from awaken.exchange import MAX_BODY
 from awaken.jsonbody import MAX_CONTAINERS, MAX_DEPTH, MAX_MESSAGES, too_deep
-from awaken.ledger import Commit, RunRecord, ledger_class
-from awaken.messages import Message, TextPart
-from awaken.runstate import RunStatus
 from awaken.tools import MAX_STATE_BYTES
 
 from .client import new_id
 from .servers import REPO, ServerProcess, awaken_server, pin_self
+from .threads import history, seed
 
 TARGET_P99_MS = 50.0
 #: a kind is repeated at most this many times waiting for its first probe sample
@@ -257,28 +255,9 @@ def ui_user(mid: str, text: str) -> dict[str, Any]:
     return {"id": mid, "role": "user", "parts": [{"type": "text", "text": text}]}
 
 
-def history(n: int, chars: int) -> list[Message]:
-    filler = ("lorem ipsum dolor sit amet " * (chars // 27 + 1))[:chars]
-    return [Message(f"h{i}", "user" if i % 2 == 0 else "assistant", (TextPart(f"{i} {filler}"),),
-                    None if i % 2 == 0 else f"seed-r{i // 2}") for i in range(n)]
-
-
-async def seed(backend: str, path: Path, threads: dict[str, list[Message]]) -> None:
-    """Write each thread as the engine would (a run per user message), without fsync (only the
-    served load is measured)."""
-    options: dict[str, Any] = {"fsync": False} if backend == "files" else {"synchronous": "normal"}
-    ledger = ledger_class(backend)(path=str(path), **options)
-    await ledger.open()
-    try:
-        for thread_id, messages in threads.items():
-            for i in range(0, len(messages), 2):
-                run_id = f"{thread_id}-seed-r{i // 2}"
-                await ledger.start_run(RunRecord(run_id, thread_id, "assistant", RunStatus.RUNNING, 0, 0),
-                                       [messages[i]])
-                reply = tuple(Message(m.id, m.role, m.parts, run_id) for m in messages[i + 1:i + 2])
-                await ledger.commit(thread_id, run_id, Commit(RunStatus.COMPLETED, reply))
-    finally:
-        await ledger.aclose()
+def unsynced(backend: str) -> dict[str, Any]:
+    """Ledger options for seeding: no fsync (only the served load is measured)."""
+    return {"fsync": False} if backend == "files" else {"synchronous": "normal"}
 
 
 # -- the load -------------------------------------------------------------------------------------
@@ -528,7 +507,8 @@ async def backend_pass(backend: str, sizes: Sizes, args: argparse.Namespace, out
                                               pinned=not args.unpinned)
         await seed(backend, data / "server" / ("awaken.db" if backend == "sqlite" else "ledger"),
                    {REPLAY_THREAD: history(sizes.replay_messages, 90),
-                    HISTORY_THREAD: history(sizes.history_messages, sizes.history_message_bytes)})
+                    HISTORY_THREAD: history(sizes.history_messages, sizes.history_message_bytes)},
+                   **unsynced(backend))
         Replay.held = []
         await server.start()
         probe = Probe(server.port)

@@ -56,14 +56,14 @@ def history(n: int, chars: int) -> list[Message]:
                     None if i % 2 == 0 else f"seed-r{i // 2}") for i in range(n)]
 
 
-async def seed(backend: str, path: Path | str, threads: dict[str, list[Message]]) -> None:
-    """Write each thread, turn by turn as the engine would (one run per user message), then close."""
+async def seed(backend: str, path: Path | str, threads: dict[str, list[Message]], **options: Any) -> None:
+    """Write each thread, turn by turn as the engine would (one run per user message), then close
+    (``options``: the backend's, e.g. no fsync when only the served load is measured)."""
     if backend == "postgres":
         from .pgcluster import PASSWORD_ENV
 
-        ledger = ledger_class(backend)(path=str(path), password_env=PASSWORD_ENV)
-    else:
-        ledger = ledger_class(backend)(path=str(path))
+        options.setdefault("password_env", PASSWORD_ENV)
+    ledger = ledger_class(backend)(path=str(path), **options)
     await ledger.open()
     try:
         for thread_id, messages in threads.items():

@@ -22,6 +22,7 @@ import trio
 
 from awaken.exchange import MAX_BODY
 from awaken.runstate import RunStatus
+from bench.slowclients import read_to_eof
 
 from .helpers import agui_body, default_config_data, live_server, parse_sse, release
 from .helpers import make_config as _make_config
@@ -106,20 +107,6 @@ def head(path: str, length: int | None = None, *, chunked: bool = False) -> byte
 
 def request(path: str, body: bytes) -> bytes:
     return head(path, len(body)) + body
-
-
-async def read_to_eof(stream: trio.SocketStream) -> bytes:
-    """Everything the server sends until it closes the connection (a reset counts as a close)."""
-    data = bytearray()
-    while True:
-        try:
-            chunk = await stream.receive_some(1 << 16)
-        except trio.BrokenResourceError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    return bytes(data)
 
 
 def split_response(raw: bytes) -> tuple[int, dict[str, str], bytes]:
