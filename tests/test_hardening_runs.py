@@ -94,7 +94,9 @@ async def test_a_disconnected_run_whose_final_commit_is_slow_never_runs_beside_t
                     break
         with trio.fail_after(10):
             await attempted.wait()  # the client is gone: the run is committing `interrupted`
-        await trio.sleep(0.5)  # ten times the final commit's bound: it has given up waiting
+        with trio.fail_after(10):  # the final commit has given up waiting (and said so)
+            while not any("r1" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING):
+                await trio.sleep(0.01)
         second = await post_agui(client, agui_body("z", "r2", [*first, {"id": "m2", "role": "user", "content": "hi"}]))
         assert second[-1]["type"] == "RUN_ERROR", [e["type"] for e in second]
         assert second[-1]["code"] == "THREAD_BUSY" and "retry" in second[-1]["message"]
