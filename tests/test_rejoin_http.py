@@ -17,7 +17,7 @@ from awaken.ledger import Commit
 from awaken.runstate import RunStatus
 from awaken.testing.harness import assistant, run_record, user
 
-from .helpers import agui_body, default_config_data, held, live_server, make_config, release
+from .helpers import LiveServer, agui_body, default_config_data, held, live_server, make_config, release
 from .plugins import gate
 
 GATE = '/call gate {"name": "%s"}'
@@ -244,14 +244,20 @@ async def test_a_watcher_too_slow_to_keep_up_is_dropped_alone_and_the_run_and_th
     assert run.error_code is None
 
 
-async def test_a_position_the_server_no_longer_holds_gets_a_snapshot_then_the_live_tail(srv):
-    async with srv.client() as client:
-        first, context = await start_held(client, "detached", "t-snap", "s1")
+async def rejoin_from_a_lost_position(server: LiveServer, thread_id: str, name: str) -> list[tuple[str | None, Any]]:
+    """Start a ``detached`` run held at gate ``name``, leave it, rejoin from a position the server
+    never held, open the gate, and read the rejoined stream to its end."""
+    async with server.client() as client:
+        _, context = await start_held(client, "detached", thread_id, name)
         await context.__aexit__(None, None, None)
-        async with client.stream("GET", "/v1/ag-ui/threads/t-snap/stream",
+        async with client.stream("GET", f"/v1/ag-ui/threads/{thread_id}/stream",
                                  headers={"last-event-id": "run_gone:7"}) as rejoined:
-            gate.open_gate("s1")
-            frames = frames_of(await rejoined.aread())
+            gate.open_gate(name)
+            return frames_of(await rejoined.aread())
+
+
+async def test_a_position_the_server_no_longer_holds_gets_a_snapshot_then_the_live_tail(srv):
+    frames = await rejoin_from_a_lost_position(srv, "t-snap", "s1")
     kinds = [payload["type"] for _, payload in frames]
     assert kinds[:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STEP_STARTED"]
     assert kinds[-1] == "RUN_FINISHED"
@@ -277,13 +283,7 @@ async def test_a_snapshot_read_late_holds_only_what_was_committed_at_its_boundar
         return await plain_view(thread_id)
 
     monkeypatch.setattr(ledger, "thread_view", late_view)
-    async with srv.client() as client:
-        _, context = await start_held(client, "detached", "t-late", "l1")
-        await context.__aexit__(None, None, None)
-        async with client.stream("GET", "/v1/ag-ui/threads/t-late/stream",
-                                 headers={"last-event-id": "run_gone:7"}) as rejoined:
-            gate.open_gate("l1")
-            frames = frames_of(await rejoined.aread())
+    frames = await rejoin_from_a_lost_position(srv, "t-late", "l1")
     kinds = [payload["type"] for _, payload in frames]
     assert kinds[:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STEP_STARTED"] and kinds[-1] == "RUN_FINISHED"
     snapshot = frames[1][1]["messages"]
