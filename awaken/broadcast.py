@@ -21,7 +21,6 @@ run and the other watchers go on. Pure apart from ``trio.Event``: no I/O here.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -29,6 +28,7 @@ import trio
 
 from . import events as ev
 from .encoding import EncoderBase, EncoderMisuse, WireEvent, text_payload
+from .replaylog import EventLog, FrameRing
 
 if TYPE_CHECKING:
     from .protocol import Protocol
@@ -117,7 +117,8 @@ class Channel:
         self.limit = limit
         #: the frames of ``RunStarted`` (never dropped: a snapshot rejoin starts with them)
         self.head: list[tuple[int, bytes]] = []
-        self.frames: deque[tuple[int, bytes]] = deque()
+        #: the replay (``FrameRing``: a few blocks, not one object per frame; ``frames`` reads it)
+        self._ring = FrameRing()
         self.size = 0
         self.next_seq = 1
         self.closed = False
@@ -129,7 +130,13 @@ class Channel:
     @property
     def first_seq(self) -> int:
         """The oldest sequence number the replay still holds (``next_seq`` when it holds none)."""
-        return self.frames[0][0] if self.frames else self.next_seq
+        first = self._ring.first_seq
+        return self.next_seq if first is None else first
+
+    @property
+    def frames(self) -> list[tuple[int, bytes]]:
+        """``(seq, payload)`` of every frame the replay holds, oldest first."""
+        return list(self._ring)
 
     def holds_after(self, seq: int) -> bool:
         """Whether every frame after ``seq`` is still here (or still to come)."""
@@ -170,11 +177,11 @@ class Channel:
     def _append(self, payload: bytes) -> int:
         seq = self.next_seq
         self.next_seq += 1
-        self.frames.append((seq, payload))
+        ring = self._ring
+        ring.append(seq, payload)
         self.size += len(payload) + FRAME_OVERHEAD
-        while self.size > self.limit and len(self.frames) > 1:
-            _, dropped = self.frames.popleft()
-            self.size -= len(dropped) + FRAME_OVERHEAD
+        while self.size > self.limit and len(ring) > 1:
+            self.size -= ring.popleft() + FRAME_OVERHEAD
         pos = position(self.key, seq)
         for watcher in list(self.watchers):
             watcher.push(pos, payload)
@@ -187,9 +194,8 @@ class Channel:
             return None
         watcher = Watcher(self, deliver, hold=hold)
         watcher.boundary.set()
-        for seq, payload in list(self.frames):
-            if seq > after:
-                watcher.push(position(self.key, seq), payload)
+        for seq, payload in self._ring.after(after):
+            watcher.push(position(self.key, seq), payload)
         if self.closed:
             watcher.done.set()
         else:
@@ -239,7 +245,8 @@ class RunBroadcast:
         self.limit = limit
         self.owner = owner
         self.channels: dict[Protocol, Channel] = {}
-        self._log: deque[tuple[ev.AgentEvent, int]] = deque()
+        #: the run's newest events and the size each is counted for (an ``EventLog``: deltas kept as text blocks)
+        self._log = EventLog()
         self._log_size = 0
         self._log_complete = True
         self._started: ev.RunStarted | None = None
@@ -258,7 +265,7 @@ class RunBroadcast:
                           from_boundary=not self._log_complete)
         if not self._log_complete and self._started is not None:
             channel.feed(self._started)
-        for event, _ in list(self._log):
+        for event in self._log:
             channel.feed(event)
         if self.closed:
             channel.close()
@@ -272,11 +279,10 @@ class RunBroadcast:
         size = FRAME_OVERHEAD
         for channel in list(self.channels.values()):
             size = max(size, channel.feed(event) + FRAME_OVERHEAD)
-        self._log.append((event, size))
+        self._log.append(event, size)
         self._log_size += size
         while self._log_size > self.limit and self._log:
-            _, dropped = self._log.popleft()
-            self._log_size -= dropped
+            self._log_size -= self._log.popleft()
             self._log_complete = False
 
     def close(self) -> None:

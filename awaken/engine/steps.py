@@ -115,6 +115,36 @@ async def fresh_call_ids(run: AdmittedRun, builder: StepBuilder, calls: list[Too
     return builder.rename_calls({c.tool_call_id for c in calls if result_id(c.tool_call_id) in taken})
 
 
+#: a step's text (and reasoning, and each call's arguments) is kept as blocks of this many deltas
+JOIN_EVERY = 128
+
+
+class Pieces:
+    """A string that arrives in many small deltas, kept as a few blocks: every ``JOIN_EVERY`` deltas are
+    joined into one string. A long step (50,000 words) would otherwise hold one small object per word
+    until it commits, scattered through the small-object arenas, which the process keeps after the run
+    if anything that outlives it was allocated among them (see awaken/replaylog.py)."""
+
+    __slots__ = ("_blocks", "_tail")
+
+    def __init__(self) -> None:
+        self._blocks: list[str] = []
+        self._tail: list[str] = []
+
+    def add(self, delta: str) -> None:
+        tail = self._tail
+        tail.append(delta)
+        if len(tail) >= JOIN_EVERY:
+            self._blocks.append("".join(tail))
+            tail.clear()
+
+    def __bool__(self) -> bool:
+        return bool(self._tail or self._blocks)
+
+    def __str__(self) -> str:
+        return "".join(self._blocks) + "".join(self._tail)
+
+
 class StepBuilder:
     """The ``ModelOutput`` of one step: forwards live deltas to the sink and assembles the message.
 
@@ -130,11 +160,11 @@ class StepBuilder:
         self.message_id = message_id
         self.used_call_ids = used_call_ids
         self.step_usage = Usage()
-        self._text: list[str] = []
+        self._text = Pieces()
         self._text_open = False
         self._reasoning_id: str | None = None
-        self._reasoning: list[tuple[str, list[str]]] = []
-        self._calls: dict[int, list[Any]] = {}  # index -> [id, name, [fragments]]
+        self._reasoning: list[tuple[str, Pieces]] = []
+        self._calls: dict[int, list[Any]] = {}  # index -> [id, name, Pieces of the arguments]
 
     def text(self, delta: str) -> None:
         if not delta:
@@ -143,7 +173,7 @@ class StepBuilder:
         if not self._text_open:
             self._text_open = True
             self.sink(TextStart(self.message_id))
-        self._text.append(delta)
+        self._text.add(delta)
         self.sink(TextDelta(self.message_id, delta))
 
     def reasoning(self, delta: str) -> None:
@@ -152,9 +182,9 @@ class StepBuilder:
         self._close_text()
         if self._reasoning_id is None:
             self._reasoning_id = new_id("rsn")
-            self._reasoning.append((self._reasoning_id, []))
+            self._reasoning.append((self._reasoning_id, Pieces()))
             self.sink(ReasoningStart(self._reasoning_id))
-        self._reasoning[-1][1].append(delta)
+        self._reasoning[-1][1].add(delta)
         self.sink(ReasoningDelta(self._reasoning_id, delta))
 
     def tool_call(self, index: int, *, call_id: str | None, name: str | None, arguments: str) -> None:
@@ -164,13 +194,13 @@ class StepBuilder:
             self._close_reasoning()
             if not call_id or call_id in self.used_call_ids or any(c[0] == call_id for c in self._calls.values()):
                 call_id = new_id("call")
-            call = [call_id, name or "", []]
+            call = [call_id, name or "", Pieces()]
             self._calls[index] = call
             self.sink(ToolCallStart(call[0], call[1], self.message_id))
         elif name and not call[1]:
             call[1] = name
         if arguments:
-            call[2].append(arguments)
+            call[2].add(arguments)
             self.sink(ToolCallArgs(call[0], arguments))
 
     def usage(self, usage: Usage) -> None:
@@ -194,7 +224,7 @@ class StepBuilder:
         parts = []
         for index in sorted(self._calls):
             call_id, name, fragments = self._calls[index]
-            arguments = "".join(fragments) or "{}"
+            arguments = str(fragments) or "{}"
             self.sink(ToolCallEnd(call_id, name, arguments))
             parts.append(ToolCallPart(call_id, name, arguments))
         return parts
@@ -204,13 +234,13 @@ class StepBuilder:
         for call in self._calls.values():
             if call[0] in reused:
                 call[0] = new_id("call")
-        return [ToolCallPart(cid, name, "".join(fr) or "{}") for cid, name, fr in
+        return [ToolCallPart(cid, name, str(fr) or "{}") for cid, name, fr in
                 (self._calls[i] for i in sorted(self._calls))]
 
     def message(self, run_id: str) -> Message:
-        parts: list[Any] = [ReasoningPart(rid, "".join(chunks)) for rid, chunks in self._reasoning]
+        parts: list[Any] = [ReasoningPart(rid, str(chunks)) for rid, chunks in self._reasoning]
         if self._text:
-            parts.append(TextPart("".join(self._text)))
-        parts.extend(ToolCallPart(cid, name, "".join(fr) or "{}") for cid, name, fr in
+            parts.append(TextPart(str(self._text)))
+        parts.extend(ToolCallPart(cid, name, str(fr) or "{}") for cid, name, fr in
                      (self._calls[i] for i in sorted(self._calls)))
         return Message(self.message_id, "assistant", tuple(parts), run_id)

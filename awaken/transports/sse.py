@@ -49,21 +49,27 @@ KEEPALIVE = b": keep-alive\n\n"
 #: awaken/memory.py), returned to the system when dropped, not thousands of small frames whose freed
 #: slots stay scattered through the heap
 COALESCE_BYTES = 256 * 1024
+#: and every this many single frames queued behind the socket are joined into one piece first: until
+#: a block is joined, a reader that stops holds a few dozen pieces, not thousands of small objects in
+#: the small-object arenas (see awaken/replaylog.py)
+COALESCE_FRAMES = 64
 
 
 class FrameBuffer:
     """Bytes waiting for the socket: ``put`` is synchronous; ``take`` waits for data or a timeout."""
 
-    __slots__ = ("_chunks", "_closed", "_joined", "_lot", "_oversized", "_size", "_tail", "last_put", "limit",
-                 "on_overflow", "overflowed")
+    __slots__ = ("_chunks", "_closed", "_joined", "_lot", "_oversized", "_pieced", "_size", "_tail", "last_put",
+                 "limit", "on_overflow", "overflowed")
 
     def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
         self.limit = limit
         self.on_overflow = on_overflow
         self._chunks: list[bytes] = []
         self._size = 0
-        #: ``_chunks[:_joined]`` are joined blocks; ``_tail`` bytes of single frames follow them
+        #: ``_chunks[:_joined]`` are joined blocks, then pieces up to ``_pieced``, then single frames;
+        #: ``_tail`` bytes follow the last block
         self._joined = 0
+        self._pieced = 0
         self._tail = 0
         #: frames larger than ``limit`` queued now (they do not count in ``_size``)
         self._oversized = 0
@@ -92,15 +98,20 @@ class FrameBuffer:
             block = b"".join(self._chunks[self._joined:])
             del self._chunks[self._joined:]
             self._chunks.append(block)
-            self._joined = len(self._chunks)
+            self._joined = self._pieced = len(self._chunks)
             self._tail = 0
+        elif len(self._chunks) - self._pieced >= COALESCE_FRAMES:
+            piece = b"".join(self._chunks[self._pieced:])
+            del self._chunks[self._pieced:]
+            self._chunks.append(piece)
+            self._pieced = len(self._chunks)
         if self._lot:
             self._lot.unpark_all()
 
     def discard(self) -> None:
         """Drop what is queued (the connection is gone)."""
         self._chunks.clear()
-        self._size = self._oversized = self._joined = self._tail = 0
+        self._size = self._oversized = self._joined = self._pieced = self._tail = 0
 
     def close(self) -> None:
         self._closed = True
@@ -127,7 +138,7 @@ class FrameBuffer:
             await self._lot.park()  # after an overflow: until the connection's cancellation
         data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
-        self._size = self._oversized = self._joined = self._tail = 0
+        self._size = self._oversized = self._joined = self._pieced = self._tail = 0
         return data
 
 
