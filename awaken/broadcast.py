@@ -117,9 +117,8 @@ class Channel:
         self.limit = limit
         #: the frames of ``RunStarted`` (never dropped: a snapshot rejoin starts with them)
         self.head: list[tuple[int, bytes]] = []
-        #: the replay (``FrameRing``: a few blocks, not one object per frame; ``frames`` reads it)
-        self._ring = FrameRing()
-        self.size = 0
+        #: the replay, bounded in bytes (``FrameRing``: a few blocks, not one object per frame)
+        self._ring = FrameRing(limit, FRAME_OVERHEAD)
         self.next_seq = 1
         self.closed = False
         self.watchers: list[Watcher] = []
@@ -132,6 +131,11 @@ class Channel:
         """The oldest sequence number the replay still holds (``next_seq`` when it holds none)."""
         first = self._ring.first_seq
         return self.next_seq if first is None else first
+
+    @property
+    def size(self) -> int:
+        """The bytes the replay counts for the frames it holds (their lengths, ``FRAME_OVERHEAD`` each)."""
+        return self._ring.size
 
     @property
     def frames(self) -> list[tuple[int, bytes]]:
@@ -177,11 +181,7 @@ class Channel:
     def _append(self, payload: bytes) -> int:
         seq = self.next_seq
         self.next_seq += 1
-        ring = self._ring
-        ring.append(seq, payload)
-        self.size += len(payload) + FRAME_OVERHEAD
-        while self.size > self.limit and len(ring) > 1:
-            self.size -= ring.popleft() + FRAME_OVERHEAD
+        self._ring.append(payload)
         pos = position(self.key, seq)
         for watcher in list(self.watchers):
             watcher.push(pos, payload)
@@ -246,9 +246,7 @@ class RunBroadcast:
         self.owner = owner
         self.channels: dict[Protocol, Channel] = {}
         #: the run's newest events and the size each is counted for (an ``EventLog``: deltas kept as text blocks)
-        self._log = EventLog()
-        self._log_size = 0
-        self._log_complete = True
+        self._log = EventLog(limit)
         self._started: ev.RunStarted | None = None
         self.closed = False
         self.ended = trio.Event()
@@ -261,9 +259,9 @@ class RunBroadcast:
             return channel
         if encoder is None:
             encoder = protocol.watch_encoder(self.thread_id, self.key)
-        channel = Channel(self.key.encode(), encoder, protocol.closing(), self.limit,
-                          from_boundary=not self._log_complete)
-        if not self._log_complete and self._started is not None:
+        complete = self._log.complete and not self.closed
+        channel = Channel(self.key.encode(), encoder, protocol.closing(), self.limit, from_boundary=not complete)
+        if not complete and self._started is not None:
             channel.feed(self._started)
         for event in self._log:
             channel.feed(event)
@@ -280,10 +278,6 @@ class RunBroadcast:
         for channel in list(self.channels.values()):
             size = max(size, channel.feed(event) + FRAME_OVERHEAD)
         self._log.append(event, size)
-        self._log_size += size
-        while self._log_size > self.limit and self._log:
-            self._log_size -= self._log.popleft()
-            self._log_complete = False
 
     def close(self) -> None:
         """The run ended (its outcome is committed): every watcher's stream ends."""
@@ -293,6 +287,4 @@ class RunBroadcast:
         for channel in self.channels.values():
             channel.close()
         self._log.clear()
-        self._log_size = 0
-        self._log_complete = False
         self.ended.set()

@@ -2,98 +2,118 @@
 channel's newest frames) and ``EventLog`` (the run's newest ``AgentEvent``s).
 
 A streaming run produces tens of thousands of small frames and events. Kept as one Python object
-each (a ``(seq, payload)`` tuple, a ``TextDelta``, its delta string), a run's 1 MiB replay and event
-log were ~50,000 small objects scattered through the interpreter's small-object arenas; freed when
-the run ended, those arenas still held a few objects allocated meanwhile by something that lives on
-(a cache entry, a connection awaiting the cycle collector), so the process kept them: a burst of 40
-silent clients left ~100 MB behind. Here frames are bytes appended to a block (a ``bytearray`` of
-up to ``BLOCK_BYTES``) with an ``array`` of where each ends, and a run of deltas of one message or
-tool call is its text appended the same way: a run holds a few dozen blocks, freed as blocks
-(``awaken/memory.py`` returns those pages to the system).
+each (a ``(seq, payload)`` tuple, a ``TextDelta`` and its delta string), a run's 1 MiB replay and
+event log were ~45,000 small objects spread over the interpreter's small-object arenas (1 MiB each,
+returned to the system only when wholly empty). When the run ended they were freed, but each arena
+still held a few objects allocated meanwhile by something that lives on (a hot-thread cache entry, a
+connection awaiting the cycle collector): a burst of 40 silent clients left ~100 MB behind. Here the
+newest ``BATCH`` frames (events) are kept as they came, then packed: frames joined into one ``bytes``
+block with an ``array`` of where each ends, a stretch of deltas of one message (or tool call) into
+one string of their text. A run holds a few dozen blocks, freed as blocks (``awaken/memory.py``
+returns their pages to the system).
 
-Both are FIFOs with the same semantics as the ``deque`` they replace: append at the end, drop the
-oldest one at a time (the caller keeps its byte bound), iterate oldest first. Pure: no I/O.
+Both keep the byte bound of the ``deque`` they replace exactly: the positions a rejoin finds are the
+same. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import accumulate, count
+from operator import add, attrgetter
 from typing import Any
 
 from . import events as ev
 
-#: a block is closed and the next one begun once it holds this many bytes (a larger frame is a block
-#: of its own): small enough that a short run wastes little, large enough to leave the small-object
-#: allocator (over 512 bytes) after a few frames
-BLOCK_BYTES = 64 * 1024
+#: frames (events) appended are packed into one block every this many: until then they are kept as
+#: they came, so an append is a list append, and the packing and the byte bound's bookkeeping run in C
+#: (``b"".join``, ``itertools.accumulate``, ``bisect``) once per batch
+BATCH = 64
 
 
-class _Block:
-    """Consecutive byte strings: ``data[ends[i-1]:ends[i]]`` is the ``i``-th; ``start`` the first still held."""
-
-    __slots__ = ("data", "ends", "start")
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-        self.ends = array("Q")
-        self.start = 0
-
-    def item(self, i: int) -> bytes:
-        return bytes(self.data[self.ends[i - 1] if i else 0:self.ends[i]])
-
-    def length(self, i: int) -> int:
-        return self.ends[i] - (self.ends[i - 1] if i else 0)
+def _counted(lengths: Iterable[int], overhead: int, last: int) -> Iterator[int]:
+    """Running totals after ``last`` of each length plus ``overhead`` (without ``last`` itself)."""
+    totals = accumulate(lengths, initial=last)
+    next(totals)
+    return map(add, totals, count(overhead, overhead)) if overhead else totals
 
 
 class FrameRing:
-    """A channel's replay: frames with consecutive sequence numbers, oldest first.
+    """A channel's replay: its newest frames, with consecutive sequence numbers, bounded in bytes.
 
-    ``append(seq, payload)`` (``seq`` one more than the last one's), ``popleft()`` drops the oldest
-    and returns its length; iterating yields ``(seq, payload)``."""
+    ``append(payload)`` adds the frame after the last one (the first one has sequence number
+    ``first``). The bound is ``deque``-exact: after every append, the oldest frames are dropped while
+    the frames held count more than ``limit`` bytes (each its length plus ``overhead``), the newest
+    one always kept; here that is computed once per batch, and whenever the ring is read (``size``,
+    ``first_seq``, ``after``), with the same result as frame by frame. Iterating yields ``(seq, payload)``."""
 
-    __slots__ = ("_blocks", "_count", "_first")
+    __slots__ = ("_base", "_blocks", "_cum", "_first", "_pending", "_start", "limit", "overhead")
 
-    def __init__(self) -> None:
-        self._blocks: deque[_Block] = deque()
-        self._count = 0
-        #: the sequence number of the oldest frame held (meaningless when empty)
-        self._first = 0
+    def __init__(self, limit: int, overhead: int, first: int = 1) -> None:
+        self.limit = limit
+        self.overhead = overhead
+        self._first = first
+        #: frames appended since the last pack (the newest ones)
+        self._pending: list[bytes] = []
+        #: ``(index of the block's first frame, its frames joined, where each frame ends in it)``;
+        #: frames are indexed from 0 in the order appended
+        self._blocks: deque[tuple[int, bytes, array]] = deque()
+        #: ``_cum[k] - _cum[j]``: the bytes counted for packed frames ``_base + j`` to ``_base + k - 1``
+        self._cum = array("Q", (0,))
+        self._base = 0
+        #: the index of the oldest frame held
+        self._start = 0
+
+    def append(self, payload: bytes) -> None:
+        pending = self._pending
+        pending.append(payload)
+        if len(pending) >= BATCH:
+            self._pack()
+
+    def _pack(self) -> None:
+        """Pack the pending frames into a block, then drop what the bound drops."""
+        pending = self._pending
+        if pending:
+            first = self._base + len(self._cum) - 1
+            ends = array("Q", accumulate(map(len, pending), initial=0))
+            self._blocks.append((first, pending[0] if len(pending) == 1 else b"".join(pending), ends))
+            self._cum.extend(_counted(map(len, pending), self.overhead, self._cum[-1]))
+            pending.clear()
+        cum = self._cum
+        held = len(cum) - 1 + self._base - self._start
+        if held <= 1 or cum[-1] - cum[self._start - self._base] <= self.limit:
+            return
+        start = self._base + bisect_left(cum, cum[-1] - self.limit, self._start - self._base)
+        self._start = start = min(start, len(cum) - 2 + self._base)  # the newest frame is always kept
+        blocks = self._blocks
+        while blocks[0][0] + len(blocks[0][2]) - 1 <= start:
+            blocks.popleft()
+        drop = start - self._base
+        if drop >= 4 * BATCH and drop * 2 >= len(cum):
+            del cum[:drop]
+            self._base = start
 
     def __len__(self) -> int:
-        return self._count
+        self._pack()
+        return len(self._cum) - 1 + self._base - self._start
+
+    @property
+    def size(self) -> int:
+        """The bytes counted for the frames held."""
+        self._pack()
+        return self._cum[-1] - self._cum[self._start - self._base]
 
     @property
     def first_seq(self) -> int | None:
-        return self._first if self._count else None
+        """The sequence number of the oldest frame held (None when none is)."""
+        return self._first + self._start if len(self) else None
 
-    def append(self, seq: int, payload: bytes) -> None:
-        if not self._count:
-            self._blocks.clear()
-            self._first = seq
-        blocks = self._blocks
-        if not blocks or len(blocks[-1].data) >= BLOCK_BYTES:
-            blocks.append(_Block())
-        block = blocks[-1]
-        block.data += payload
-        block.ends.append(len(block.data))
-        self._count += 1
-
-    def popleft(self) -> int:
-        """Drop the oldest frame; its payload's length."""
-        block = self._blocks[0]
-        length = block.length(block.start)
-        block.start += 1
-        if block.start == len(block.ends):
-            self._blocks.popleft()
-        self._first += 1
-        self._count -= 1
-        return length
-
-    def clear(self) -> None:
-        self._blocks.clear()
-        self._count = 0
+    @property
+    def next_seq(self) -> int:
+        return self._first + self._base + len(self._cum) - 1 + len(self._pending)
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         return self.after(0)
@@ -101,97 +121,125 @@ class FrameRing:
     def after(self, seq: int) -> Iterator[tuple[int, bytes]]:
         """``(seq, payload)`` of every frame held after ``seq``, oldest first (a snapshot: frames
         appended while it is read are not in it)."""
-        at = self._first
+        self._pack()
         items: list[tuple[int, bytes]] = []
-        for block in list(self._blocks):
-            count = len(block.ends) - block.start
-            if at + count - 1 > seq:
-                for i in range(block.start, len(block.ends)):
-                    if at + i - block.start > seq:
-                        items.append((at + i - block.start, block.item(i)))
-            at += count
+        for first, data, ends in list(self._blocks):
+            for i in range(len(ends) - 1):
+                index = first + i
+                if index >= self._start and self._first + index > seq:
+                    items.append((self._first + index, data[ends[i]:ends[i + 1]]))
         return iter(items)
 
 
-#: delta events whose runs are kept as text: the type -> the name of the field that names their message or call
-_DELTAS: dict[type, str] = {ev.TextDelta: "message_id", ev.ReasoningDelta: "message_id",
-                            ev.ToolCallArgs: "tool_call_id"}
-
-
-class _Deltas(_Block):
-    """Consecutive delta events of one type and one message (or call): their deltas as UTF-8 text."""
-
-    __slots__ = ("kind", "owner", "sizes")
-
-    def __init__(self, kind: type, owner: str) -> None:
-        super().__init__()
-        self.kind = kind
-        self.owner = owner
-        self.sizes = array("Q")
-
-    def event(self, i: int) -> Any:
-        return self.kind(self.owner, self.item(i).decode("utf-8", "surrogatepass"))
+#: delta events whose runs are kept as text, each with what names the message (or call) it belongs to
+_DELTAS: dict[type, Any] = {ev.TextDelta: attrgetter("message_id"), ev.ReasoningDelta: attrgetter("message_id"),
+                            ev.ToolCallArgs: attrgetter("tool_call_id")}
+_DELTA = attrgetter("delta")
 
 
 class EventLog:
-    """A run's ``AgentEvent``s, each with the size the caller counts it for, oldest first.
+    """A run's newest ``AgentEvent``s, bounded in bytes: after every append, the oldest events are
+    dropped while those held count more than ``limit`` (each the size it was appended with).
 
-    Consecutive deltas of one message (or tool call) are kept as one block of text; any other event
-    as itself. Iterating yields the same events (equal, rebuilt for deltas) in the same order."""
+    Every ``BATCH`` events are packed: a stretch of deltas of one message (or tool call) becomes one
+    string of their text, any other event is kept as itself. Iterating yields the same events (equal;
+    deltas rebuilt) in the same order. ``complete`` is whether it still holds every event appended."""
 
-    __slots__ = ("_count", "_entries")
+    __slots__ = ("_base", "_cum", "_entries", "_events", "_lost", "_sizes", "_start", "limit")
 
-    def __init__(self) -> None:
-        #: ``(event, size)`` tuples and ``_Deltas`` blocks
-        self._entries: deque[Any] = deque()
-        self._count = 0
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __bool__(self) -> bool:
-        return self._count > 0
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._events: list[Any] = []
+        self._sizes = array("Q")
+        #: ``(index, event)`` or ``(index, kind, owner, text, ends)``: packed events from ``index`` on
+        self._entries: deque[tuple[Any, ...]] = deque()
+        self._cum = array("Q", (0,))
+        self._base = 0
+        self._start = 0
+        self._lost = False
 
     def append(self, event: Any, size: int) -> None:
-        entries = self._entries
-        self._count += 1
-        field = _DELTAS.get(type(event))
-        if field is None:
-            entries.append((event, size))
-            return
-        owner = getattr(event, field)
-        last = entries[-1] if entries else None
-        if (type(last) is not _Deltas or last.kind is not type(event) or last.owner != owner
-                or len(last.data) >= BLOCK_BYTES):
-            last = _Deltas(type(event), owner)
-            entries.append(last)
-        last.data += event.delta.encode("utf-8", "surrogatepass")
-        last.ends.append(len(last.data))
-        last.sizes.append(size)
+        events = self._events
+        events.append(event)
+        self._sizes.append(size)
+        if len(events) >= BATCH:
+            self._pack()
 
-    def popleft(self) -> int:
-        """Drop the oldest event; the size it was counted for."""
-        entry = self._entries[0]
-        self._count -= 1
-        if type(entry) is not _Deltas:
-            self._entries.popleft()
-            return entry[1]
-        size = entry.sizes[entry.start]
-        entry.start += 1
-        if entry.start == len(entry.ends):
-            self._entries.popleft()
-        return size
+    def _pack(self) -> None:
+        events = self._events
+        if events:
+            index = self._base + len(self._cum) - 1
+            kind = type(events[0])
+            owner_of = _DELTAS.get(kind)
+            if (owner_of is not None and all(type(e) is kind for e in events)
+                    and len(set(map(owner_of, events))) == 1):  # the usual batch: one message's deltas
+                self._add_deltas(index, kind, owner_of(events[0]), events)
+            else:
+                self._add_mixed(index, events)
+            self._cum.extend(_counted(self._sizes, 0, self._cum[-1]))
+            events.clear()
+            del self._sizes[:]
+        cum = self._cum
+        if cum[-1] - cum[self._start - self._base] <= self.limit:
+            return
+        # unlike a replay, the log may drop its newest event too (one larger than the whole bound)
+        self._start = start = self._base + bisect_left(cum, cum[-1] - self.limit, self._start - self._base)
+        self._lost = True
+        entries = self._entries
+        while entries and entries[0][0] + (1 if len(entries[0]) == 2 else len(entries[0][4]) - 1) <= start:
+            entries.popleft()
+        drop = start - self._base
+        if drop >= 4 * BATCH and drop * 2 >= len(cum):
+            del cum[:drop]
+            self._base = start
+
+    def _add_deltas(self, index: int, kind: type, owner: str, events: list[Any]) -> None:
+        texts = list(map(_DELTA, events))
+        self._entries.append((index, kind, owner, "".join(texts), array("Q", accumulate(map(len, texts), initial=0))))
+
+    def _add_mixed(self, index: int, events: list[Any]) -> None:
+        run: list[Any] = []
+        for i, event in enumerate(events):
+            owner_of = _DELTAS.get(type(event))
+            if run and (owner_of is None or type(event) is not type(run[0]) or owner_of(event) != owner_of(run[0])):
+                self._add_deltas(index + i - len(run), type(run[0]), _DELTAS[type(run[0])](run[0]), run)
+                run = []
+            if owner_of is None:
+                self._entries.append((index + i, event))
+            else:
+                run.append(event)
+        if run:
+            self._add_deltas(index + len(events) - len(run), type(run[0]), _DELTAS[type(run[0])](run[0]), run)
+
+    def __len__(self) -> int:
+        self._pack()
+        return len(self._cum) - 1 + self._base - self._start
+
+    @property
+    def complete(self) -> bool:
+        self._pack()
+        return not self._lost
 
     def clear(self) -> None:
+        """Drop every event: the log is no longer complete."""
+        self._events.clear()
+        del self._sizes[:]
         self._entries.clear()
-        self._count = 0
+        self._start = self._base = self._base + len(self._cum) - 1
+        self._cum = array("Q", (0,))
+        self._lost = True
 
     def __iter__(self) -> Iterator[Any]:
         """The events held, oldest first (a snapshot: events appended while it is read are not in it)."""
-        events: list[Any] = []
+        self._pack()
+        out: list[Any] = []
         for entry in list(self._entries):
-            if type(entry) is _Deltas:
-                events.extend(entry.event(i) for i in range(entry.start, len(entry.ends)))
-            else:
-                events.append(entry[0])
-        return iter(events)
+            if len(entry) == 2:
+                if entry[0] >= self._start:
+                    out.append(entry[1])
+                continue
+            index, kind, owner, text, ends = entry
+            for i in range(len(ends) - 1):
+                if index + i >= self._start:
+                    out.append(kind(owner, text[ends[i]:ends[i + 1]]))
+        return iter(out)
