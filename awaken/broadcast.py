@@ -6,7 +6,8 @@ has a position, the run's key and its sequence number in the channel (``<key>:<s
 SSE sends it as the frame's ``id:`` line. A channel keeps its newest wire events as a replay,
 bounded in bytes (``server.replay_bytes``), plus the run's head (the wire events of ``RunStarted``),
 which is never dropped. A watcher joins at a position: it is replayed what the channel still holds
-after it, then fed live.
+after it, then fed live. The replay and the event log below are kept packed in blocks, not as an
+object per frame or event (``replaylog``: what a run held is freed as a few blocks).
 
 The broadcast also keeps the run's ``AgentEvent``s under the same byte bound, so a protocol that
 starts watching after the run began gets its channel by replaying them into a fresh encoder. Once

@@ -32,6 +32,10 @@ from . import events as ev
 #: they came, so an append is a list append, and the packing and the byte bound's bookkeeping run in C
 #: (``b"".join``, ``itertools.accumulate``, ``bisect``) once per batch
 BATCH = 64
+#: a frame (an event counted) at least this large is packed at once, with those before it: what waits
+#: to be packed stays under ``BATCH`` times this, and the byte bound drops older frames for a large one
+#: (a 5 MB delta) as soon as it comes
+LARGE = 4096
 
 
 def _counted(lengths: Iterable[int], overhead: int, last: int) -> Iterator[int]:
@@ -70,7 +74,7 @@ class FrameRing:
     def append(self, payload: bytes) -> None:
         pending = self._pending
         pending.append(payload)
-        if len(pending) >= BATCH:
+        if len(pending) >= BATCH or len(payload) >= LARGE:
             self._pack()
 
     def _pack(self) -> None:
@@ -162,7 +166,7 @@ class EventLog:
         events = self._events
         events.append(event)
         self._sizes.append(size)
-        if len(events) >= BATCH:
+        if len(events) >= BATCH or size >= LARGE:
             self._pack()
 
     def _pack(self) -> None:

@@ -22,7 +22,7 @@ from awaken.agui import adapter as agui_adapter
 from awaken.broadcast import FRAME_OVERHEAD, RunBroadcast
 from awaken.encoding import sse_frame_at
 from awaken.engine.steps import StepBuilder
-from awaken.replaylog import BATCH, EventLog, FrameRing
+from awaken.replaylog import BATCH, LARGE, EventLog, FrameRing
 from awaken.transports.sse import FrameBuffer
 
 WORDS = [w + " " for w in "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()]
@@ -51,6 +51,10 @@ async def test_a_run_streaming_to_a_reader_that_stopped_holds_a_few_blocks_not_a
     assert str(step.message("r1").parts[0].text) == "".join(WORDS[i % len(WORDS)] + str(i) for i in range(deltas))
 
 
+#: frame lengths (event sizes): mostly small, now and then one large enough to be packed at once
+sizes = st.one_of(st.integers(0, 400), st.integers(0, 400), st.integers(LARGE - 10, 2 * LARGE))
+
+
 class DequeReplay:
     """The replay as it was: a deque of ``(seq, payload)`` bounded in bytes, the newest frame kept."""
 
@@ -66,7 +70,7 @@ class DequeReplay:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(0, 3000), st.lists(st.integers(0, 400), max_size=4 * BATCH + 20), st.data())
+@given(st.integers(0, 4 * LARGE), st.lists(sizes, max_size=4 * BATCH + 20), st.data())
 def test_the_replay_holds_exactly_the_frames_a_deque_bounded_in_bytes_holds(limit, lengths, data):
     ring, reference = FrameRing(limit, FRAME_OVERHEAD), DequeReplay(limit)
     for n, length in enumerate(lengths):
@@ -90,7 +94,7 @@ event_kinds = st.sampled_from([
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(0, 3000), st.lists(st.tuples(event_kinds, st.integers(0, 400)), max_size=4 * BATCH + 20),
+@given(st.integers(0, 4 * LARGE), st.lists(st.tuples(event_kinds, sizes), max_size=4 * BATCH + 20),
        st.data())
 def test_the_event_log_holds_exactly_the_events_a_deque_bounded_in_bytes_holds(limit, appended, data):
     log, reference, size, complete = EventLog(limit), deque(), 0, True
