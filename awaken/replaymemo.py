@@ -43,7 +43,7 @@ PER_KEY = 4
 #: top-level ``"messages":[`` candidates tried per body (a key of that name may also sit in nested values)
 MAX_CANDIDATES = 4
 #: estimated bytes per scanned message beyond the prefix's bytes (its id string and tuple slots)
-_PER_MESSAGE = 120
+_PER_MESSAGE = 160
 _KEY = b'"messages":['
 #: the token that stands for a prefix in a split body (a JSON string: no escaping needed)
 MARKER = "awaken-prefix-" + secrets.token_hex(16)
@@ -120,8 +120,9 @@ class PrefixedList(Sequence[Any]):
 class ReplayMemo:
     """The LRU of prefixes, at most ``budget`` estimated bytes. ``hits`` counts split parses."""
 
-    def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
+    def __init__(self, budget: int = DEFAULT_BUDGET, *, min_body: int = MIN_BODY) -> None:
         self.budget = max(0, int(budget))
+        self.min_body = min_body
         self.total = 0
         self.hits = 0
         self._entries: OrderedDict[int, Prefix] = OrderedDict()
@@ -140,7 +141,7 @@ class ReplayMemo:
         """The body parsed around the longest known prefix of its top-level ``messages`` array, sent
         for the same thread (``owner_of`` reads the thread from the envelope); None when there is none
         or anything is off (the plain parse then decides, and words any refusal)."""
-        if self.budget <= 0 or len(body) < MIN_BODY or not self._entries:
+        if self.budget <= 0 or len(body) < self.min_body or not self._entries:
             return None
         at = -1
         for _ in range(MAX_CANDIDATES):
@@ -190,7 +191,7 @@ class ReplayMemo:
     def record(self, body: bytes, owner: str | None, messages: Sequence[Any], scan: Any) -> None:
         """After a plain parse: keep the body's ``messages`` array (decoded as ``messages``, scanned as
         ``scan``) as the thread's prefix, if orjson's encoding of it is the body's very bytes."""
-        if self.budget <= 0 or owner is None or len(body) < MIN_BODY or type(messages) is not list or not messages:
+        if self.budget <= 0 or owner is None or len(body) < self.min_body or type(messages) is not list or not messages:
             return
         first = b"[" + orjson.dumps(messages[0])
         at = -1

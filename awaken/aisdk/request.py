@@ -303,7 +303,7 @@ def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayM
         return None
     p_ids, p_roles, p_set = prefix.scan
     new_ids = set(ids) if continued_id is None else {*ids, continued_id}
-    if len(new_ids) != len(ids) + (continued_id is not None) or not new_ids.isdisjoint(p_ids):
+    if len(new_ids) != len(ids) + (continued_id is not None) or not p_set.isdisjoint(new_ids):
         return None
     scan = UiScan(PrefixedList(prefix, tail), tuple(range(shift + len(ids))), p_ids + tuple(ids),
                   p_roles + tuple(roles), id_set=p_set.union(ids) if ids else p_set)
