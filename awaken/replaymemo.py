@@ -175,9 +175,11 @@ class ReplayMemo:
         """After ``split`` was parsed: keep its whole array as the thread's prefix (``scan`` is the scan
         of all of it), if orjson's encoding of the tail is the body's very bytes."""
         old = split.prefix
-        if not split.tail:
+        if not split.tail or type(body) is not bytes:
             return
-        encoded = orjson.dumps(split.tail)
+        encoded = _encoded(split.tail)
+        if encoded is None:
+            return
         at = split.start + len(old.data)  # the body holds the old prefix there (``split`` compared it)
         end = at + len(encoded)
         if not (body.startswith(b",", at) and body.startswith(memoryview(encoded)[1:], at + 1)):
@@ -191,9 +193,13 @@ class ReplayMemo:
     def record(self, body: bytes, owner: str | None, messages: Sequence[Any], scan: Any) -> None:
         """After a plain parse: keep the body's ``messages`` array (decoded as ``messages``, scanned as
         ``scan``) as the thread's prefix, if orjson's encoding of it is the body's very bytes."""
-        if self.budget <= 0 or owner is None or len(body) < self.min_body or type(messages) is not list or not messages:
+        if (self.budget <= 0 or owner is None or len(body) < self.min_body or type(body) is not bytes
+                or type(messages) is not list or not messages):
             return
-        first = b"[" + orjson.dumps(messages[0])
+        head = _encoded(messages[0])
+        if head is None:
+            return
+        first = b"[" + head
         at = -1
         for _ in range(MAX_CANDIDATES):
             at = body.find(_KEY, at + 1)
@@ -202,8 +208,8 @@ class ReplayMemo:
             start = at + len(_KEY) - 1
             if not body.startswith(first, start):
                 continue
-            encoded = orjson.dumps(messages)
-            if body.startswith(encoded, start):
+            encoded = _encoded(messages)
+            if encoded is not None and body.startswith(encoded, start):
                 with self._lock:
                     self._put(Prefix(owner, memoryview(body)[start:start + len(encoded) - 1], len(messages),
                                      encoded.count(b"{") + encoded.count(b"["), scan))
@@ -261,3 +267,12 @@ class ReplayMemo:
             _, entry = self._entries.popitem(last=False)
             self.total -= entry.cost
             self._drop(entry)
+
+
+def _encoded(value: Any) -> bytes | None:
+    """orjson's compact encoding of a decoded JSON value, or None where orjson cannot write it back
+    (nesting past its 255 levels, which a history message may carry: its content is never decoded)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return None

@@ -316,3 +316,25 @@ def test_the_message_cap_holds_for_a_split_body():
         scan_run_input(body, CT)
     assert (split.value.code, split.value.message) == (plain.value.code, plain.value.message)
     assert split.value.code == "TOO_MANY_MESSAGES"
+
+
+def test_a_history_orjson_cannot_write_back_is_parsed_plainly():
+    """A history message nested past orjson's 255 levels (its content is never decoded, so it is not
+    refused) is not kept, and the request is parsed as ever, never failed."""
+    import json
+
+    def compact(thread: str, messages: list[Any]) -> bytes:  # what JSON.stringify writes
+        return json.dumps({"threadId": thread, "runId": "r", "messages": messages}, separators=(",", ":")).encode()
+
+    deep = {"id": "deep", "role": "assistant", "content": "x", "extra": nested(300)}
+    memo = ReplayMemo(min_body=0)
+    body = compact("t1", [*long_history(10), deep])
+    assert scan_run_input(body, CT, memo).message_ids == scan_run_input(body, CT).message_ids
+    assert len(memo) == 0
+    history = long_history(10)
+    scan_run_input(compact("t1", history), CT, memo)
+    assert len(memo) == 1
+    body = compact("t1", [*history, deep, {"id": "u", "role": "user", "content": "next"}])
+    parsed = scan_known_run_input(body, CT, memo)
+    assert parsed is not None and parsed.message_ids == scan_run_input(body, CT).message_ids
+    assert memo.hits == 1
