@@ -62,6 +62,9 @@ class ServerConfig:
     #: request bodies over ``OFF_LOOP_BODY`` bytes read or parsed at once; one more is refused with
     #: HTTP 503 ``TOO_MANY_LARGE_BODIES`` and ``Retry-After``
     max_large_bodies: int = 4
+    #: bytes of recent requests' replayed histories kept so that the next replay of a thread has only
+    #: its new messages parsed (``awaken.replaymemo``); 0 turns it off
+    replay_memo_bytes: int = 16 * 1024 * 1024
 
 
 @attrs.frozen
@@ -270,6 +273,8 @@ def _check(config: AppConfig, source: str) -> None:
         ("write_timeout_seconds", server.write_timeout_seconds, server.write_timeout_seconds > 0),
         ("body_timeout_seconds", server.body_timeout_seconds, server.body_timeout_seconds > 0),
         ("max_large_bodies", server.max_large_bodies, server.max_large_bodies >= 1),
+        ("replay_memo_bytes", server.replay_memo_bytes,
+         isinstance(server.replay_memo_bytes, int) and server.replay_memo_bytes >= 0),
     ):
         if not ok:
             raise ConfigError(f"{source}: server.{key}: {value!r} is out of range (must be positive)")

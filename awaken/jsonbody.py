@@ -68,10 +68,8 @@ def load_json_object(body: bytes, *, messages_deep: bool = True) -> dict[str, An
     does not read.
     """
     if len(body) > 2 * MAX_CONTAINERS:  # a shorter body cannot hold more (each array or object is 2 bytes or more)
-        containers = count_containers(body)
-        if containers > MAX_CONTAINERS:
-            raise reject(f"the body holds more than {MAX_CONTAINERS:,} arrays and objects ('{{' and '[' "
-                         "characters, those in strings included); it is not decoded", "BODY_TOO_LARGE")
+        if count_containers(body) > MAX_CONTAINERS:
+            raise _too_many_containers()
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -84,17 +82,41 @@ def load_json_object(body: bytes, *, messages_deep: bool = True) -> dict[str, An
     else:  # the object is level 1, ``messages`` level 2: its elements are not walked here
         deep = any(too_deep(v, MAX_DEPTH - 1) for k, v in data.items() if k != "messages")
     if deep:
-        raise reject(f"the body nests arrays and objects deeper than {MAX_DEPTH} levels", "NESTING_TOO_DEEP")
+        raise _too_deep()
     if isinstance(messages, list) and len(messages) > MAX_MESSAGES:
-        raise reject(f"the body carries {len(messages)} messages; at most {MAX_MESSAGES} are accepted",
-                     "TOO_MANY_MESSAGES")
+        raise _too_many_messages(len(messages))
     return data
+
+
+def check_split(body: bytes, data: dict[str, Any], messages: int, containers: int) -> None:
+    """``load_json_object``'s checks (``messages_deep=False``) for a body parsed around a known prefix of
+    its ``messages`` (``replaymemo``): ``data`` holds every key but the prefix, ``messages`` and
+    ``containers`` count the whole body's. Refuses what ``load_json_object`` refuses, in its order."""
+    if len(body) > 2 * MAX_CONTAINERS and containers > MAX_CONTAINERS:
+        raise _too_many_containers()
+    if any(too_deep(v, MAX_DEPTH - 1) for k, v in data.items() if k != "messages"):
+        raise _too_deep()
+    if messages > MAX_MESSAGES:
+        raise _too_many_messages(messages)
+
+
+def _too_many_containers() -> InputRejected:
+    return reject(f"the body holds more than {MAX_CONTAINERS:,} arrays and objects ('{{' and '[' "
+                  "characters, those in strings included); it is not decoded", "BODY_TOO_LARGE")
+
+
+def _too_deep() -> InputRejected:
+    return reject(f"the body nests arrays and objects deeper than {MAX_DEPTH} levels", "NESTING_TOO_DEEP")
+
+
+def _too_many_messages(count: int) -> InputRejected:
+    return reject(f"the body carries {count} messages; at most {MAX_MESSAGES} are accepted", "TOO_MANY_MESSAGES")
 
 
 def message_too_deep(message: Any) -> None:
     """Refuse one element of a body's ``messages`` (level 3 of the body) that nests too deep."""
     if too_deep(message, MAX_DEPTH - 2):
-        raise reject(f"the body nests arrays and objects deeper than {MAX_DEPTH} levels", "NESTING_TOO_DEEP")
+        raise _too_deep()
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:

@@ -7,12 +7,13 @@ no longer uses. glibc keeps freed memory for reuse unless told otherwise:
   glibc raises that threshold up to 32 MiB after each large block is freed, so that after the first
   large body, bodies, joined frame batches and their HTTP chunk copies come from the heap and stay
   there once freed; with a fixed threshold each of them is its own mapping, returned when freed.
-* ``trim()`` runs ``malloc_trim(0)`` in a worker thread: it returns the free pages inside glibc's
-  heaps (the main one and the per-thread arenas where bodies are parsed off the loop). It is called
-  when the last large request body in flight is parsed and when a stream whose client was too slow
-  is dropped.
+* ``request_trim()`` asks the trimmer task (``run_trims``, hosted by the server) to run
+  ``malloc_trim(0)`` in a worker thread: it returns the free pages inside glibc's heaps (the main one
+  and the per-thread arenas where bodies are parsed off the loop). It is asked for when the last
+  large request body in flight is parsed and when a stream whose client was too slow is dropped;
+  neither waits for it.
 
-Both are no-ops where the C library is not glibc. ``AWAKEN_NO_MALLOC_TRIM=1`` turns ``trim()`` off
+Both are no-ops where the C library is not glibc. ``AWAKEN_NO_MALLOC_TRIM=1`` turns trims off
 (``python -m bench.slowclients`` measures what it returns).
 """
 
@@ -53,30 +54,42 @@ def tune() -> None:
         log.warning("mallopt(M_MMAP_THRESHOLD) was refused: freed large blocks may stay in the heap")
 
 
+#: seconds a trim waits after it was asked for
+TRIM_DELAY = 0.2
+
+
 class _Trims:
-    running = False
-    again = False
+    #: set to ask the process's trimmer task for a trim; None while no trimmer runs
+    wake: trio.Event | None = None
     count = 0
 
 
-async def trim() -> None:
-    """Hand the free pages of every malloc heap back to the system (in a worker thread).
+def request_trim() -> None:
+    """Ask for a trim (see ``run_trims``); returns at once. Nothing happens without a trimmer."""
+    if _Trims.wake is not None:
+        _Trims.wake.set()
 
-    Calls that arrive while a trim runs are folded into one more trim after it: a hundred streams
-    dropped at once cost two trims, and what the last of them freed is still returned."""
-    if not _TRIM:
-        return
-    if _Trims.running:
-        _Trims.again = True
-        return
-    _Trims.running = True
+
+async def run_trims() -> None:
+    """The process's trimmer: until cancelled, run ``malloc_trim(0)`` in a worker thread whenever asked.
+
+    A trim starts ``TRIM_DELAY`` seconds after the first ask; asks that arrive meanwhile or while it
+    runs are folded into it or into one more after it: a hundred streams dropped at once cost one or
+    two trims, and what the last of them freed is still returned. No request ever waits for a trim
+    (a trim walks the heap: milliseconds on a large one). One trimmer serves the process; a second
+    one started meanwhile only waits."""
+    if not _TRIM or _Trims.wake is not None:
+        await trio.sleep_forever()
+    wake = _Trims.wake = trio.Event()
     try:
-        with trio.CancelScope(shield=True):
-            while True:
-                _Trims.again = False
+        while True:
+            await wake.wait()
+            # after a pause: the request that asked is answering its client meanwhile (a trim competes
+            # with it for the CPU), and the asks of a burst are folded into one trim after it
+            await trio.sleep(TRIM_DELAY)
+            wake = _Trims.wake = trio.Event()
+            with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(_LIBC.malloc_trim, 0)
-                _Trims.count += 1
-                if not _Trims.again:
-                    break
+            _Trims.count += 1
     finally:
-        _Trims.running = False
+        _Trims.wake = None

@@ -20,6 +20,7 @@ from .events import AgentEvent
 from .ledger import ThreadView
 from .messages import Message, result_id  # noqa: F401 - re-exported: adapters and the engine import it here
 from .models import ContextEntry, ToolSpec
+from .replaymemo import ReplayMemo
 
 #: what the engine streams a run into (synchronous: it never awaits the client)
 Sink = Callable[[AgentEvent], None]
@@ -92,10 +93,17 @@ class Protocol(abc.ABC):
 
     #: response headers for SSE, beyond the transport's own
     sse_headers: list[tuple[bytes, bytes]] = []
+    #: the replayed histories this protocol keeps for ``parse_known`` (None: it keeps none)
+    memo: ReplayMemo | None = None
 
     @abc.abstractmethod
     def parse(self, body: bytes, content_type: str | None) -> Any:
         """Validate a request body; raise ``InputRejected`` with a catalogue code."""
+
+    def parse_known(self, body: bytes, content_type: str | None) -> Any | None:
+        """``parse`` of a body whose bulk the protocol has parsed before (a replayed history it keeps,
+        ``awaken.replaymemo``), cheap enough for the event loop; None: ``parse`` it."""
+        return None
 
     @abc.abstractmethod
     def target(self, parsed: Any, route_agent: str | None) -> tuple[str | None, str | None]:

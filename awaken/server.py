@@ -50,7 +50,7 @@ from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from . import console, cors, threads_api
+from . import console, cors, memory, threads_api
 from .access import visible_thread
 from .agui import adapter as agui_adapter
 from .agui.capabilities import capabilities as agui_capabilities_of
@@ -97,6 +97,9 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
         return response
 
     process = f"{socket.gethostname()}:{os.getpid()}"
+    for protocol in (agui_adapter.PROTOCOL, aisdk_adapter.PROTOCOL):
+        if protocol.memo is not None:
+            protocol.memo.configure(ctx.config.server.replay_memo_bytes)
 
     @app.get("/healthz")
     async def healthz():  # noqa: ANN202
@@ -209,6 +212,7 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
             # the server's own nursery: late run outcomes are committed here for as long as it serves
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(ctx.app.reconcile_forever)
+                nursery.start_soon(memory.run_trims)
                 await quart_app(scope, receive, send)
                 nursery.cancel_scope.cancel()
             return

@@ -252,12 +252,12 @@ class HttpConnection:
                     return
 
     async def post_sse(self, path: str, body: bytes, protocol: str, result: StreamResult,
-                       on_first_delta: Any = None) -> None:
+                       on_first_delta: Any = None, content_type: bytes = b"application/json") -> None:
         """POST ``body`` and read the SSE response into ``result`` (``t_send`` is set by the caller)."""
         assert self.stream is not None
         host = f"{self.host}:{self.port}".encode()
         request = (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: " + host
-                   + b"\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: "
+                   + b"\r\nContent-Type: " + content_type + b"\r\nAccept: text/event-stream\r\nContent-Length: "
                    + str(len(body)).encode() + b"\r\n\r\n" + body)
         self.reusable = False
         await self.stream.send_all(request)

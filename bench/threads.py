@@ -8,12 +8,13 @@ run over SSE on a kept-alive connection, either with **only the new message** or
 whole history** (what ``HttpAgent`` sends), and the turns are interleaved with runs on new threads, so
 the ratio ``long ÷ new`` is read in one run. Targets: ratio ≤ 1.5 for both bodies at 5,000 messages.
 
-The physical floor of a full replay is measured in the same run, beside every replayed turn: the
-transfer of a body of the same size (``transfer``: the time to the first byte of the refusal of a
-body of that size that is not JSON, minus the same for a 1-byte body; the server reads it whole and
-hands it to a worker thread, as it does a replay) and ``orjson.loads`` of the very body, in this
-process. ``floor ÷ new`` = (new-thread p50 + transfer + loads) ÷ new-thread p50: no server that reads
-the body and parses it as JSON can answer below it.
+The floor of a full replay is measured in the same run, beside every replayed turn: the transfer of a
+body of the same size (``transfer``: the time to the first byte of the refusal of a body of that size
+sent as ``text/plain``, which the server reads whole and refuses without decoding it, minus the same
+for a 1-byte body). ``floor ÷ new`` = (new-thread p50 + transfer) ÷ new-thread p50: no server that
+reads the body can answer below it. ``loads`` (``orjson.loads`` of the very body, in this process) is
+what parsing the whole body would add: the server's replay memo (``awaken.replaymemo``) parses only
+what the thread's previous request did not carry.
 
     python -m bench.threads [--backends sqlite,files,postgres] [--turns 15] [--out bench/results]
 """
@@ -115,10 +116,11 @@ def loads_ms(body: bytes, repeat: int = 5) -> float:
 
 
 async def refusal_ms(probe: HttpConnection, path: str, size: int) -> float:
-    """The time to the first byte of the refusal of a ``size``-byte body that is not JSON."""
+    """The time to the first byte of the refusal of a ``size``-byte body sent as ``text/plain`` (read
+    whole, refused before any decoding)."""
     result = StreamResult()
     result.t_send = time.perf_counter()
-    await probe.post_sse(path, b"x" + b" " * (size - 1), "agui", result)
+    await probe.post_sse(path, b"x" * size, "agui", result, content_type=b"text/plain")
     return (result.t_first_byte - result.t_send) * 1000
 
 
@@ -188,7 +190,7 @@ async def measure(endpoint: Endpoint, cases: dict[str, Turns], turns: int,
     for key, floor in floors.items():
         transfer = max(0.0, statistics.median(floor["large"]) - statistics.median(floor["small"]))
         loads = statistics.median(floor["loads"])
-        rows[key] |= {"transfer_ms": transfer, "loads_ms": loads, "floor_ratio": (base + transfer + loads) / base}
+        rows[key] |= {"transfer_ms": transfer, "loads_ms": loads, "floor_ratio": (base + transfer) / base}
     return rows
 
 
@@ -216,10 +218,11 @@ async def backend_sweep(backend: str, turns: int, out: Path, cluster: Any = None
 def report(results: dict[str, Any]) -> str:
     lines = ["# Thread-length and replay-size sweeps (AG-UI/SSE, `/words 3`, first text delta p50)", "",
              f"Target: at 5,000 messages, long ÷ new ≤ {TARGET_RATIO} for both bodies, on every backend.",
-             "A replayed body's floor (measured beside each replayed turn): transfer (refusal of a non-JSON body",
-             "of the same size, minus a 1-byte one) + `orjson.loads` of the body; floor ÷ new = (new + transfer",
-             "+ loads) ÷ new. Server CPU: the server process's CPU time per turn (all threads), which other",
-             "work on the machine does not inflate.", ""]
+             "A replayed body's floor (measured beside each replayed turn): transfer (the refusal of a `text/plain`",
+             "body of the same size, read whole and refused undecoded, minus a 1-byte one); floor ÷ new = (new +",
+             "transfer) ÷ new. `loads`: what `orjson.loads` of the whole body would add (the replay memo parses",
+             "only what the previous request did not carry). Server CPU: the server process's CPU time per turn",
+             "(all threads), which other work on the machine does not inflate.", ""]
     verdicts = []
     for backend, r in results.items():
         lines += [f"## {backend}", "", "| case | body | p50 ms | ÷ new thread | n | transfer ms | loads ms | floor ÷ new "

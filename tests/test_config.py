@@ -136,7 +136,8 @@ def test_readme_openai_snippet_is_a_valid_agent_table():
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("keepalive_seconds", 0.0), ("max_buffered_bytes", 0), ("ws_ping_seconds", -1.0), ("graceful_timeout", -1.0)],
+    [("keepalive_seconds", 0.0), ("max_buffered_bytes", 0), ("ws_ping_seconds", -1.0), ("graceful_timeout", -1.0),
+     ("replay_memo_bytes", -1)],
 )
 def test_server_values_out_of_range_are_refused(key, value):
     """A zero keep-alive interval would flood a stream with comments; refuse it at start-up."""

@@ -19,16 +19,24 @@ from ..history import read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
 from ..protocol import Asks, Protocol, RunRequest, ToolDecision
+from ..replaymemo import ReplayMemo
 from .encoder import AguiEncoder
 from .history import project_history
 from .interrupts import call_of, open_interrupts, resume_decisions
-from .request import AguiInput, InputMessage, scan_run_input
+from .request import AguiInput, InputMessage, scan_known_run_input, scan_run_input
 
 
 class AguiProtocol(Protocol):
+    def __init__(self) -> None:
+        #: the replayed histories of recent requests, as bytes (a pure parse cache: see replaymemo.py)
+        self.memo = ReplayMemo()
+
     def parse(self, body: bytes, content_type: str | None) -> AguiInput:
         # messages are decoded at admission, only those the thread does not hold (``AguiInput.fresh``)
-        return scan_run_input(body, content_type)
+        return scan_run_input(body, content_type, self.memo)
+
+    def parse_known(self, body: bytes, content_type: str | None) -> AguiInput | None:
+        return scan_known_run_input(body, content_type, self.memo)
 
     def encoder(self, parsed: AguiInput | None) -> AguiEncoder:
         if parsed is None:

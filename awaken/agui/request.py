@@ -20,7 +20,7 @@ gave (the first bad message in request order).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from itertools import compress
 from operator import itemgetter, not_
 from typing import Any, Literal
@@ -28,10 +28,11 @@ from typing import Any, Literal
 import attrs
 
 from ..errors import InputRejected
-from ..jsonbody import check_content_type, load_json_object, message_too_deep, reject
+from ..jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from ..media import check_count, check_image
 from ..messages import ImagePart, Part, TextPart
 from ..models import ContextEntry, ToolSpec
+from ..replaymemo import PrefixedList, ReplayMemo
 from .frontend import parse_context, parse_state, parse_tools
 from .interrupts import ResumeEntry
 
@@ -155,16 +156,18 @@ class Scan:
     indexes of its input and tool messages (history roles are only ids), ``ids`` their ids and
     ``calls`` their ``toolCallId`` (None for input messages)."""
 
-    raw: list[Any]
+    raw: Sequence[Any]
     positions: tuple[int, ...]
     ids: tuple[str, ...]
     calls: tuple[str | None, ...]
-    #: ``ids`` as a set, and the ids of the tool messages (built with the scan, off the event loop)
-    id_set: frozenset[str] = attrs.field(init=False)
+    #: ``ids`` as a set (given when known: a split parse joins its prefix's), and the ids of the tool
+    #: messages (built with the scan, off the event loop)
+    id_set: frozenset[str] = attrs.field(default=None, kw_only=True)
     tool_ids: frozenset[str] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "id_set", frozenset(self.ids))
+        if self.id_set is None:
+            object.__setattr__(self, "id_set", frozenset(self.ids))
         object.__setattr__(self, "tool_ids", frozenset(
             [mid for mid, call in zip(self.ids, self.calls, strict=True) if call is not None]
             if any(self.calls) else ()))
@@ -259,7 +262,7 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
     return attrs.evolve(parsed, messages=messages, scan=None)
 
 
-def scan_run_input(body: bytes, content_type: str | None) -> AguiInput:
+def scan_run_input(body: bytes, content_type: str | None, memo: ReplayMemo | None = None) -> AguiInput:
     """Parse one request without decoding its messages' content (what a server holding the thread
     needs for dedup): the envelope and every message's shape (object, non-empty string ``id``, a
     known ``role``, a tool message's ``toolCallId``) are validated, unique ids too; the content of
@@ -267,13 +270,20 @@ def scan_run_input(body: bytes, content_type: str | None) -> AguiInput:
 
     So a replayed message the thread holds is not refused for its content (the server's copy is the
     truth); any other body gets the refusal ``parse_run_input`` gives, except that a refusal of an
-    uncommitted message's content comes after the envelope's and the shape's (at admission)."""
-    return _scan(body, content_type, eager=False)
+    uncommitted message's content comes after the envelope's and the shape's (at admission).
+
+    With a ``memo``, the body's ``messages`` array is kept there for the thread's next request
+    (``scan_known_run_input``)."""
+    parsed = _scan(body, content_type, eager=False)
+    if memo is not None and parsed.scan is not None:
+        memo.record(body, parsed.thread_id, parsed.scan.raw, _memo_scan(parsed))
+    return parsed
 
 
-def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
-    check_content_type(content_type)
-    data = load_json_object(body, messages_deep=eager)
+def _envelope(data: dict[str, Any]) -> tuple[str, str, str | None, tuple[ResumeEntry, ...], tuple[ToolSpec, ...],
+                                           tuple[ContextEntry, ...], dict[str, Any] | None]:
+    """The request's fields but ``messages``, validated: (threadId, runId, protocolVersion, resume,
+    tools, context, state)."""
     thread_id = _string(data, "threadId", "")
     run_id = _string(data, "runId", "")
     version = data.get("protocolVersion")
@@ -285,6 +295,55 @@ def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
     resume = parse_resume(data.get("resume"))
     tools, context, state = parse_tools(data.get("tools")), parse_context(data.get("context")), \
         parse_state(data.get("state"))
+    assert thread_id is not None and run_id is not None
+    return thread_id, run_id, version, resume, tools, context, state
+
+
+def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo) -> AguiInput | None:
+    """``scan_run_input`` of a body whose ``messages`` array begins with a prefix ``memo`` holds for its
+    thread (a replayed history): only the envelope and the messages after the prefix are decoded. None
+    when the memo does not know the body, or when its new messages are not all well formed (the plain
+    scan then words the refusal). The parse is the plain scan's, refusals included."""
+    check_content_type(content_type)
+    split = memo.split(body, _thread_of)
+    if split is None:
+        return None
+    data, prefix, tail = split.data, split.prefix, split.tail
+    check_split(body, data, prefix.count + len(tail), split.containers)
+    thread_id, run_id, version, resume, tools, context, state = _envelope(data)
+    fast = _shapes(tail) if tail else ((), (), (), ())
+    if fast is None:
+        return None
+    ids, positions, kept, calls, kept_set, all_set = prefix.scan
+    if not all_set.isdisjoint(fast[0]):
+        return None
+    shift = prefix.count
+    scan = Scan(PrefixedList(prefix, tail), positions + tuple(shift + p for p in fast[1]), kept + fast[2],
+                calls + fast[3], id_set=kept_set.union(fast[2]) if fast[2] else kept_set)
+    parsed = AguiInput(thread_id, run_id, version, (), ids + fast[0], state, tools, context, resume, scan)
+    memo.record_split(body, split, _memo_scan(parsed, all_set.union(fast[0]) if fast[0] else all_set))
+    return parsed
+
+
+def _thread_of(data: dict[str, Any]) -> str | None:
+    thread = data.get("threadId")
+    return thread if type(thread) is str else None
+
+
+def _memo_scan(parsed: AguiInput, all_ids: frozenset[str] | None = None) -> tuple[
+        tuple[str, ...], tuple[int, ...], tuple[str, ...], tuple[str | None, ...], frozenset[str], frozenset[str]]:
+    """What the memo keeps of a scan: every id, the input and tool messages' positions, ids and
+    tool call ids, those ids as a set, and every id as a set."""
+    scan = parsed.scan
+    assert scan is not None
+    return (parsed.message_ids, scan.positions, scan.ids, scan.calls, scan.id_set,
+            frozenset(parsed.message_ids) if all_ids is None else all_ids)
+
+
+def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
+    check_content_type(content_type)
+    data = load_json_object(body, messages_deep=eager)
+    thread_id, run_id, version, resume, tools, context, state = _envelope(data)
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list):
         raise reject("messages must be an array")

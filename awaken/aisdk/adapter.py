@@ -28,9 +28,10 @@ from ..history import encode_cursor, read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
 from ..protocol import Asks, Protocol, RunRequest, ToolDecision
+from ..replaymemo import ReplayMemo
 from .encoder import AiSdkEncoder
 from .history import project_history, same_group
-from .request import AiSdkInput, ToolPartAnswer, scan_chat_request
+from .request import AiSdkInput, ToolPartAnswer, scan_chat_request, scan_known_chat_request
 from .wire import DONE, approval_id
 
 #: ``UI_MESSAGE_STREAM_HEADERS`` beyond what the SSE transport sends itself
@@ -57,9 +58,16 @@ class AiSdkProtocol(Protocol):
         """Every AI SDK stream, a run's or a refusal's, ends with ``[DONE]`` after its ``finish``."""
         return [DONE]
 
+    def __init__(self) -> None:
+        #: the replayed histories of recent requests, as bytes (a pure parse cache: see replaymemo.py)
+        self.memo = ReplayMemo()
+
     def parse(self, body: bytes, content_type: str | None) -> AiSdkInput:
         # messages are decoded at admission, only those the thread does not hold (``fresh_inputs``)
-        return scan_chat_request(body, content_type)
+        return scan_chat_request(body, content_type, self.memo)
+
+    def parse_known(self, body: bytes, content_type: str | None) -> AiSdkInput | None:
+        return scan_known_chat_request(body, content_type, self.memo)
 
     def encoder(self, parsed: AiSdkInput | None) -> AiSdkEncoder:
         return AiSdkEncoder(parsed.continued_id if parsed is not None else None)

@@ -25,15 +25,16 @@ parts are the decision candidates).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
 import attrs
 
 from ..errors import InputRejected
-from ..jsonbody import check_content_type, load_json_object, message_too_deep, reject
+from ..jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from ..media import check_count, check_image
 from ..messages import ImagePart, Part, TextPart
+from ..replaymemo import PrefixedList, ReplayMemo
 
 #: tool part states that carry the client's answer to a waiting call
 DECISION_STATES = frozenset({"output-available", "output-error", "approval-responded"})
@@ -70,16 +71,16 @@ class UiScan:
     """The messages of a scanned body whose parts are not read yet: ``raw`` is the ``messages`` array,
     ``positions``/``ids`` the index and id of each message but a last assistant one (decoded at once)."""
 
-    raw: list[Any]
+    raw: Sequence[Any]
     positions: tuple[int, ...]
     ids: tuple[str, ...]
     roles: tuple[str, ...]
-    #: the ids of the user and system messages among them (the input dedup asks about)
-    input_ids: frozenset[str] = attrs.field(init=False)
+    #: ``ids`` as a set (what dedup asks about), given when known (a split parse joins its prefix's)
+    id_set: frozenset[str] = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "input_ids", frozenset(
-            mid for mid, role in zip(self.ids, self.roles, strict=True) if role != "assistant"))
+        if self.id_set is None:
+            object.__setattr__(self, "id_set", frozenset(self.ids))
 
 
 @attrs.frozen
@@ -103,7 +104,7 @@ class AiSdkInput:
         """The ids dedup asks about: every message's but a continued last assistant one's."""
         if self.scan is None:
             return frozenset(m.id for m in self.inputs)
-        return frozenset(self.scan.ids)
+        return self.scan.id_set
 
     def fresh_inputs(self, committed: Collection[str]) -> list[InputUIMessage]:
         """The input messages not in ``committed``, decoded; any other message not committed is
@@ -248,19 +249,93 @@ def parse_chat_request(body: bytes, content_type: str | None) -> AiSdkInput:
     return attrs.evolve(parsed, inputs=tuple(inputs), scan=None)
 
 
-def scan_chat_request(body: bytes, content_type: str | None) -> AiSdkInput:
+def scan_chat_request(body: bytes, content_type: str | None, memo: ReplayMemo | None = None) -> AiSdkInput:
     """Parse one chat request without decoding the parts of its messages but a last assistant one (see
-    the module docstring): ``AiSdkInput.fresh_inputs`` decodes those the thread does not hold."""
-    return _scan(body, content_type, eager=False)
+    the module docstring): ``AiSdkInput.fresh_inputs`` decodes those the thread does not hold.
+
+    With a ``memo``, the body's ``messages`` array is kept there for the thread's next request
+    (``scan_known_chat_request``)."""
+    parsed = _scan(body, content_type, eager=False)
+    scan = parsed.scan
+    if memo is not None and scan is not None and parsed.thread_id is not None:
+        ids, roles = scan.ids, scan.roles
+        if parsed.continued_id is not None:  # the last message, an assistant one, is not in the scan
+            ids, roles = ids + (parsed.continued_id,), roles + ("assistant",)
+        memo.record(body, parsed.thread_id, scan.raw, (ids, roles, frozenset(ids)))
+    return parsed
+
+
+def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayMemo) -> AiSdkInput | None:
+    """``scan_chat_request`` of a body whose ``messages`` array begins with a prefix ``memo`` holds for
+    its thread (a replayed history): only the envelope and the messages after the prefix are decoded.
+    None when the memo does not know the body or when anything after the prefix would be refused (the
+    plain scan then words the refusal)."""
+    check_content_type(content_type)
+    split = memo.split(body, _thread_of)
+    if split is None or not split.tail:
+        return None
+    data, prefix, tail = split.data, split.prefix, split.tail
+    try:
+        check_split(body, data, prefix.count + len(tail), split.containers)
+        thread_id, agent_id, trigger = _envelope(data)
+        shift = prefix.count
+        ids: list[str] = []
+        roles: list[str] = []
+        answers: tuple[ToolPartAnswer, ...] = ()
+        continued_id: str | None = None
+        last = len(tail) - 1
+        for j, raw in enumerate(tail):
+            if type(raw) is not dict or type(raw.get("parts")) is not list:
+                return None
+            message_id, role = raw.get("id"), raw.get("role")
+            if type(message_id) is not str or not message_id:
+                return None
+            if role == "assistant" and j == last:
+                found = _decode(raw, shift + j, last=True)
+                assert isinstance(found, tuple)
+                answers, continued_id = found, message_id
+            elif role == "user" or role == "system" or role == "assistant":
+                ids.append(message_id)
+                roles.append(role)
+            else:
+                return None
+    except InputRejected:
+        return None
+    p_ids, p_roles, p_set = prefix.scan
+    new_ids = set(ids) if continued_id is None else {*ids, continued_id}
+    if len(new_ids) != len(ids) + (continued_id is not None) or not p_set.isdisjoint(new_ids):
+        return None
+    scan = UiScan(PrefixedList(prefix, tail), tuple(range(shift + len(ids))), p_ids + tuple(ids),
+                  p_roles + tuple(roles), id_set=p_set.union(ids) if ids else p_set)
+    parsed = AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan)
+    all_ids, all_roles = scan.ids, scan.roles
+    if continued_id is not None:
+        all_ids, all_roles = all_ids + (continued_id,), all_roles + ("assistant",)
+    memo.record_split(body, split, (all_ids, all_roles, p_set.union(all_ids[shift:])))
+    return parsed
+
+
+def _thread_of(data: dict[str, Any]) -> str | None:
+    for key in ("threadId", "id"):
+        value = data.get(key)
+        if value is not None:
+            return value if type(value) is str and value else None
+    return None
+
+
+def _envelope(data: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """``(thread, agentId, trigger)`` of a request, its other keys validated (``messageId``)."""
+    thread_id = _optional_id(data, "threadId") or _optional_id(data, "id")
+    agent_id = _optional_id(data, "agentId")
+    trigger = _optional_string(data, "trigger", "body")
+    _optional_string(data, "messageId", "body")
+    return thread_id, agent_id, trigger
 
 
 def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AiSdkInput:
     check_content_type(content_type)
     data = load_json_object(body, messages_deep=eager)
-    thread_id = _optional_id(data, "threadId") or _optional_id(data, "id")
-    agent_id = _optional_id(data, "agentId")
-    trigger = _optional_string(data, "trigger", "body")
-    _optional_string(data, "messageId", "body")
+    thread_id, agent_id, trigger = _envelope(data)
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list):
         raise reject("messages must be an array of UIMessages")

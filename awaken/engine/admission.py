@@ -199,9 +199,11 @@ class RunApplication:
             run.owner_known = True
             if not principal.may_see(run.owner):
                 raise UnknownThread(f"no thread {thread_id!r}")
-            large = asks is not None and len(asks.message_ids) >= OFF_LOOP_MESSAGES
-            request = await trio.to_thread.run_sync(build, view) if large else build(view)
-            await prepare(run, request, view, off_loop=large)
+            # the work of ``build`` and ``prepare`` grows with the messages the thread does not hold
+            # (they are decoded and stamped); a replayed history's are set lookups
+            fresh = len(asks.message_ids) - len(view.known_ids or ()) if asks is not None else 0
+            request = await trio.to_thread.run_sync(build, view) if fresh >= OFF_LOOP_MESSAGES else build(view)
+            await prepare(run, request, view, off_loop=len(request.inputs) >= OFF_LOOP_MESSAGES)
             yield run
         finally:
             run.abandon()

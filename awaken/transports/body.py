@@ -13,8 +13,8 @@
 Every refusal that leaves the body unread closes the connection (``Connection: close``): hypercorn
 then drops what the client still sends instead of handing it to nobody.
 
-After the last large body in flight is released, ``memory.trim()`` hands the freed pages back to
-the system: bodies parsed in worker threads leave their memory in glibc's per-thread arenas, which
+After the last large body in flight is released, ``memory.request_trim()`` has the freed pages handed
+back to the system (by the server's trimmer task: the request does not wait for it): bodies parsed in worker threads leave their memory in glibc's per-thread arenas, which
 the process otherwise keeps for good.
 """
 
@@ -81,10 +81,10 @@ class LargeBodies:
                           f"retry in {RETRY_AFTER} s", [(b"retry-after", str(RETRY_AFTER).encode())])
         self.in_flight += 1
 
-    async def give_back(self) -> None:
+    def give_back(self) -> None:
         self.in_flight -= 1
         if self.in_flight == 0:
-            await memory.trim()
+            memory.request_trim()
             self.trims += 1
 
 
@@ -108,7 +108,7 @@ class Body:
         self.data = None
         bodies, self._bodies = self._bodies, None
         if bodies is not None:
-            await bodies.give_back()
+            bodies.give_back()
 
 
 def declared_length(scope: dict[str, Any]) -> int | None:
@@ -142,7 +142,7 @@ async def read_body(scope: dict[str, Any], receive: ASGIReceive, *, limit: int, 
                 if size > limit:
                     chunks.clear()
                     if holds:
-                        await bodies.give_back()
+                        bodies.give_back()
                         holds = False
                     return Body(None)
                 if size > bodies.threshold and not holds:
@@ -158,7 +158,7 @@ async def read_body(scope: dict[str, Any], receive: ASGIReceive, *, limit: int, 
     except BaseException:
         chunks.clear()
         if holds:
-            await bodies.give_back()
+            bodies.give_back()
         raise
     return Body(data, bodies if holds else None)
 

@@ -102,6 +102,16 @@ const scenarios = {
     }
     return agent;
   },
+  // Five long turns (14 KB each) on one HttpAgent: from the third on, each request resends a history
+  // the server has parsed before (its replay memo splits it off and parses only the new messages).
+  async long_history() {
+    const agent = makeAgent("/v1/ag-ui");
+    for (let turn = 1; turn <= 5; turn++) {
+      say(agent, `turn ${turn}: ${"lorem ipsum dolor ".repeat(800)}`);
+      await run(agent);
+    }
+    return agent;
+  },
   async reasoning() {
     const agent = makeAgent("/v1/ag-ui");
     say(agent, "/think weighing the options\nwhich one?");

@@ -124,6 +124,16 @@ const scenarios = {
     await settled(chat);
     return chat;
   },
+  // Five long turns (14 KB each): from the third on, each request resends a history the server has
+  // parsed before (its replay memo splits it off and parses only the new messages).
+  async "long-history"() {
+    const chat = makeChat();
+    for (let turn = 1; turn <= 5; turn++) {
+      await chat.sendMessage({ text: `turn ${turn}: ${"lorem ipsum dolor ".repeat(800)}` });
+      await settled(chat);
+    }
+    return chat;
+  },
   async fail() {
     const chat = makeChat();
     await chat.sendMessage({ text: "/fail\nhello" });

@@ -1,0 +1,278 @@
+"""The ``messages`` arrays of recent requests, kept as bytes, so that a client resending a thread's
+whole history (``HttpAgent`` and ``useChat`` do, every turn) has only what it added parsed (issue 18).
+
+A ``Prefix`` is the bytes of a ``messages`` array from its ``[`` through its last element (no ``]``),
+the thread it was sent for, and the protocol's scan of its elements (ids, roles, tool call ids: what
+the request parser reads of a message it does not decode). A request whose top-level ``messages``
+array starts with those very bytes is parsed as a *split*: the prefix is cut out of the body and
+replaced by a marker, the rest (the envelope and the messages after the prefix) is decoded, and the
+marker is checked to stand at the top-level ``messages`` position (a random token of this process,
+so no body can forge it). Whatever is not parsed is the prefix's bytes, which decode to what its scan
+says: a prefix is only ever recorded from bytes that were parsed (or from orjson's own encoding of
+them, kept only when the body holds those very bytes). The parse is the same as the plain one; the
+memo decides nothing about threads or dedup.
+
+A prefix's messages can still be decoded (``Prefix.elements``): admission decodes every message the
+thread does not hold, and a memo knows nothing of what the thread holds.
+
+Sans-IO: bytes in, parses out. The LRU is bounded in bytes (``[server] replay_memo_bytes``);
+operations on it are single ``OrderedDict``/``dict`` calls (atomic under the GIL: parsing runs in
+worker threads for large bodies). Clients whose encoding is not the compact one orjson and
+``JSON.stringify`` write never hit, and pay one encode of their first message per large body.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, overload
+
+import attrs
+import orjson
+
+#: the default ``[server] replay_memo_bytes``
+DEFAULT_BUDGET = 16 * 1024 * 1024
+#: bodies shorter than this are parsed plainly (they parse in well under a millisecond)
+MIN_BODY = 32 * 1024
+#: bytes of a prefix (from its ``[``) that index it
+KEY_BYTES = 96
+#: prefixes kept per key (threads whose histories begin with the same bytes)
+PER_KEY = 4
+#: top-level ``"messages":[`` candidates tried per body (a key of that name may also sit in nested values)
+MAX_CANDIDATES = 4
+#: estimated bytes per scanned message beyond the prefix's bytes (its id string and tuple slots)
+_PER_MESSAGE = 160
+_KEY = b'"messages":['
+#: the token that stands for a prefix in a split body (a JSON string: no escaping needed)
+MARKER = "awaken-prefix-" + secrets.token_hex(16)
+_MARKER_ARRAY = b'["' + MARKER.encode() + b'"'
+
+
+@attrs.frozen(eq=False)
+class Prefix:
+    """The first ``count`` elements of a ``messages`` array as its bytes, and their scan."""
+
+    owner: str
+    #: a view of the request body the bytes were last seen in
+    data: memoryview
+    count: int
+    #: the ``{`` and ``[`` bytes of ``data`` (the body's container bound counts them)
+    containers: int
+    #: the protocol's scan of the elements (what its parser keeps of a message it does not decode)
+    scan: Any
+
+    @property
+    def cost(self) -> int:
+        return self.data.obj.__len__() + self.count * _PER_MESSAGE + 200  # the whole body it views
+
+    def elements(self) -> list[Any]:
+        """The elements, decoded (for a message admission must decode after all)."""
+        return orjson.loads(bytes(self.data) + b"]")
+
+
+@attrs.frozen(eq=False)
+class Split:
+    """A body parsed around a prefix: ``data`` is the body's object with ``messages`` holding only the
+    elements after the prefix (``tail``); ``start`` is where the array begins in the body."""
+
+    data: dict[str, Any]
+    prefix: Prefix
+    tail: list[Any]
+    start: int
+    #: the ``{`` and ``[`` bytes of the whole body
+    containers: int
+
+
+class PrefixedList(Sequence[Any]):
+    """A split body's ``messages``: the prefix's elements (decoded on first use) then the tail's."""
+
+    __slots__ = ("_decoded", "prefix", "tail")
+
+    def __init__(self, prefix: Prefix, tail: list[Any]) -> None:
+        self.prefix = prefix
+        self.tail = tail
+        self._decoded: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return self.prefix.count + len(self.tail)
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Any]: ...
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if i >= self.prefix.count:
+            return self.tail[i - self.prefix.count]
+        if i < 0:
+            raise IndexError(i)
+        if self._decoded is None:
+            self._decoded = self.prefix.elements()
+        return self._decoded[i]
+
+
+class ReplayMemo:
+    """The LRU of prefixes, at most ``budget`` estimated bytes. ``hits`` counts split parses."""
+
+    def __init__(self, budget: int = DEFAULT_BUDGET, *, min_body: int = MIN_BODY) -> None:
+        self.budget = max(0, int(budget))
+        self.min_body = min_body
+        self.total = 0
+        self.hits = 0
+        self._entries: OrderedDict[int, Prefix] = OrderedDict()
+        self._by_key: dict[bytes, list[Prefix]] = {}
+        self._lock = threading.Lock()  # parses of large bodies run in worker threads
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def configure(self, budget: int) -> None:
+        with self._lock:
+            self.budget = max(0, int(budget))
+            self._evict()
+
+    def split(self, body: bytes, owner_of: Callable[[dict[str, Any]], str | None]) -> Split | None:
+        """The body parsed around the longest known prefix of its top-level ``messages`` array, sent
+        for the same thread (``owner_of`` reads the thread from the envelope); None when there is none
+        or anything is off (the plain parse then decides, and words any refusal)."""
+        if self.budget <= 0 or len(body) < self.min_body or not self._entries:
+            return None
+        at = -1
+        for _ in range(MAX_CANDIDATES):
+            at = body.find(_KEY, at + 1)
+            if at < 0:
+                return None
+            start = at + len(_KEY) - 1
+            found = self._longest(body, start)
+            if found is None:
+                continue
+            rest = body[start + len(found.data):]
+            try:
+                data = orjson.loads(body[:start] + _MARKER_ARRAY + rest)
+            except orjson.JSONDecodeError:
+                return None
+            if type(data) is not dict:
+                return None
+            messages = data.get("messages")
+            if type(messages) is not list or not messages or messages[0] != MARKER or owner_of(data) != found.owner:
+                continue
+            tail = messages[1:]
+            data["messages"] = tail
+            containers = (body.count(b"{", 0, start) + body.count(b"[", 0, start) + found.containers
+                          + rest.count(b"{") + rest.count(b"["))
+            self._touch(found)
+            self.hits += 1
+            return Split(data, found, tail, start, containers)
+        return None
+
+    def record_split(self, body: bytes, split: Split, scan: Any) -> None:
+        """After ``split`` was parsed: keep its whole array as the thread's prefix (``scan`` is the scan
+        of all of it), if orjson's encoding of the tail is the body's very bytes."""
+        old = split.prefix
+        if not split.tail or type(body) is not bytes:
+            return
+        encoded = _encoded(split.tail)
+        if encoded is None:
+            return
+        at = split.start + len(old.data)  # the body holds the old prefix there (``split`` compared it)
+        end = at + len(encoded)
+        if not (body.startswith(b",", at) and body.startswith(memoryview(encoded)[1:], at + 1)):
+            return
+        # the body's own bytes, not a copy: the memo keeps the last request of the thread alive instead
+        with self._lock:
+            self._drop(old)
+            self._put(Prefix(old.owner, memoryview(body)[split.start:end - 1], old.count + len(split.tail),
+                             old.containers + encoded.count(b"{") + encoded.count(b"[") - 1, scan))
+
+    def record(self, body: bytes, owner: str | None, messages: Sequence[Any], scan: Any) -> None:
+        """After a plain parse: keep the body's ``messages`` array (decoded as ``messages``, scanned as
+        ``scan``) as the thread's prefix, if orjson's encoding of it is the body's very bytes."""
+        if (self.budget <= 0 or owner is None or len(body) < self.min_body or type(body) is not bytes
+                or type(messages) is not list or not messages):
+            return
+        head = _encoded(messages[0])
+        if head is None:
+            return
+        first = b"[" + head
+        at = -1
+        for _ in range(MAX_CANDIDATES):
+            at = body.find(_KEY, at + 1)
+            if at < 0:
+                return
+            start = at + len(_KEY) - 1
+            if not body.startswith(first, start):
+                continue
+            encoded = _encoded(messages)
+            if encoded is not None and body.startswith(encoded, start):
+                with self._lock:
+                    self._put(Prefix(owner, memoryview(body)[start:start + len(encoded) - 1], len(messages),
+                                     encoded.count(b"{") + encoded.count(b"["), scan))
+            return
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._by_key.clear()
+            self.total = 0
+
+    def _longest(self, body: bytes, start: int) -> Prefix | None:
+        best: Prefix | None = None
+        for entry in self._by_key.get(body[start:start + KEY_BYTES], ()):
+            if (best is None or len(entry.data) > len(best.data)) and body.startswith(entry.data, start):
+                best = entry
+        return best
+
+    def _touch(self, entry: Prefix) -> None:
+        try:
+            self._entries.move_to_end(id(entry))
+        except KeyError:  # evicted meanwhile
+            pass
+
+    def _put(self, entry: Prefix) -> None:
+        if entry.cost * 4 > self.budget or len(entry.data) < KEY_BYTES:
+            return
+        key = bytes(entry.data[:KEY_BYTES])
+        same = [e for e in self._by_key.get(key, ()) if e.owner != entry.owner]
+        for e in self._by_key.get(key, ()):
+            if e.owner == entry.owner:
+                self._remove(e)
+        while len(same) >= PER_KEY:
+            self._remove(same.pop(0))
+        self._by_key[key] = [*same, entry]
+        self._entries[id(entry)] = entry
+        self.total += entry.cost
+        self._evict()
+
+    def _drop(self, entry: Prefix) -> None:
+        key = bytes(entry.data[:KEY_BYTES])
+        kept = [e for e in self._by_key.get(key, ()) if e is not entry]
+        self._remove(entry)
+        if kept:
+            self._by_key[key] = kept
+        else:
+            self._by_key.pop(key, None)
+
+    def _remove(self, entry: Prefix) -> None:
+        if self._entries.pop(id(entry), None) is not None:
+            self.total -= entry.cost
+
+    def _evict(self) -> None:
+        while self.total > self.budget and self._entries:
+            _, entry = self._entries.popitem(last=False)
+            self.total -= entry.cost
+            self._drop(entry)
+
+
+def _encoded(value: Any) -> bytes | None:
+    """orjson's compact encoding of a decoded JSON value, or None where orjson cannot write it back
+    (nesting past its 255 levels, which a history message may carry: its content is never decoded)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return None
