@@ -29,7 +29,7 @@ import trio
 
 from . import events as ev
 from .encoding import EncoderBase, EncoderMisuse, WireEvent, text_payload
-from .replaylog import EventLog, FrameRing
+from .replaylog import BATCH, LARGE, EventLog, FrameRing
 
 if TYPE_CHECKING:
     from .protocol import Protocol
@@ -182,7 +182,10 @@ class Channel:
     def _append(self, payload: bytes) -> int:
         seq = self.next_seq
         self.next_seq += 1
-        self._ring.append(payload)
+        pending = self._ring.pending  # FrameRing.append, inlined: this runs for every frame
+        pending.append(payload)
+        if len(pending) >= BATCH or len(payload) >= LARGE:
+            self._ring.pack()
         pos = position(self.key, seq)
         for watcher in list(self.watchers):
             watcher.push(pos, payload)
@@ -278,7 +281,11 @@ class RunBroadcast:
         size = FRAME_OVERHEAD
         for channel in list(self.channels.values()):
             size = max(size, channel.feed(event) + FRAME_OVERHEAD)
-        self._log.append(event, size)
+        log = self._log  # EventLog.append, inlined: this runs for every event
+        log.events.append(event)
+        log.sizes.append(size)
+        if len(log.events) >= BATCH or size >= LARGE:
+            log.pack()
 
     def close(self) -> None:
         """The run ended (its outcome is committed): every watcher's stream ends."""

@@ -54,14 +54,15 @@ class FrameRing:
     one always kept; here that is computed once per batch, and whenever the ring is read (``size``,
     ``first_seq``, ``after``), with the same result as frame by frame. Iterating yields ``(seq, payload)``."""
 
-    __slots__ = ("_base", "_blocks", "_cum", "_first", "_pending", "_start", "limit", "overhead")
+    __slots__ = ("_base", "_blocks", "_cum", "_first", "_start", "limit", "overhead", "pending")
 
     def __init__(self, limit: int, overhead: int, first: int = 1) -> None:
         self.limit = limit
         self.overhead = overhead
         self._first = first
-        #: frames appended since the last pack (the newest ones)
-        self._pending: list[bytes] = []
+        #: frames appended since the last pack, the newest ones (a hot caller may append here itself,
+        #: then ``pack`` as ``append`` does)
+        self.pending: list[bytes] = []
         #: ``(index of the block's first frame, its frames joined, where each frame ends in it)``;
         #: frames are indexed from 0 in the order appended
         self._blocks: deque[tuple[int, bytes, array]] = deque()
@@ -72,14 +73,13 @@ class FrameRing:
         self._start = 0
 
     def append(self, payload: bytes) -> None:
-        pending = self._pending
-        pending.append(payload)
-        if len(pending) >= BATCH or len(payload) >= LARGE:
-            self._pack()
+        self.pending.append(payload)
+        if len(self.pending) >= BATCH or len(payload) >= LARGE:
+            self.pack()
 
-    def _pack(self) -> None:
+    def pack(self) -> None:
         """Pack the pending frames into a block, then drop what the bound drops."""
-        pending = self._pending
+        pending = self.pending
         if pending:
             first = self._base + len(self._cum) - 1
             ends = array("Q", accumulate(map(len, pending), initial=0))
@@ -101,13 +101,13 @@ class FrameRing:
             self._base = start
 
     def __len__(self) -> int:
-        self._pack()
+        self.pack()
         return len(self._cum) - 1 + self._base - self._start
 
     @property
     def size(self) -> int:
         """The bytes counted for the frames held."""
-        self._pack()
+        self.pack()
         return self._cum[-1] - self._cum[self._start - self._base]
 
     @property
@@ -117,7 +117,7 @@ class FrameRing:
 
     @property
     def next_seq(self) -> int:
-        return self._first + self._base + len(self._cum) - 1 + len(self._pending)
+        return self._first + self._base + len(self._cum) - 1 + len(self.pending)
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         return self.after(0)
@@ -125,7 +125,7 @@ class FrameRing:
     def after(self, seq: int) -> Iterator[tuple[int, bytes]]:
         """``(seq, payload)`` of every frame held after ``seq``, oldest first (a snapshot: frames
         appended while it is read are not in it)."""
-        self._pack()
+        self.pack()
         items: list[tuple[int, bytes]] = []
         for first, data, ends in list(self._blocks):
             for i in range(len(ends) - 1):
@@ -149,12 +149,14 @@ class EventLog:
     string of their text, any other event is kept as itself. Iterating yields the same events (equal;
     deltas rebuilt) in the same order. ``complete`` is whether it still holds every event appended."""
 
-    __slots__ = ("_base", "_cum", "_entries", "_events", "_lost", "_sizes", "_start", "limit")
+    __slots__ = ("_base", "_cum", "_entries", "_lost", "_start", "events", "limit", "sizes")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._events: list[Any] = []
-        self._sizes = array("Q")
+        #: events appended since the last pack and their sizes (a hot caller may append here itself,
+        #: then ``pack`` as ``append`` does)
+        self.events: list[Any] = []
+        self.sizes = array("Q")
         #: ``(index, event)`` or ``(index, kind, owner, text, ends)``: packed events from ``index`` on
         self._entries: deque[tuple[Any, ...]] = deque()
         self._cum = array("Q", (0,))
@@ -163,26 +165,25 @@ class EventLog:
         self._lost = False
 
     def append(self, event: Any, size: int) -> None:
-        events = self._events
-        events.append(event)
-        self._sizes.append(size)
-        if len(events) >= BATCH or size >= LARGE:
-            self._pack()
+        self.events.append(event)
+        self.sizes.append(size)
+        if len(self.events) >= BATCH or size >= LARGE:
+            self.pack()
 
-    def _pack(self) -> None:
-        events = self._events
+    def pack(self) -> None:
+        events = self.events
         if events:
             index = self._base + len(self._cum) - 1
             kind = type(events[0])
             owner_of = _DELTAS.get(kind)
-            if (owner_of is not None and all(type(e) is kind for e in events)
+            if (owner_of is not None and len(set(map(type, events))) == 1
                     and len(set(map(owner_of, events))) == 1):  # the usual batch: one message's deltas
                 self._add_deltas(index, kind, owner_of(events[0]), events)
             else:
                 self._add_mixed(index, events)
-            self._cum.extend(_counted(self._sizes, 0, self._cum[-1]))
+            self._cum.extend(_counted(self.sizes, 0, self._cum[-1]))
             events.clear()
-            del self._sizes[:]
+            del self.sizes[:]
         cum = self._cum
         if cum[-1] - cum[self._start - self._base] <= self.limit:
             return
@@ -216,18 +217,18 @@ class EventLog:
             self._add_deltas(index + len(events) - len(run), type(run[0]), _DELTAS[type(run[0])](run[0]), run)
 
     def __len__(self) -> int:
-        self._pack()
+        self.pack()
         return len(self._cum) - 1 + self._base - self._start
 
     @property
     def complete(self) -> bool:
-        self._pack()
+        self.pack()
         return not self._lost
 
     def clear(self) -> None:
         """Drop every event: the log is no longer complete."""
-        self._events.clear()
-        del self._sizes[:]
+        self.events.clear()
+        del self.sizes[:]
         self._entries.clear()
         self._start = self._base = self._base + len(self._cum) - 1
         self._cum = array("Q", (0,))
@@ -235,7 +236,7 @@ class EventLog:
 
     def __iter__(self) -> Iterator[Any]:
         """The events held, oldest first (a snapshot: events appended while it is read are not in it)."""
-        self._pack()
+        self.pack()
         out: list[Any] = []
         for entry in list(self._entries):
             if len(entry) == 2:

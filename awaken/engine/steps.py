@@ -125,24 +125,28 @@ class Pieces:
     until it commits, scattered through the small-object arenas, which the process keeps after the run
     if anything that outlives it was allocated among them (see awaken/replaylog.py)."""
 
-    __slots__ = ("_blocks", "_tail")
+    __slots__ = ("_blocks", "tail")
 
     def __init__(self) -> None:
         self._blocks: list[str] = []
-        self._tail: list[str] = []
+        #: the deltas since the last block (a caller on a hot path appends here itself, then ``seal``s)
+        self.tail: list[str] = []
 
     def add(self, delta: str) -> None:
-        tail = self._tail
-        tail.append(delta)
-        if len(tail) >= JOIN_EVERY:
-            self._blocks.append("".join(tail))
-            tail.clear()
+        self.tail.append(delta)
+        self.seal()
+
+    def seal(self) -> None:
+        """Join the tail into a block once it holds ``JOIN_EVERY`` deltas."""
+        if len(self.tail) >= JOIN_EVERY:
+            self._blocks.append("".join(self.tail))
+            self.tail.clear()
 
     def __bool__(self) -> bool:
-        return bool(self._tail or self._blocks)
+        return bool(self.tail or self._blocks)
 
     def __str__(self) -> str:
-        return "".join(self._blocks) + "".join(self._tail)
+        return "".join(self._blocks) + "".join(self.tail)
 
 
 class StepBuilder:
@@ -173,7 +177,10 @@ class StepBuilder:
         if not self._text_open:
             self._text_open = True
             self.sink(TextStart(self.message_id))
-        self._text.add(delta)
+        tail = self._text.tail  # Pieces.add, inlined: this runs for every delta of every run
+        tail.append(delta)
+        if len(tail) >= JOIN_EVERY:
+            self._text.seal()
         self.sink(TextDelta(self.message_id, delta))
 
     def reasoning(self, delta: str) -> None:
