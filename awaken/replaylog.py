@@ -19,18 +19,16 @@ same. Pure: no I/O.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable, Iterator
-from itertools import accumulate, count
-from operator import add, attrgetter
+from collections.abc import Iterator
+from itertools import accumulate
+from operator import attrgetter
 from typing import Any
 
 from . import events as ev
 
 #: frames (events) appended are packed into one block every this many: until then they are kept as
-#: they came, so an append is a list append, and the packing and the byte bound's bookkeeping run in C
-#: (``b"".join``, ``itertools.accumulate``, ``bisect``) once per batch
+#: they came, so an append is a list append, and packing is a few C calls per batch
 BATCH = 64
 #: a frame (an event counted) at least this large is packed at once, with those before it: what waits
 #: to be packed stays under ``BATCH`` times this, and the byte bound drops older frames for a large one
@@ -38,39 +36,104 @@ BATCH = 64
 LARGE = 4096
 
 
-def _counted(lengths: Iterable[int], overhead: int, last: int) -> Iterator[int]:
-    """Running totals after ``last`` of each length plus ``overhead`` (without ``last`` itself)."""
-    totals = accumulate(lengths, initial=last)
-    next(totals)
-    return map(add, totals, count(overhead, overhead)) if overhead else totals
+class _Bound:
+    """A FIFO of items in blocks, bounded in bytes the way a ``deque`` was: after every append, the
+    oldest items are dropped while those held count more than ``limit`` (``keep_newest``: never the
+    newest one). Each block knows what all its items count (``total``) and what its last one counts
+    (``last``): whole blocks are dropped as items are packed (a block goes once its last item is
+    dropped); where the bound falls inside the oldest block is worked out only when someone reads
+    (``start``), with the same result as item by item. Subclasses say what an item counts (``counts``)."""
+
+    __slots__ = ("_blocks", "_held", "_lost", "_next", "_start", "keep_newest", "limit")
+
+    def __init__(self, limit: int, keep_newest: bool) -> None:
+        self.limit = limit
+        self.keep_newest = keep_newest
+        #: ``[first index, count, total, last, payload...]`` per block, oldest first
+        self._blocks: deque[list[Any]] = deque()
+        #: what the blocks' items count together (those dropped from the oldest block included)
+        self._held = 0
+        #: the index of the next item packed; the oldest item held is at least ``_start``
+        self._next = 0
+        self._start = 0
+        self._lost = False
+
+    def _add(self, block: list[Any]) -> None:
+        self._blocks.append(block)
+        self._next += block[1]
+        self._held += block[2]
+        blocks = self._blocks
+        while (len(blocks) > 1 or not self.keep_newest) and blocks and \
+                blocks[0][3] + self._held - blocks[0][2] > self.limit:  # its last item goes: all of it does
+            first, count, total = blocks.popleft()[:3]
+            self._held -= total
+            self._start = max(self._start, first + count)
+            self._lost = True
+
+    def counts(self, block: list[Any]) -> list[int]:
+        """What each item of ``block`` counts."""
+        raise NotImplementedError
+
+    def start(self) -> int:
+        """The index of the oldest item held (``_next`` when none is): where the bound falls."""
+        if not self._blocks:
+            return self._start
+        block = self._blocks[0]
+        index, held = block[0], self._held
+        for count in self.counts(block):
+            if (index >= self._start and held <= self.limit) or (self.keep_newest and index == self._next - 1):
+                break
+            held -= count
+            index += 1
+        self._start = index
+        if index > 0:
+            self._lost = True
+        return index
+
+    def size(self) -> int:
+        """What the items held count."""
+        start = self.start()
+        if not self._blocks:
+            return 0
+        block = self._blocks[0]
+        return self._held - sum(self.counts(block)[:start - block[0]])
+
+    def items(self, block: list[Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def held(self) -> list[tuple[int, Any]]:
+        """``(index, item)`` of every item held, oldest first."""
+        start = self.start()
+        out: list[tuple[int, Any]] = []
+        for block in list(self._blocks):
+            out.extend((block[0] + i, item) for i, item in enumerate(self.items(block)) if block[0] + i >= start)
+        return out
+
+    def clear(self) -> None:
+        self._blocks.clear()
+        self._held = 0
+        self._start = self._next
+        self._lost = True
 
 
-class FrameRing:
-    """A channel's replay: its newest frames, with consecutive sequence numbers, bounded in bytes.
+class FrameRing(_Bound):
+    """A channel's replay: its newest frames, with consecutive sequence numbers (the first one
+    ``first``), bounded in bytes: each frame counts its length plus ``overhead``, the newest one is
+    always kept. Iterating yields ``(seq, payload)``.
 
-    ``append(payload)`` adds the frame after the last one (the first one has sequence number
-    ``first``). The bound is ``deque``-exact: after every append, the oldest frames are dropped while
-    the frames held count more than ``limit`` bytes (each its length plus ``overhead``), the newest
-    one always kept; here that is computed once per batch, and whenever the ring is read (``size``,
-    ``first_seq``, ``after``), with the same result as frame by frame. Iterating yields ``(seq, payload)``."""
+    ``append`` queues a frame in ``pending``; every ``BATCH`` of them are joined into one block with a
+    newline between two: a payload never holds one (SSE sends each on one ``data:`` line), so where
+    each ends is found again when it is read; a block whose frames did hold one keeps their lengths."""
 
-    __slots__ = ("_base", "_blocks", "_cum", "_first", "_start", "limit", "overhead", "pending")
+    __slots__ = ("_first", "overhead", "pending")
 
     def __init__(self, limit: int, overhead: int, first: int = 1) -> None:
-        self.limit = limit
+        super().__init__(limit, keep_newest=True)
         self.overhead = overhead
         self._first = first
         #: frames appended since the last pack, the newest ones (a hot caller may append here itself,
         #: then ``pack`` as ``append`` does)
         self.pending: list[bytes] = []
-        #: ``(index of the block's first frame, its frames joined, where each frame ends in it)``;
-        #: frames are indexed from 0 in the order appended
-        self._blocks: deque[tuple[int, bytes, array]] = deque()
-        #: ``_cum[k] - _cum[j]``: the bytes counted for packed frames ``_base + j`` to ``_base + k - 1``
-        self._cum = array("Q", (0,))
-        self._base = 0
-        #: the index of the oldest frame held
-        self._start = 0
 
     def append(self, payload: bytes) -> None:
         self.pending.append(payload)
@@ -78,46 +141,51 @@ class FrameRing:
             self.pack()
 
     def pack(self) -> None:
-        """Pack the pending frames into a block, then drop what the bound drops."""
         pending = self.pending
-        if pending:
-            first = self._base + len(self._cum) - 1
-            ends = array("Q", accumulate(map(len, pending), initial=0))
-            self._blocks.append((first, pending[0] if len(pending) == 1 else b"".join(pending), ends))
-            self._cum.extend(_counted(map(len, pending), self.overhead, self._cum[-1]))
-            pending.clear()
-        cum = self._cum
-        held = len(cum) - 1 + self._base - self._start
-        if held <= 1 or cum[-1] - cum[self._start - self._base] <= self.limit:
+        if not pending:
             return
-        start = self._base + bisect_left(cum, cum[-1] - self.limit, self._start - self._base)
-        self._start = start = min(start, len(cum) - 2 + self._base)  # the newest frame is always kept
-        blocks = self._blocks
-        while blocks[0][0] + len(blocks[0][2]) - 1 <= start:
-            blocks.popleft()
-        drop = start - self._base
-        if drop >= 4 * BATCH and drop * 2 >= len(cum):
-            del cum[:drop]
-            self._base = start
+        count = len(pending)
+        data = pending[0] if count == 1 else b"\n".join(pending)
+        lengths = None
+        if data.count(b"\n") == count - 1:
+            total = len(data) - (count - 1) + count * self.overhead
+        else:  # a payload held a newline (none does: SSE could not send it)
+            data = b"".join(pending)
+            lengths = array("Q", map(len, pending))
+            total = len(data) + count * self.overhead
+        last = len(pending[-1]) + self.overhead
+        pending.clear()
+        self._add([self._next, count, total, last, data, lengths])
+
+    def items(self, block: list[Any]) -> list[bytes]:
+        data, lengths = block[4], block[5]
+        if lengths is None:
+            return data.split(b"\n") if block[1] > 1 else [data]
+        ends = list(accumulate(lengths, initial=0))
+        return [data[ends[i]:ends[i + 1]] for i in range(len(lengths))]
+
+    def counts(self, block: list[Any]) -> list[int]:
+        return [len(item) + self.overhead for item in self.items(block)]
 
     def __len__(self) -> int:
         self.pack()
-        return len(self._cum) - 1 + self._base - self._start
+        return self._next - self.start()
 
     @property
-    def size(self) -> int:
+    def size(self) -> int:  # type: ignore[override]
         """The bytes counted for the frames held."""
         self.pack()
-        return self._cum[-1] - self._cum[self._start - self._base]
+        return _Bound.size(self)
 
     @property
     def first_seq(self) -> int | None:
         """The sequence number of the oldest frame held (None when none is)."""
-        return self._first + self._start if len(self) else None
+        return self._first + self.start() if len(self) else None
 
-    @property
-    def next_seq(self) -> int:
-        return self._first + self._base + len(self._cum) - 1 + len(self.pending)
+    def clear(self) -> None:
+        """Drop every frame (the next one appended keeps its sequence number)."""
+        self.pack()
+        _Bound.clear(self)
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         return self.after(0)
@@ -126,13 +194,7 @@ class FrameRing:
         """``(seq, payload)`` of every frame held after ``seq``, oldest first (a snapshot: frames
         appended while it is read are not in it)."""
         self.pack()
-        items: list[tuple[int, bytes]] = []
-        for first, data, ends in list(self._blocks):
-            for i in range(len(ends) - 1):
-                index = first + i
-                if index >= self._start and self._first + index > seq:
-                    items.append((self._first + index, data[ends[i]:ends[i + 1]]))
-        return iter(items)
+        return iter([(self._first + i, p) for i, p in self.held() if self._first + i > seq])
 
 
 #: delta events whose runs are kept as text, each with what names the message (or call) it belongs to
@@ -141,28 +203,24 @@ _DELTAS: dict[type, Any] = {ev.TextDelta: attrgetter("message_id"), ev.Reasoning
 _DELTA = attrgetter("delta")
 
 
-class EventLog:
+class EventLog(_Bound):
     """A run's newest ``AgentEvent``s, bounded in bytes: after every append, the oldest events are
-    dropped while those held count more than ``limit`` (each the size it was appended with).
+    dropped while those held count more than ``limit`` (each the size it was appended with; the newest
+    one too, when it alone counts more).
 
-    Every ``BATCH`` events are packed: a stretch of deltas of one message (or tool call) becomes one
-    string of their text, any other event is kept as itself. Iterating yields the same events (equal;
-    deltas rebuilt) in the same order. ``complete`` is whether it still holds every event appended."""
+    Every ``BATCH`` events are packed into one block: a batch of deltas of one message (or tool call),
+    the usual one, as one string of their text and their lengths, any other as the events themselves.
+    Iterating yields the same events (equal; deltas rebuilt) in the same order. ``complete`` is whether
+    it still holds every event appended."""
 
-    __slots__ = ("_base", "_cum", "_entries", "_lost", "_start", "events", "limit", "sizes")
+    __slots__ = ("events", "sizes")
 
     def __init__(self, limit: int) -> None:
-        self.limit = limit
+        super().__init__(limit, keep_newest=False)
         #: events appended since the last pack and their sizes (a hot caller may append here itself,
         #: then ``pack`` as ``append`` does)
         self.events: list[Any] = []
         self.sizes = array("Q")
-        #: ``(index, event)`` or ``(index, kind, owner, text, ends)``: packed events from ``index`` on
-        self._entries: deque[tuple[Any, ...]] = deque()
-        self._cum = array("Q", (0,))
-        self._base = 0
-        self._start = 0
-        self._lost = False
 
     def append(self, event: Any, size: int) -> None:
         self.events.append(event)
@@ -171,80 +229,53 @@ class EventLog:
             self.pack()
 
     def pack(self) -> None:
-        events = self.events
-        if events:
-            index = self._base + len(self._cum) - 1
-            kind = type(events[0])
-            owner_of = _DELTAS.get(kind)
-            if (owner_of is not None and len(set(map(type, events))) == 1
-                    and len(set(map(owner_of, events))) == 1):  # the usual batch: one message's deltas
-                self._add_deltas(index, kind, owner_of(events[0]), events)
-            else:
-                self._add_mixed(index, events)
-            self._cum.extend(_counted(self.sizes, 0, self._cum[-1]))
-            events.clear()
-            del self.sizes[:]
-        cum = self._cum
-        if cum[-1] - cum[self._start - self._base] <= self.limit:
+        events, sizes = self.events, self.sizes
+        if not events:
             return
-        # unlike a replay, the log may drop its newest event too (one larger than the whole bound)
-        self._start = start = self._base + bisect_left(cum, cum[-1] - self.limit, self._start - self._base)
-        self._lost = True
-        entries = self._entries
-        while entries and entries[0][0] + (1 if len(entries[0]) == 2 else len(entries[0][4]) - 1) <= start:
-            entries.popleft()
-        drop = start - self._base
-        if drop >= 4 * BATCH and drop * 2 >= len(cum):
-            del cum[:drop]
-            self._base = start
+        kind = type(events[0])
+        owner_of = _DELTAS.get(kind)
+        if owner_of is not None and len(set(map(type, events))) == 1 and len(set(map(owner_of, events))) == 1:
+            texts = list(map(_DELTA, events))
+            lengths = list(map(len, texts))
+            try:
+                packed: Any = bytes(lengths)
+            except ValueError:  # a delta of 256 characters or more
+                packed = array("Q", lengths)
+            payload: Any = (kind, owner_of(events[0]), "".join(texts), packed)
+        else:
+            payload = list(events)
+        block = [self._next, len(events), sum(sizes), sizes[-1], payload, sizes.tobytes()]
+        events.clear()
+        del sizes[:]
+        self._add(block)
 
-    def _add_deltas(self, index: int, kind: type, owner: str, events: list[Any]) -> None:
-        texts = list(map(_DELTA, events))
-        self._entries.append((index, kind, owner, "".join(texts), array("Q", accumulate(map(len, texts), initial=0))))
+    def items(self, block: list[Any]) -> list[Any]:
+        payload = block[4]
+        if type(payload) is list:
+            return payload
+        kind, owner, text, lengths = payload
+        ends = list(accumulate(lengths, initial=0))
+        return [kind(owner, text[ends[i]:ends[i + 1]]) for i in range(len(lengths))]
 
-    def _add_mixed(self, index: int, events: list[Any]) -> None:
-        run: list[Any] = []
-        for i, event in enumerate(events):
-            owner_of = _DELTAS.get(type(event))
-            if run and (owner_of is None or type(event) is not type(run[0]) or owner_of(event) != owner_of(run[0])):
-                self._add_deltas(index + i - len(run), type(run[0]), _DELTAS[type(run[0])](run[0]), run)
-                run = []
-            if owner_of is None:
-                self._entries.append((index + i, event))
-            else:
-                run.append(event)
-        if run:
-            self._add_deltas(index + len(events) - len(run), type(run[0]), _DELTAS[type(run[0])](run[0]), run)
+    def counts(self, block: list[Any]) -> list[int]:
+        return array("Q", block[5]).tolist()
 
     def __len__(self) -> int:
         self.pack()
-        return len(self._cum) - 1 + self._base - self._start
+        return self._next - self.start()
 
     @property
     def complete(self) -> bool:
         self.pack()
+        self.start()
         return not self._lost
 
     def clear(self) -> None:
         """Drop every event: the log is no longer complete."""
-        self.events.clear()
-        del self.sizes[:]
-        self._entries.clear()
-        self._start = self._base = self._base + len(self._cum) - 1
-        self._cum = array("Q", (0,))
-        self._lost = True
+        self.pack()
+        _Bound.clear(self)
 
     def __iter__(self) -> Iterator[Any]:
         """The events held, oldest first (a snapshot: events appended while it is read are not in it)."""
         self.pack()
-        out: list[Any] = []
-        for entry in list(self._entries):
-            if len(entry) == 2:
-                if entry[0] >= self._start:
-                    out.append(entry[1])
-                continue
-            index, kind, owner, text, ends = entry
-            for i in range(len(ends) - 1):
-                if index + i >= self._start:
-                    out.append(kind(owner, text[ends[i]:ends[i + 1]]))
-        return iter(out)
+        return iter([event for _, event in self.held()])
