@@ -7,13 +7,16 @@ event log were ~45,000 small objects spread over the interpreter's small-object 
 returned to the system only when wholly empty). When the run ended they were freed, but each arena
 still held a few objects allocated meanwhile by something that lives on (a hot-thread cache entry, a
 connection awaiting the cycle collector): a burst of 40 silent clients left ~100 MB behind. Here the
-newest ``BATCH`` frames (events) are kept as they came, then packed: frames joined into one ``bytes``
-block with an ``array`` of where each ends, a stretch of deltas of one message (or tool call) into
-one string of their text. A run holds a few dozen blocks, freed as blocks (``awaken/memory.py``
-returns their pages to the system).
+newest ``BATCH`` frames (events) are kept as they came, then packed with a few C calls: frames into
+one ``bytes`` block, a newline between two; a batch of deltas of one message (or tool call) into one
+string of their text and a ``bytes`` of their lengths. A run holds a few dozen blocks, freed as
+blocks (``awaken/memory.py`` returns their pages to the system). Appending costs a list append, and
+packing less than the deque's tuple per entry did.
 
-Both keep the byte bound of the ``deque`` they replace exactly: the positions a rejoin finds are the
-same. Pure: no I/O.
+Both keep the byte bound of the ``deque`` they replace exactly: the positions a rejoin finds and the
+events a late channel is encoded from are the same (``tests/test_broadcast_memory.py`` holds them
+against a deque). Whole blocks are dropped as the bound passes them; where it falls inside the oldest
+block is worked out when the replay is read. Pure: no I/O.
 """
 
 from __future__ import annotations
