@@ -31,7 +31,7 @@ from .ledger import ThreadView
 from .protocol import Protocol, RunRequest, new_id
 from .runstate import Cause, Interruptible
 from .transports import sse, ws
-from .transports.body import LARGE_BODY, Body, read_body_or_answer
+from .transports.body import LARGE_BODY, Body, Refused, read_body_or_answer
 
 log = logging.getLogger("awaken.exchange")
 #: the largest request body accepted (base64 images make bodies large)
@@ -248,10 +248,23 @@ async def serve_websocket(ctx: ServerContext, protocol: Protocol, scope: dict, r
     server = ctx.config.server
 
     async def handle(request: ws.RequestStream, body: bytes) -> None:
-        served = exchange(ctx, protocol, request, Body(body if len(body) <= MAX_BODY else None), ws.CONTENT_TYPE,
-                          agent_id, principal_of(scope))
+        # a large message takes one of the server's large-body slots until it is parsed, as a POST
+        # body does (hypercorn has read it whole already: what the cap bounds here is the parsing)
+        bodies = ctx.large_bodies if len(body) > ctx.large_bodies.threshold else None
+        if bodies is not None:
+            try:
+                bodies.take()
+            except Refused as refused:
+                await request.reject(protocol.refusal(refused.code, refused.message, protocol.encoder(None)))
+                return
+        message = Body(body if len(body) <= MAX_BODY else None, bodies)
+        served = exchange(ctx, protocol, request, message, ws.CONTENT_TYPE, agent_id, principal_of(scope))
         del body  # exchange drops it once parsed: this frame must not keep it for the stream's life
-        await served
+        try:
+            await served
+        finally:
+            with trio.CancelScope(shield=True):
+                await message.release()
 
     await ws.serve_websocket(scope, receive, send, handle, protocol.refusal, ping_seconds=server.ws_ping_seconds,
                              max_buffered=server.max_buffered_bytes)

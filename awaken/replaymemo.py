@@ -36,6 +36,9 @@ import orjson
 DEFAULT_BUDGET = 16 * 1024 * 1024
 #: bodies shorter than this are parsed plainly (they parse in well under a millisecond)
 MIN_BODY = 32 * 1024
+#: the most bytes a split done on the event loop (``Protocol.parse_known``) leaves to decode: what the
+#: server parses on the loop anyway (``exchange.OFF_LOOP_BODY``); a longer rest is split in a worker thread
+ON_LOOP_REST = 256 * 1024
 #: bytes of a prefix (from its ``[``) that index it
 KEY_BYTES = 96
 #: prefixes kept per key (threads whose histories begin with the same bytes)
@@ -137,10 +140,12 @@ class ReplayMemo:
             self.budget = max(0, int(budget))
             self._evict()
 
-    def split(self, body: bytes, owner_of: Callable[[dict[str, Any]], str | None]) -> Split | None:
+    def split(self, body: bytes, owner_of: Callable[[dict[str, Any]], str | None], *,
+              most: int | None = None) -> Split | None:
         """The body parsed around the longest known prefix of its top-level ``messages`` array, sent
-        for the same thread (``owner_of`` reads the thread from the envelope); None when there is none
-        or anything is off (the plain parse then decides, and words any refusal)."""
+        for the same thread (``owner_of`` reads the thread from the envelope); None when there is none,
+        when more than ``most`` bytes would be left to decode, or when anything is off (the plain parse
+        then decides, and words any refusal)."""
         if self.budget <= 0 or len(body) < self.min_body or not self._entries:
             return None
         at = -1
@@ -152,6 +157,8 @@ class ReplayMemo:
             found = self._longest(body, start)
             if found is None:
                 continue
+            if most is not None and len(body) - len(found.data) > most:
+                return None
             rest = body[start + len(found.data):]
             try:
                 data = orjson.loads(body[:start] + _MARKER_ARRAY + rest)

@@ -338,3 +338,24 @@ def test_a_history_orjson_cannot_write_back_is_parsed_plainly():
     parsed = scan_known_run_input(body, CT, memo)
     assert parsed is not None and parsed.message_ids == scan_run_input(body, CT).message_ids
     assert memo.hits == 1
+
+
+def test_a_split_that_leaves_much_to_decode_is_done_off_the_event_loop():
+    """``parse_known`` (on the event loop) splits only when at most ``ON_LOOP_REST`` bytes are left to
+    decode, what the server decodes on the loop anyway; ``parse`` (a worker thread's, for a large
+    body) splits whatever is left."""
+    from awaken.agui.adapter import AguiProtocol
+    from awaken.replaymemo import ON_LOOP_REST
+
+    protocol = AguiProtocol()
+    history = long_history(400)
+    protocol.parse(agui_body("t1", history), CT)
+    history.append({"id": "u", "role": "user", "content": "x"})
+    assert protocol.parse_known(agui_body("t1", history), CT) is not None
+    many = [{"id": f"n{i}", "role": "user", "content": "y" * 200} for i in range(ON_LOOP_REST // 200)]
+    large = agui_body("t1", [*history, *many])
+    assert protocol.parse_known(large, CT) is None
+    hits = protocol.memo.hits
+    parsed = protocol.parse(large, CT)
+    assert protocol.memo.hits == hits + 1
+    assert parsed.message_ids == scan_run_input(large, CT).message_ids

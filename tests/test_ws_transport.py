@@ -609,3 +609,24 @@ async def test_real_agui_clients_sharing_a_socket_see_whole_runs_and_whole_refus
     assert types(log) == slow["types"] + ["RUN_ERROR"] * 3 + again["types"]
     assert [e["code"] for e in log if e["type"] == "RUN_ERROR"] == ["REQUEST_BUSY", "UNSUPPORTED_MEDIA_TYPE",
                                                                      "REQUEST_BUSY"]
+
+
+async def test_a_large_message_while_every_large_body_slot_is_taken_is_refused_and_the_socket_stays_usable(server):
+    """Issue 12, item 5, over WebSocket: a message over 256 KiB takes one of the large-body slots until
+    it is parsed, as a POST body does. With every slot taken it is refused ``TOO_MANY_LARGE_BODIES``
+    (nothing started or committed); once a slot is free the same message runs, and its slot is given
+    back."""
+    bodies = server.ctx.large_bodies
+    for _ in range(bodies.cap):
+        bodies.take()
+    big = agui_body("t-big", "r-big", [user("u-big", "x" * (300 * 1024))])
+    async with open_websocket_url(ws_url(server.base_url, "/v1/ag-ui/ws")) as ws:
+        events = await run_over_ws(ws, big)
+        assert types(events) == ["RUN_ERROR"] and events[0]["code"] == "TOO_MANY_LARGE_BODIES"
+        assert await server.ctx.ledger.get_thread("t-big") is None
+        bodies.give_back()
+        events = await run_over_ws(ws, big)
+        assert text_of(events) == f'You said: "{"x" * 300 * 1024}".'
+        assert bodies.in_flight == bodies.cap - 1
+    for _ in range(bodies.cap - 1):
+        bodies.give_back()

@@ -19,7 +19,7 @@ from ..history import read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
 from ..protocol import Asks, Protocol, RunRequest, ToolDecision
-from ..replaymemo import ReplayMemo
+from ..replaymemo import ON_LOOP_REST, ReplayMemo
 from .encoder import AguiEncoder
 from .history import project_history
 from .interrupts import call_of, open_interrupts, resume_decisions
@@ -33,10 +33,10 @@ class AguiProtocol(Protocol):
 
     def parse(self, body: bytes, content_type: str | None) -> AguiInput:
         # messages are decoded at admission, only those the thread does not hold (``AguiInput.fresh``)
-        return scan_run_input(body, content_type, self.memo)
+        return scan_known_run_input(body, content_type, self.memo) or scan_run_input(body, content_type, self.memo)
 
     def parse_known(self, body: bytes, content_type: str | None) -> AguiInput | None:
-        return scan_known_run_input(body, content_type, self.memo)
+        return scan_known_run_input(body, content_type, self.memo, most=ON_LOOP_REST)
 
     def encoder(self, parsed: AguiInput | None) -> AguiEncoder:
         if parsed is None:

@@ -299,13 +299,14 @@ def _envelope(data: dict[str, Any]) -> tuple[str, str, str | None, tuple[ResumeE
     return thread_id, run_id, version, resume, tools, context, state
 
 
-def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo) -> AguiInput | None:
+def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo, *,
+                         most: int | None = None) -> AguiInput | None:
     """``scan_run_input`` of a body whose ``messages`` array begins with a prefix ``memo`` holds for its
     thread (a replayed history): only the envelope and the messages after the prefix are decoded. None
     when the memo does not know the body, or when its new messages are not all well formed (the plain
     scan then words the refusal). The parse is the plain scan's, refusals included."""
     check_content_type(content_type)
-    split = memo.split(body, _thread_of)
+    split = memo.split(body, _thread_of, most=most)
     if split is None:
         return None
     data, prefix, tail = split.data, split.prefix, split.tail

@@ -28,7 +28,7 @@ from ..history import encode_cursor, read_page
 from ..ledger import Ledger, ThreadView
 from ..messages import Message
 from ..protocol import Asks, Protocol, RunRequest, ToolDecision
-from ..replaymemo import ReplayMemo
+from ..replaymemo import ON_LOOP_REST, ReplayMemo
 from .encoder import AiSdkEncoder
 from .history import project_history, same_group
 from .request import AiSdkInput, ToolPartAnswer, scan_chat_request, scan_known_chat_request
@@ -64,10 +64,10 @@ class AiSdkProtocol(Protocol):
 
     def parse(self, body: bytes, content_type: str | None) -> AiSdkInput:
         # messages are decoded at admission, only those the thread does not hold (``fresh_inputs``)
-        return scan_chat_request(body, content_type, self.memo)
+        return scan_known_chat_request(body, content_type, self.memo) or scan_chat_request(body, content_type, self.memo)
 
     def parse_known(self, body: bytes, content_type: str | None) -> AiSdkInput | None:
-        return scan_known_chat_request(body, content_type, self.memo)
+        return scan_known_chat_request(body, content_type, self.memo, most=ON_LOOP_REST)
 
     def encoder(self, parsed: AiSdkInput | None) -> AiSdkEncoder:
         return AiSdkEncoder(parsed.continued_id if parsed is not None else None)

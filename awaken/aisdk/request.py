@@ -265,13 +265,14 @@ def scan_chat_request(body: bytes, content_type: str | None, memo: ReplayMemo | 
     return parsed
 
 
-def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayMemo) -> AiSdkInput | None:
+def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayMemo, *,
+                            most: int | None = None) -> AiSdkInput | None:
     """``scan_chat_request`` of a body whose ``messages`` array begins with a prefix ``memo`` holds for
     its thread (a replayed history): only the envelope and the messages after the prefix are decoded.
     None when the memo does not know the body or when anything after the prefix would be refused (the
     plain scan then words the refusal)."""
     check_content_type(content_type)
-    split = memo.split(body, _thread_of)
+    split = memo.split(body, _thread_of, most=most)
     if split is None or not split.tail:
         return None
     data, prefix, tail = split.data, split.prefix, split.tail
