@@ -181,7 +181,8 @@ def cached_view(entry: HotThread, message_ids: Collection[str], calls: Mapping[s
     carriers = {m for m in calls.values() if m is not None}
     asked = frozenset(message_ids).union(carriers) if carriers else message_ids
     held = entry.ids
-    known = frozenset(held.intersection(asked))  # a set operation in C: no Python loop over a replay's ids
+    # a set operation in C: no Python loop over a replay's ids (a frozenset's gives a frozenset at once)
+    known = asked.intersection(held) if isinstance(asked, frozenset) else frozenset(held.intersection(asked))
     answered, unresolved = resolve_answered(
         candidates, calls, known.union(r for r in candidates.values() if r in held), messages)
     if unresolved:

@@ -322,7 +322,10 @@ def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo
     scan = Scan(PrefixedList(prefix, tail), positions + tuple(shift + p for p in fast[1]), kept + fast[2],
                 calls + fast[3], id_set=kept_set.union(fast[2]) if fast[2] else kept_set)
     parsed = AguiInput(thread_id, run_id, version, (), ids + fast[0], state, tools, context, resume, scan)
-    memo.record_split(body, split, _memo_scan(parsed, all_set.union(fast[0]) if fast[0] else all_set))
+    # the thread's set of every id is grown in place, not copied: a parse still holding the previous
+    # prefix then sees a superset of its ids, which can only make it fall back to the plain parse
+    all_set.update(fast[0])
+    memo.record_split(body, split, _memo_scan(parsed, all_set))
     return parsed
 
 
@@ -331,14 +334,14 @@ def _thread_of(data: dict[str, Any]) -> str | None:
     return thread if type(thread) is str else None
 
 
-def _memo_scan(parsed: AguiInput, all_ids: frozenset[str] | None = None) -> tuple[
-        tuple[str, ...], tuple[int, ...], tuple[str, ...], tuple[str | None, ...], frozenset[str], frozenset[str]]:
+def _memo_scan(parsed: AguiInput, all_ids: set[str] | None = None) -> tuple[
+        tuple[str, ...], tuple[int, ...], tuple[str, ...], tuple[str | None, ...], frozenset[str], set[str]]:
     """What the memo keeps of a scan: every id, the input and tool messages' positions, ids and
-    tool call ids, those ids as a set, and every id as a set."""
+    tool call ids, those ids as a set, and every id as a set (grown by the thread's next split)."""
     scan = parsed.scan
     assert scan is not None
     return (parsed.message_ids, scan.positions, scan.ids, scan.calls, scan.id_set,
-            frozenset(parsed.message_ids) if all_ids is None else all_ids)
+            set(parsed.message_ids) if all_ids is None else all_ids)
 
 
 def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
