@@ -222,6 +222,18 @@ class ReplayMemo:
                                      encoded.count(b"{") + encoded.count(b"["), scan))
             return
 
+    def forget(self, owner: str) -> None:
+        """Drop every request kept for thread ``owner`` (it was deleted: its bytes go with it)."""
+        with self._lock:
+            for entry in [e for e in self._entries.values() if e.owner == owner]:
+                self._entries.pop(id(entry), None)
+                self.total -= entry.cost
+                self._drop(entry)
+
+    def owners(self) -> set[str]:
+        """The threads whose requests are kept."""
+        return {e.owner for e in list(self._entries.values())}
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

@@ -35,6 +35,8 @@ from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 
 from .access import visible_thread
+from .agui import adapter as agui_adapter
+from .aisdk import adapter as aisdk_adapter
 from .auth import principal_of
 from .context import ServerContext
 from .errors import AwakenError, BadCursor, BadLimit, InputRejected, StoreUnavailable, UnknownThread
@@ -125,6 +127,9 @@ def add_routes(app: QuartTrio, ctx: ServerContext) -> None:
         await visible_thread(ctx.app, principal_of(request.scope), thread_id)
         if not await ctx.app.delete(thread_id):
             raise UnknownThread(f"no thread {thread_id!r}")
+        for protocol in (agui_adapter.PROTOCOL, aisdk_adapter.PROTOCOL):  # its last request's bytes go too
+            if protocol.memo is not None:
+                protocol.memo.forget(thread_id)
         return "", 204
 
     @app.post("/v1/threads/<path:thread_id>/stop")

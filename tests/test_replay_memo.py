@@ -359,3 +359,18 @@ def test_a_split_that_leaves_much_to_decode_is_done_off_the_event_loop():
     parsed = protocol.parse(large, CT)
     assert protocol.memo.hits == hits + 1
     assert parsed.message_ids == scan_run_input(large, CT).message_ids
+
+
+async def test_a_deleted_threads_kept_request_is_dropped_with_it(server, client):
+    """Deleting a thread drops the bytes of its last request the replay memo kept (its content must not
+    outlive it in the server's memory); other threads' stay."""
+    from awaken.agui.adapter import PROTOCOL
+
+    for thread in ("t-del", "t-kept"):
+        history = [{**m, "id": f"{thread}-{m['id']}"} for m in long_history(300, 120)]
+        body = agui_body(thread, [*history, {"id": f"{thread}-u", "role": "user", "content": "hi"}])
+        response = await client.post("/v1/ag-ui", content=body, headers={"content-type": "application/json"})
+        assert response.status_code == 200 and b'"RUN_FINISHED"' in response.content
+    assert {"t-del", "t-kept"} <= PROTOCOL.memo.owners()
+    assert (await client.delete("/v1/threads/t-del")).status_code == 204
+    assert "t-del" not in PROTOCOL.memo.owners() and "t-kept" in PROTOCOL.memo.owners()
