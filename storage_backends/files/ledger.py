@@ -490,6 +490,13 @@ class FileLedger(Ledger):
     def _load_sync(self, index: Index, name: str, thread_id: str, size: int) -> ThreadDetail:
         """Rebuild a thread's detail from its log (runs in the I/O thread); a log gone or replaced
         under the ledger is lost (``_lose``), as for a history read."""
+        fd = self._intact_log(index, name, size)
+        return load_detail(read_exact(fd, 0, size), name, thread_id)
+
+    def _intact_log(self, index: Index, name: str, size: int) -> int:
+        """The descriptor of log ``name``, checked to still hold its first ``size`` bytes (in the I/O
+        thread); a closed ledger is ``StoreUnavailable``, a log gone or replaced is lost (``_lose``):
+        what is no longer on disk is never served."""
         if self._index is not index:
             raise StoreUnavailable("the file ledger is closed")
         self._check_dir()
@@ -499,7 +506,7 @@ class FileLedger(Ledger):
             self._lose(name)
         if not self._intact(fd, size):
             self._lose(name)
-        return load_detail(read_exact(fd, 0, size), name, thread_id)
+        return fd
 
     async def _thread(
         self, thread_id: str, refuse_lost: bool = False
@@ -612,15 +619,7 @@ class FileLedger(Ledger):
         name = thread.file_name
 
         def work() -> tuple[list[Message], int]:
-            if self._index is not index:
-                raise StoreUnavailable("the file ledger is closed")
-            self._check_dir()
-            try:
-                fd = self._fd(name, create=False)
-            except FileNotFoundError:
-                self._lose(name)
-            if not self._intact(fd, span.end):  # never serve what is no longer on disk
-                self._lose(name)
+            fd = self._intact_log(index, name, span.end)
             data = read_exact(fd, span.start, span.end - span.start)
             messages = extract(data, span)
             return messages, history_cost(messages) if span.whole else 0
