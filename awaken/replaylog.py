@@ -21,6 +21,7 @@ block is worked out when the replay is read. Pure: no I/O.
 
 from __future__ import annotations
 
+import abc
 from array import array
 from collections import deque
 from collections.abc import Iterator
@@ -39,7 +40,7 @@ BATCH = 64
 LARGE = 4096
 
 
-class _Bound:
+class _Bound(abc.ABC):
     """A FIFO of items in blocks, bounded in bytes the way a ``deque`` was: after every append, the
     oldest items are dropped while those held count more than ``limit`` (``keep_newest``: never the
     newest one). Each block knows what all its items count (``total``) and what its last one counts
@@ -73,9 +74,9 @@ class _Bound:
             self._start = max(self._start, first + count)
             self._lost = True
 
+    @abc.abstractmethod
     def counts(self, block: list[Any]) -> list[int]:
         """What each item of ``block`` counts."""
-        raise NotImplementedError
 
     def start(self) -> int:
         """The index of the oldest item held (``_next`` when none is): where the bound falls."""
@@ -101,8 +102,9 @@ class _Bound:
         block = self._blocks[0]
         return self._held - sum(self.counts(block)[:start - block[0]])
 
+    @abc.abstractmethod
     def items(self, block: list[Any]) -> list[Any]:
-        raise NotImplementedError
+        """The items of ``block``, oldest first."""
 
     def held(self) -> list[tuple[int, Any]]:
         """``(index, item)`` of every item held, oldest first."""

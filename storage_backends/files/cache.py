@@ -3,6 +3,7 @@ off disk) and hot threads' index details (ids, segments, runs, pending calls).""
 
 from __future__ import annotations
 
+import abc
 import sys
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -36,7 +37,47 @@ def history_cost(messages: Sequence[Message]) -> int:
     return size
 
 
-class HistoryCache:
+class _VersionedLru(abc.ABC):
+    """An LRU map: thread id -> an entry whose first field is the applied log length it reflects, at
+    most ``budget`` bytes (``cost`` of each entry). An entry is valid only while that length is the
+    thread's: a stale one is dropped when found."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.total = 0
+        self._entries: OrderedDict[str, tuple] = OrderedDict()
+
+    @staticmethod
+    @abc.abstractmethod
+    def cost(entry: tuple) -> int:
+        """What ``entry`` counts toward the budget."""
+
+    def _current(self, thread_id: str, version: int) -> tuple | None:
+        """The thread's entry if it reflects ``version`` (a stale one is dropped), else None."""
+        entry = self._entries.get(thread_id)
+        if entry is None:
+            return None
+        if entry[0] != version:
+            self.drop(thread_id)
+            return None
+        return entry
+
+    def drop(self, thread_id: str) -> None:
+        entry = self._entries.pop(thread_id, None)
+        if entry is not None:
+            self.total -= self.cost(entry)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.total = 0
+
+    def _evict(self) -> None:
+        while self.total > self.budget and self._entries:
+            _, entry = self._entries.popitem(last=False)
+            self.total -= self.cost(entry)
+
+
+class HistoryCache(_VersionedLru):
     """An LRU map: thread id -> (applied log length it reflects, its whole history, cost in bytes).
 
     An entry is valid only while its length equals the thread's applied length; writes to the
@@ -44,17 +85,13 @@ class HistoryCache:
     are held, and no single history larger than a quarter of the budget is cached.
     """
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.total = 0
-        self._entries: OrderedDict[str, tuple[int, list[Message], int]] = OrderedDict()
+    @staticmethod
+    def cost(entry: tuple) -> int:
+        return entry[2]
 
     def get(self, thread_id: str, version: int) -> list[Message] | None:
-        entry = self._entries.get(thread_id)
+        entry = self._current(thread_id, version)
         if entry is None:
-            return None
-        if entry[0] != version:
-            self.drop(thread_id)
             return None
         self._entries.move_to_end(thread_id)
         return entry[1]
@@ -87,20 +124,6 @@ class HistoryCache:
         self._entries.move_to_end(thread_id)
         self.total += added
         self._evict()
-
-    def drop(self, thread_id: str) -> None:
-        entry = self._entries.pop(thread_id, None)
-        if entry is not None:
-            self.total -= entry[2]
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.total = 0
-
-    def _evict(self) -> None:
-        while self.total > self.budget and self._entries:
-            _, (_, _, cost) = self._entries.popitem(last=False)
-            self.total -= cost
 
 
 class HotThreads:
@@ -152,7 +175,7 @@ class HotThreads:
         self.total = 0
 
 
-class TailCache:
+class TailCache(_VersionedLru):
     """An LRU map: thread id -> (applied log length it reflects, the thread's latest messages, how many
     it keeps, cost in bytes): what admission reads of a thread too long for ``HistoryCache``.
 
@@ -160,20 +183,14 @@ class TailCache:
     latest ``keep``) or drops it if stale. At most ``budget`` bytes, no entry above a quarter of it.
     """
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.total = 0
-        self._entries: OrderedDict[str, tuple[int, list[Message], int, list[int]]] = OrderedDict()
+    @staticmethod
+    def cost(entry: tuple) -> int:
+        return sum(entry[3]) + 100
 
     def get(self, thread_id: str, version: int, want: int, last_seq: int) -> list[Message] | None:
         """The latest messages (at least ``want`` of them, or all the thread has), or None."""
-        entry = self._entries.get(thread_id)
-        if entry is None:
-            return None
-        if entry[0] != version:
-            self.drop(thread_id)
-            return None
-        if len(entry[1]) < min(want, last_seq):
+        entry = self._current(thread_id, version)
+        if entry is None or len(entry[1]) < min(want, last_seq):
             return None
         self._entries.move_to_end(thread_id)
         return entry[1]
@@ -204,17 +221,3 @@ class TailCache:
         self._entries[thread_id] = (after, tail, keep, costs)
         self.total += sum(costs) + 100
         self._evict()
-
-    def drop(self, thread_id: str) -> None:
-        entry = self._entries.pop(thread_id, None)
-        if entry is not None:
-            self.total -= sum(entry[3]) + 100
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.total = 0
-
-    def _evict(self) -> None:
-        while self.total > self.budget and self._entries:
-            _, entry = self._entries.popitem(last=False)
-            self.total -= sum(entry[3]) + 100
