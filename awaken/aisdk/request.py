@@ -276,38 +276,19 @@ def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayM
     if split is None or not split.tail:
         return None
     data, prefix, tail = split.data, split.prefix, split.tail
+    shift = prefix.count
     try:
-        check_split(body, data, prefix.count + len(tail), split.containers)
+        check_split(body, data, shift + len(tail), split.containers)
         thread_id, agent_id, trigger = _envelope(data)
-        shift = prefix.count
-        ids: list[str] = []
-        roles: list[str] = []
-        answers: tuple[ToolPartAnswer, ...] = ()
-        continued_id: str | None = None
-        last = len(tail) - 1
-        for j, raw in enumerate(tail):
-            if type(raw) is not dict or type(raw.get("parts")) is not list:
-                return None
-            message_id, role = raw.get("id"), raw.get("role")
-            if type(message_id) is not str or not message_id:
-                return None
-            if role == "assistant" and j == last:
-                found = _decode(raw, shift + j, last=True)
-                assert isinstance(found, tuple)
-                answers, continued_id = found, message_id
-            elif role == "user" or role == "system" or role == "assistant":
-                ids.append(message_id)
-                roles.append(role)
-            else:
-                return None
+        every, positions, ids, roles, answers, continued_id = _message_shapes(tail, eager=False, offset=shift)
     except InputRejected:
         return None
     p_ids, p_roles, p_set = prefix.scan
-    new_ids = set(ids) if continued_id is None else {*ids, continued_id}
-    if len(new_ids) != len(ids) + (continued_id is not None) or not p_set.isdisjoint(new_ids):
+    if len(set(every)) != len(every) or not p_set.isdisjoint(every):
         return None
-    scan = UiScan(PrefixedList(prefix, tail), tuple(range(shift + len(ids))), p_ids + tuple(ids),
-                  p_roles + tuple(roles), id_set=p_set.union(ids) if ids else p_set)
+    # every message of the prefix is a position: none of them is the body's last
+    scan = UiScan(PrefixedList(prefix, tail), tuple(range(shift)) + positions, p_ids + ids, p_roles + roles,
+                  id_set=p_set.union(ids) if ids else p_set)
     parsed = AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan)
     all_ids, all_roles = scan.ids, scan.roles
     if continued_id is not None:
@@ -341,6 +322,23 @@ def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AiSdkInput:
     if not isinstance(raw_messages, list):
         raise reject("messages must be an array of UIMessages")
 
+    ids, positions, kept_ids, roles, answers, continued_id = _message_shapes(raw_messages, eager=eager)
+    scan = UiScan(raw_messages, positions, kept_ids, roles)
+    if len(set(ids)) != len(ids):
+        if eager:
+            for i in scan.positions:
+                _decode(raw_messages[i], i, last=False)
+        raise reject("message ids must be unique within a request")
+    return AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan)
+
+
+def _message_shapes(raw_messages: list[Any], *, eager: bool, offset: int = 0) -> tuple[
+        list[str], tuple[int, ...], tuple[str, ...], tuple[str, ...], tuple[ToolPartAnswer, ...], str | None]:
+    """Each message's shape, in request order: (every id, the positions, ids and roles of the messages
+    but a last assistant one, that one's decision candidates and id). ``raw_messages`` are the body's
+    messages from index ``offset`` on (a split body's new ones). Raises the first refusal; ``eager``:
+    as the plain parser words it, every earlier message's content first."""
+
     def refuse(k: int, exc: InputRejected) -> InputRejected:
         # the plain parser refuses the first bad message in request order, field by field
         if eager:
@@ -355,20 +353,21 @@ def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AiSdkInput:
     answers: tuple[ToolPartAnswer, ...] = ()
     continued_id: str | None = None
     last = len(raw_messages) - 1
-    for i, raw in enumerate(raw_messages):
+    for k, raw in enumerate(raw_messages):
+        i = offset + k
         where = f"messages[{i}]"
         if type(raw) is not dict:
-            raise refuse(i, reject(f"{where} must be an object"))
+            raise refuse(k, reject(f"{where} must be an object"))
         message_id = raw.get("id")
         if type(message_id) is not str or not message_id:
-            raise refuse(i, reject(f"{where}.id must be a non-empty string"))
+            raise refuse(k, reject(f"{where}.id must be a non-empty string"))
         ids.append(message_id)
         if type(raw.get("parts")) is not list:
-            raise refuse(i, reject(f"{where}.parts must be an array"))
+            raise refuse(k, reject(f"{where}.parts must be an array"))
         role = raw.get("role")
-        if role == "assistant" and i == last:
+        if role == "assistant" and k == last:
             if eager:  # the plain order: every earlier message first
-                for j in range(i):
+                for j in range(k):
                     _decode(raw_messages[j], j, last=False)
             found = _decode(raw, i, last=True)
             assert isinstance(found, tuple)
@@ -378,11 +377,5 @@ def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AiSdkInput:
             kept_ids.append(message_id)
             roles.append(role)
         else:
-            raise refuse(i, reject(f"{where}.role must be 'user', 'system' or 'assistant', not {role!r}"))
-    scan = UiScan(raw_messages, tuple(positions), tuple(kept_ids), tuple(roles))
-    if len(set(ids)) != len(ids):
-        if eager:
-            for i in scan.positions:
-                _decode(raw_messages[i], i, last=False)
-        raise reject("message ids must be unique within a request")
-    return AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan)
+            raise refuse(k, reject(f"{where}.role must be 'user', 'system' or 'assistant', not {role!r}"))
+    return ids, tuple(positions), tuple(kept_ids), tuple(roles), answers, continued_id
