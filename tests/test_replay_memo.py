@@ -73,16 +73,17 @@ BAD_AGUI = ["not-object", "no-id", "bad-role", "tool-no-call", "bad-content", "a
 
 
 @st.composite
-def agui_turns(draw: Any) -> list[list[Any]]:
-    """Turns of new messages: the first turn's are well formed (a history the memo may keep)."""
+def conversation(draw: Any, message: Any, good: list[str], bad: list[str]) -> list[list[Any]]:
+    """Turns of new messages made by ``message(n, kind, text)``: the first turn's are ``good`` ones (a
+    history the memo may keep), later ones may also be ``bad``."""
     turns: list[list[Any]] = []
     n = 0
     for t in range(draw(st.integers(2, 4))):
-        kinds = draw(st.lists(st.sampled_from(GOOD_AGUI if t == 0 else GOOD_AGUI * 3 + BAD_AGUI),
+        kinds = draw(st.lists(st.sampled_from(good if t == 0 else good * 3 + bad),
                               min_size=1 if t == 0 else 0, max_size=6))
         turn = []
         for kind in kinds:
-            turn.append(agui_message(n, kind, draw(text)))
+            turn.append(message(n, kind, draw(text)))
             n += 1
         turns.append(turn)
     return turns
@@ -108,7 +109,7 @@ def agui_body(thread: str, messages: list[Any], *, nested: list[Any] | None = No
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(turns=agui_turns(), nested=st.booleans(), first=st.booleans(), stranger=st.booleans())
+@given(turns=conversation(agui_message, GOOD_AGUI, BAD_AGUI), nested=st.booleans(), first=st.booleans(), stranger=st.booleans())
 def test_a_split_agui_parse_is_the_plain_parse(turns, nested, first, stranger):
     """AG-UI: every turn's body is parsed split when the memo knows its start, and the split parse
     equals the plain one (envelope, scan, every message's decode or refusal); a refused body is
@@ -167,21 +168,6 @@ GOOD_UI = ["user", "system", "assistant", "assistant-tool"]
 BAD_UI = ["not-object", "no-id", "no-parts", "bad-role", "bad-text", "bad-tool", "repeat"]
 
 
-@st.composite
-def ui_turns(draw: Any) -> list[list[Any]]:
-    turns: list[list[Any]] = []
-    n = 0
-    for t in range(draw(st.integers(2, 4))):
-        kinds = draw(st.lists(st.sampled_from(GOOD_UI if t == 0 else GOOD_UI * 3 + BAD_UI),
-                              min_size=1 if t == 0 else 0, max_size=6))
-        turn = []
-        for kind in kinds:
-            turn.append(ui_message(n, kind, draw(text)))
-            n += 1
-        turns.append(turn)
-    return turns
-
-
 def ui_summary(parsed: AiSdkInput) -> dict[str, Any]:
     scan = parsed.scan
     assert scan is not None
@@ -194,7 +180,7 @@ def ui_summary(parsed: AiSdkInput) -> dict[str, Any]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(turns=ui_turns(), stranger=st.booleans(), by_id=st.booleans())
+@given(turns=conversation(ui_message, GOOD_UI, BAD_UI), stranger=st.booleans(), by_id=st.booleans())
 def test_a_split_ai_sdk_parse_is_the_plain_parse(turns, stranger, by_id):
     """AI SDK: the same, for ``useChat`` bodies (the thread named by ``id`` or ``threadId``; a last
     assistant message's tool parts decoded as decision candidates, split or not)."""
