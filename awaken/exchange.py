@@ -104,12 +104,14 @@ async def exchange(
     try:
         if data is None:
             raise InputRejected(f"the body is larger than {MAX_BODY} bytes", code="BODY_TOO_LARGE")
-        # a replayed history the protocol keeps is parsed on the loop (only what is new is decoded)
-        parsed = parse_body(protocol, data, content_type, known=True) if len(data) <= KNOWN_ON_LOOP else None
-        if parsed is None and len(data) >= OFF_LOOP_BODY:
-            parsed = await trio.to_thread.run_sync(parse_body, protocol, data, content_type)
-        elif parsed is None:
+        if len(data) < OFF_LOOP_BODY:  # on the loop (``parse`` splits a known history itself)
             parsed = parse_body(protocol, data, content_type)
+        else:
+            # a large replayed history the protocol keeps is split on the loop when little is new;
+            # otherwise (or when only a little is known) the parse goes to a worker thread
+            parsed = parse_body(protocol, data, content_type, known=True) if len(data) <= KNOWN_ON_LOOP else None
+            if parsed is None:
+                parsed = await trio.to_thread.run_sync(parse_body, protocol, data, content_type)
         del data
         if isinstance(parsed, InputRejected):
             raise parsed
