@@ -26,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from .dedup import Confirmed, asked_with, known_ids
 from .ledger import PendingCall, ThreadRecord, ThreadView, resolve_answered
 from .messages import Message, result_id
 
@@ -62,6 +63,8 @@ class HotThread:
     ids: set[str]
     tail_costs: list[int]
     ids_cost: int
+    #: the largest request id set last found wholly in ``ids`` (``dedup.known_ids``; weakly held)
+    confirmed: Confirmed | None = None
 
     @property
     def cost(self) -> int:
@@ -179,12 +182,13 @@ def cached_view(entry: HotThread, message_ids: Collection[str], calls: Mapping[s
     waiting = {p.tool_call_id for p in pending}
     candidates = {c: result_id(c) for c in calls if c not in waiting}
     carriers = {m for m in calls.values() if m is not None}
-    asked = frozenset(message_ids).union(carriers) if carriers else message_ids
+    asked = asked_with(message_ids, carriers)
     held = entry.ids
-    # a set operation in C: no Python loop over a replay's ids (a frozenset's gives a frozenset at once)
-    known = asked.intersection(held) if isinstance(asked, frozenset) else frozenset(held.intersection(asked))
+    # set operations in C, and for a replayed history only on the ids the client added (``dedup``)
+    known = known_ids(asked, held, entry)
     answered, unresolved = resolve_answered(
-        candidates, calls, known.union(r for r in candidates.values() if r in held), messages)
+        candidates, calls, known.union(r for r in candidates.values() if r in held) if candidates else known,
+        messages)
     if unresolved:
         return None
     return ThreadView(entry.thread, messages, pending, known, answered)

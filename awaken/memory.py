@@ -14,7 +14,10 @@ no longer uses. glibc keeps freed memory for reuse unless told otherwise:
   ``malloc_trim(0)`` in a worker thread: it returns the free pages inside glibc's heaps (the main one
   and the per-thread arenas where bodies are parsed off the loop). It is asked for when the last
   large request body in flight is parsed and when a stream whose client was too slow is dropped;
-  neither waits for it.
+  neither waits for it. Each ask says how many bytes were freed, and a trim starts once the asks
+  since the last one add up to ``TRIM_WORTH``: returning the few hundred KB of one replayed history
+  would only have the next request fault the same pages in again (0.2 ms for a 684 KB body), while a
+  burst's hundreds of MB are returned at once. At most ``TRIM_WORTH`` freed bytes wait for a trim.
 
 Both are no-ops where the C library is not glibc. ``AWAKEN_NO_MALLOC_TRIM=1`` turns trims off
 (``python -m bench.slowclients`` measures what it returns).
@@ -67,17 +70,24 @@ def tune() -> None:
 
 #: seconds a trim waits after it was asked for
 TRIM_DELAY = 0.2
+#: freed bytes (as the asks for a trim say) that make a trim worth its page faults
+TRIM_WORTH = 8 * 1024 * 1024
 
 
 class _Trims:
     #: set to ask the process's trimmer task for a trim; None while no trimmer runs
     wake: trio.Event | None = None
     count = 0
+    #: bytes the asks since the last trim said were freed
+    freed = 0
 
 
-def request_trim() -> None:
-    """Ask for a trim (see ``run_trims``); returns at once. Nothing happens without a trimmer."""
-    if _Trims.wake is not None:
+def request_trim(freed: int) -> None:
+    """Say that ``freed`` bytes were just freed; once the asks since the last trim add up to
+    ``TRIM_WORTH``, the trimmer (``run_trims``) is woken. Returns at once; nothing happens without a
+    trimmer."""
+    _Trims.freed += freed
+    if _Trims.wake is not None and _Trims.freed >= TRIM_WORTH:
         _Trims.wake.set()
 
 
@@ -99,6 +109,7 @@ async def run_trims() -> None:
             # with it for the CPU), and the asks of a burst are folded into one trim after it
             await trio.sleep(TRIM_DELAY)
             wake = _Trims.wake = trio.Event()
+            _Trims.freed = 0
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(_LIBC.malloc_trim, 0)
             _Trims.count += 1

@@ -624,9 +624,9 @@ async def test_a_large_message_while_every_large_body_slot_is_taken_is_refused_a
         events = await run_over_ws(ws, big)
         assert types(events) == ["RUN_ERROR"] and events[0]["code"] == "TOO_MANY_LARGE_BODIES"
         assert await server.ctx.ledger.get_thread("t-big") is None
-        bodies.give_back()
+        bodies.give_back(0)
         events = await run_over_ws(ws, big)
         assert text_of(events) == f'You said: "{"x" * 300 * 1024}".'
         assert bodies.in_flight == bodies.cap - 1
     for _ in range(bodies.cap - 1):
-        bodies.give_back()
+        bodies.give_back(0)

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ..dedup import AskedIds, settled_by
 from ..errors import InputRejected
 from ..jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from ..media import check_count, check_image
@@ -160,14 +161,15 @@ class Scan:
     positions: tuple[int, ...]
     ids: tuple[str, ...]
     calls: tuple[str | None, ...]
-    #: ``ids`` as a set (given when known: a split parse joins its prefix's), and the ids of the tool
-    #: messages (built with the scan, off the event loop)
-    id_set: frozenset[str] = attrs.field(default=None, kw_only=True)
+    #: ``ids`` as a set (given when known: a split parse builds it on its prefix's, whose ids are the
+    #: first ``based`` of ``ids``), and the ids of the tool messages (built with the scan, off the event loop)
+    id_set: AskedIds = attrs.field(default=None, kw_only=True)
+    based: int = attrs.field(default=0, kw_only=True)
     tool_ids: frozenset[str] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.id_set is None:
-            object.__setattr__(self, "id_set", frozenset(self.ids))
+            object.__setattr__(self, "id_set", AskedIds(self.ids))
         object.__setattr__(self, "tool_ids", frozenset(
             [mid for mid, call in zip(self.ids, self.calls, strict=True) if call is not None]
             if any(self.calls) else ()))
@@ -230,7 +232,9 @@ class AguiInput:
         if self.scan is None:
             return [m for m in self.messages if m.id not in committed]
         scan = self.scan
-        return [scan.decode(k) for k, mid in enumerate(scan.ids) if mid not in committed]
+        # the ids a split parse took from its prefix are all committed when the view says so (``dedup``)
+        start = scan.based if settled_by(committed, scan.id_set) else 0
+        return [scan.decode(k) for k in range(start, len(scan.ids)) if scan.ids[k] not in committed]
 
 
 def decode_message(raw: dict[str, Any], i: int, message_id: str, role: str,
@@ -320,7 +324,7 @@ def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo
         return None
     shift = prefix.count
     scan = Scan(PrefixedList(prefix, tail), positions + tuple(shift + p for p in fast[1]), kept + fast[2],
-                calls + fast[3], id_set=kept_set.union(fast[2]) if fast[2] else kept_set)
+                calls + fast[3], id_set=AskedIds.on(kept_set, fast[2]), based=len(kept))
     parsed = AguiInput(thread_id, run_id, version, (), ids + fast[0], state, tools, context, resume, scan)
     # the thread's set of every id is grown in place, not copied: a parse still holding the previous
     # prefix then sees a superset of its ids, which can only make it fall back to the plain parse

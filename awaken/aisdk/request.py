@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ..dedup import AskedIds, settled_by
 from ..errors import InputRejected
 from ..jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from ..media import check_count, check_image
@@ -75,12 +76,14 @@ class UiScan:
     positions: tuple[int, ...]
     ids: tuple[str, ...]
     roles: tuple[str, ...]
-    #: ``ids`` as a set (what dedup asks about), given when known (a split parse joins its prefix's)
-    id_set: frozenset[str] = attrs.field(default=None, kw_only=True)
+    #: ``ids`` as a set (what dedup asks about), given when known (a split parse builds it on its
+    #: prefix's, whose ids are the first ``based`` of ``ids``)
+    id_set: AskedIds = attrs.field(default=None, kw_only=True)
+    based: int = attrs.field(default=0, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if self.id_set is None:
-            object.__setattr__(self, "id_set", frozenset(self.ids))
+            object.__setattr__(self, "id_set", AskedIds(self.ids))
 
 
 @attrs.frozen
@@ -113,7 +116,9 @@ class AiSdkInput:
             return [m for m in self.inputs if m.id not in committed]
         scan = self.scan
         out: list[InputUIMessage] = []
-        for i, mid in zip(scan.positions, scan.ids, strict=True):
+        # the ids a split parse took from its prefix are all committed when the view says so (``dedup``)
+        start = scan.based if settled_by(committed, scan.id_set) else 0
+        for i, mid in zip(scan.positions[start:], scan.ids[start:], strict=True):
             if mid not in committed:
                 decoded = _decode(scan.raw[i], i, last=False)
                 if isinstance(decoded, InputUIMessage):
@@ -261,7 +266,7 @@ def scan_chat_request(body: bytes, content_type: str | None, memo: ReplayMemo | 
         ids, roles = scan.ids, scan.roles
         if parsed.continued_id is not None:  # the last message, an assistant one, is not in the scan
             ids, roles = ids + (parsed.continued_id,), roles + ("assistant",)
-        memo.record(body, parsed.thread_id, scan.raw, (ids, roles, frozenset(ids)))
+        memo.record(body, parsed.thread_id, scan.raw, (ids, roles, AskedIds(ids)))
     return parsed
 
 
@@ -288,12 +293,12 @@ def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayM
         return None
     # every message of the prefix is a position: none of them is the body's last
     scan = UiScan(PrefixedList(prefix, tail), tuple(range(shift)) + positions, p_ids + ids, p_roles + roles,
-                  id_set=p_set.union(ids) if ids else p_set)
+                  id_set=AskedIds.on(p_set, ids), based=shift)
     parsed = AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan)
     all_ids, all_roles = scan.ids, scan.roles
     if continued_id is not None:
         all_ids, all_roles = all_ids + (continued_id,), all_roles + ("assistant",)
-    memo.record_split(body, split, (all_ids, all_roles, p_set.union(all_ids[shift:])))
+    memo.record_split(body, split, (all_ids, all_roles, AskedIds.on(p_set, all_ids[shift:])))
     return parsed
 
 

@@ -13,9 +13,11 @@
 Every refusal that leaves the body unread closes the connection (``Connection: close``): hypercorn
 then drops what the client still sends instead of handing it to nobody.
 
-After the last large body in flight is released, ``memory.request_trim()`` has the freed pages handed
-back to the system (by the server's trimmer task: the request does not wait for it): bodies parsed in worker threads leave their memory in glibc's per-thread arenas, which
-the process otherwise keeps for good.
+After the last large body in flight is released, ``memory.request_trim(freed)`` says how many bytes the
+large bodies since then freed; once that adds up (a burst, not one replayed history) the server's
+trimmer task hands the freed pages back to the system (the request does not wait for it): bodies
+parsed in worker threads leave their memory in glibc's per-thread arenas, which the process
+otherwise keeps for good.
 """
 
 from __future__ import annotations
@@ -71,8 +73,8 @@ class LargeBodies:
         self.cap = cap
         self.threshold = threshold
         self.in_flight = 0
-        #: how many times freed memory was handed back (``malloc_trim``)
-        self.trims = 0
+        #: bytes of the large bodies released since the last time none was in flight
+        self.freed = 0
 
     def take(self) -> None:
         if self.in_flight >= self.cap:
@@ -81,21 +83,24 @@ class LargeBodies:
                           f"retry in {RETRY_AFTER} s", [(b"retry-after", str(RETRY_AFTER).encode())])
         self.in_flight += 1
 
-    def give_back(self) -> None:
+    def give_back(self, size: int) -> None:
+        """Free a slot taken for a body of ``size`` bytes (as many as were read of it)."""
         self.in_flight -= 1
+        self.freed += size
         if self.in_flight == 0:
-            memory.request_trim()
-            self.trims += 1
+            memory.request_trim(self.freed)
+            self.freed = 0
 
 
 class Body:
     """A request body read whole (``data``), or ``too_large``; ``release()`` frees its large-body slot."""
 
-    __slots__ = ("_bodies", "data", "too_large")
+    __slots__ = ("_bodies", "data", "size", "too_large")
 
     def __init__(self, data: bytes | None, bodies: LargeBodies | None = None) -> None:
         self.data = data
         self.too_large = data is None
+        self.size = 0 if data is None else len(data)
         self._bodies = bodies
 
     def take(self) -> bytes | None:
@@ -108,7 +113,7 @@ class Body:
         self.data = None
         bodies, self._bodies = self._bodies, None
         if bodies is not None:
-            bodies.give_back()
+            bodies.give_back(self.size)
 
 
 def declared_length(scope: dict[str, Any]) -> int | None:
@@ -142,7 +147,7 @@ async def read_body(scope: dict[str, Any], receive: ASGIReceive, *, limit: int, 
                 if size > limit:
                     chunks.clear()
                     if holds:
-                        bodies.give_back()
+                        bodies.give_back(size)
                         holds = False
                     return Body(None)
                 if size > bodies.threshold and not holds:
@@ -158,7 +163,7 @@ async def read_body(scope: dict[str, Any], receive: ASGIReceive, *, limit: int, 
     except BaseException:
         chunks.clear()
         if holds:
-            bodies.give_back()
+            bodies.give_back(size)
         raise
     return Body(data, bodies if holds else None)
 

@@ -240,7 +240,7 @@ async def stream(
         # the client could not keep up: megabytes were queued for it; hand them back to the system
         data = None
         buffer.discard()
-        memory.request_trim()
+        memory.request_trim(buffer.limit)  # what it may have held
     # else: the client is gone: nothing more to write
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from awaken.dedup import Confirmed
 from awaken.ledger import (
     PendingCall,
     RunRecord,
@@ -103,6 +104,8 @@ class ThreadDetail:
     segments: array = attrs.field(factory=lambda: array("q"))
     runs: dict[str, RunRecord] = attrs.field(factory=dict)  # insertion order
     pending: tuple[PendingCall, ...] = ()  # commit order
+    #: the largest request id set last found wholly in ``ids`` (``awaken.dedup.known_ids``; weakly held)
+    confirmed: Confirmed | None = attrs.field(default=None, eq=False, repr=False)
 
     def cost(self) -> int:
         """Roughly the bytes this detail holds (for the hot-thread budget): constant per id, segment

@@ -19,6 +19,7 @@ from typing import Any, NoReturn, TypeVar
 import attrs
 import trio
 
+from awaken.dedup import asked_with, known_ids
 from awaken.errors import StoreUnavailable
 from awaken.hotthreads import MIN_KEEP
 from awaken.ledger import (
@@ -593,11 +594,12 @@ class FileLedger(Ledger):
         waiting = {p.tool_call_id for p in pending}
         candidates = {c: result_id(c) for c in calls if c not in waiting}
         carriers = {m for m in calls.values() if m is not None}
-        asked = frozenset(message_ids).union(carriers) if carriers else message_ids
-        # the index keeps a short thread's ids as a tuple, a longer one's as a set (a C intersection)
-        known = frozenset(held.intersection(asked) if isinstance(held, set) else [i for i in held if i in asked])
+        # the index keeps a short thread's ids as a tuple, a longer one's as a set (set operations in C,
+        # and for a replayed history only on the ids the client added: ``awaken.dedup``)
+        known = known_ids(asked_with(message_ids, carriers), held, detail)
         answered, unresolved = resolve_answered(
-            candidates, calls, known.union(r for r in candidates.values() if r in held), messages)
+            candidates, calls, known.union(r for r in candidates.values() if r in held) if candidates else known,
+            messages)
         if unresolved:
             answered |= await self._answered_by_scan(thread_id, unresolved)
         return ThreadView(record, messages, pending, known, answered)
