@@ -4,7 +4,7 @@ added rather than the thread's length (issue 18).
 A client that replays its thread's whole history sends, turn after turn, the ids of its previous
 request and a few more. A split parse (``awaken.replaymemo``) knows that and gives the request's ids
 as an ``AskedIds``: the set it builds on (``base``, the ids of the thread's previous request) and the
-ids it adds (``added``), disjoint from ``base``.
+ids it adds to it (``added``, none of them in ``base``).
 
 ``known_ids(asked, held, holder)`` answers ``asked ∩ held`` (``held``: every id the thread has
 committed) and remembers on the thread's ``holder`` (a ledger's hot entry of the thread) the largest
@@ -33,8 +33,7 @@ import attrs
 
 class AskedIds(frozenset[str]):
     """A scanned request's message ids. Built on the thread's previous request (``on``), it is
-    ``base | added`` and remembers both (disjoint: the split parse that builds one has checked it);
-    else ``base`` is None and ``added`` empty."""
+    ``base | added`` and remembers both, disjoint; else ``base`` is None and ``added`` empty."""
 
     __slots__ = ("added", "base")
     base: frozenset[str] | None
@@ -48,8 +47,8 @@ class AskedIds(frozenset[str]):
 
     @classmethod
     def on(cls, base: frozenset[str], added: Iterable[str]) -> AskedIds:
-        """``base | added``, ``added`` disjoint from ``base``."""
-        extra = added if isinstance(added, frozenset) else frozenset(added)
+        """``base | added`` (``added`` keeps only what ``base`` lacks: a few lookups)."""
+        extra = frozenset(added).difference(base)
         self = cls(base.union(extra) if extra else base)
         self.base = base
         self.added = extra
