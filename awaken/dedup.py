@@ -3,65 +3,77 @@ added rather than the thread's length (issue 18).
 
 A client that replays its thread's whole history sends, turn after turn, the ids of its previous
 request and a few more. A split parse (``awaken.replaymemo``) knows that and gives the request's ids
-as an ``AskedIds``: the set it builds on (``base``, the ids of the thread's previous request) and the
-ids it adds to it (``added``, none of them in ``base``).
+as an ``AskedIds`` built ``on`` the previous request's: it is a plain frozenset of every id, and it
+also says which set it was built on (by that set's ``serial``, a number no other set of this process
+has) and which ids it added to it (``added``, none of them in that set). It also copies the same two
+facts from the set it was built on (``prior_serial``, ``prior_added``), so one turn can vouch for
+the next without any set keeping another alive.
 
 ``known_ids(asked, held, holder)`` answers ``asked ∩ held`` (``held``: every id the thread has
-committed) and remembers on the thread's ``holder`` (a ledger's hot entry of the thread) the largest
-of those sets it found wholly committed, with the very ``held`` set it was found in. The next turn
-then asks about ``base`` only through that memory: when ``base`` is the remembered set, or that set
-and ids now in ``held``, only the added ids are looked up.
+committed, kept by the thread's ``holder``, a ledger's hot entry) and remembers on the holder the
+serial of the largest asked set it found wholly committed, with the very ``held`` set it was found
+in. The next turn then asks about its base only through that memory: when the request was built on
+the remembered set, or on a set built on it whose added ids are now in ``held``, only the added ids
+are looked up.
 
 That is sound because a holder's ``held`` set never loses an id while the holder lives: ledgers add
 committed ids to it and drop the whole holder when the thread is deleted or its state is unknown. A
-remembered set is kept with its ``held`` object and used only against that same object. It is
-remembered weakly: once no parse keeps it (the replay memo dropped the thread's request), no request
-can be built on it, and the holder keeps nothing of it.
+remembered serial is kept with its ``held`` object and used only against that same object.
 
-The answer is a ``KnownIds``: the plain frozenset ``asked ∩ held``, which also names the asked set it
-holds whole (``whole``), so that a request's scan skips those ids instead of testing each again.
+The answer is a ``KnownIds``: the plain frozenset ``asked ∩ held``, which also names (``whole``) the
+serial of the set the request was built on when all of it is committed, so that the request's scan
+skips those ids instead of testing each again (``settled_by``).
 """
 
 from __future__ import annotations
 
-import weakref
+import itertools
 from collections.abc import Collection, Iterable
 from typing import Any
 
 import attrs
 
+_serials = itertools.count(1)  # ``next`` on it is atomic under the GIL (parses run in worker threads too)
+
 
 class AskedIds(frozenset[str]):
-    """A scanned request's message ids. Built on the thread's previous request (``on``), it is
-    ``base | added`` and remembers both, disjoint; else ``base`` is None and ``added`` empty."""
+    """A scanned request's message ids (see the module docstring); built plainly, ``base_serial`` and
+    ``prior_serial`` are None and ``added`` and ``prior_added`` empty."""
 
-    __slots__ = ("added", "base")
-    base: frozenset[str] | None
+    __slots__ = ("added", "base_serial", "prior_added", "prior_serial", "serial")
+    serial: int
+    base_serial: int | None
     added: frozenset[str]
+    prior_serial: int | None
+    prior_added: frozenset[str]
 
     def __new__(cls, ids: Iterable[str]) -> AskedIds:
         self = super().__new__(cls, ids)
-        self.base = None
-        self.added = frozenset()
+        self.serial = next(_serials)
+        self.base_serial = self.prior_serial = None
+        self.added = self.prior_added = frozenset()
         return self
 
     @classmethod
-    def on(cls, base: frozenset[str], added: Iterable[str]) -> AskedIds:
+    def on(cls, base: AskedIds, added: Iterable[str]) -> AskedIds:
         """``base | added`` (``added`` keeps only what ``base`` lacks: a few lookups)."""
         extra = frozenset(added).difference(base)
         self = cls(base.union(extra) if extra else base)
-        self.base = base
+        self.base_serial = base.serial
         self.added = extra
+        self.prior_serial = base.base_serial
+        self.prior_added = base.added
         return self
 
 
 class KnownIds(frozenset[str]):
-    """``asked ∩ held``, and the asked set it holds whole (``whole``: None when none is known)."""
+    """``asked ∩ held``, and the serial of the set the request was built on when all of it is
+    committed (``whole``; None when that is not known)."""
 
     __slots__ = ("whole",)
-    whole: frozenset[str] | None
+    whole: int | None
 
-    def __new__(cls, ids: Iterable[str], whole: frozenset[str] | None) -> KnownIds:
+    def __new__(cls, ids: Iterable[str], whole: int | None) -> KnownIds:
         self = super().__new__(cls, ids)
         self.whole = whole
         return self
@@ -69,23 +81,20 @@ class KnownIds(frozenset[str]):
 
 @attrs.frozen(eq=False)
 class Confirmed:
-    """Every id of ``asked`` (weakly held) is in ``held`` (a holder's set of committed ids, which only grows)."""
+    """Every id of the asked set numbered ``serial`` is in ``held`` (a holder's set of committed ids,
+    which only grows while the holder lives)."""
 
     held: Collection[str]
-    asked: weakref.ref[AskedIds]
-    #: how many turns in a row were answered from the confirmation before it (0: it was looked up)
+    serial: int
+    #: how many turns in a row were answered from a confirmation before this one (0: it was looked up)
     carried: int = 0
-
-    @classmethod
-    def of(cls, held: Collection[str], asked: AskedIds, carried: int = 0) -> Confirmed:
-        return cls(held, weakref.ref(asked), carried)
 
 
 def settled_by(committed: Collection[str], asked: frozenset[str]) -> bool:
-    """Whether ``committed`` (a view's known ids) is known to hold all of ``asked.base``: the scan
-    that built ``asked`` may then skip the ids it took from ``base``."""
-    base = getattr(asked, "base", None)
-    return base is not None and getattr(committed, "whole", None) is base
+    """Whether ``committed`` (a view's known ids) holds all of the set ``asked`` was built on: the
+    scan that built ``asked`` may then skip the ids it took from that set."""
+    base = getattr(asked, "base_serial", None)
+    return base is not None and getattr(committed, "whole", None) == base
 
 
 def asked_with(message_ids: Collection[str], carriers: Collection[str]) -> Collection[str]:
@@ -100,14 +109,15 @@ def known_ids(asked: Collection[str], held: Collection[str], holder: Any) -> fro
     """``asked ∩ held`` (``held``: every id the thread committed, held by ``holder``, an object with a
     ``confirmed: Confirmed | None`` attribute this updates)."""
     growing = isinstance(held, (set, frozenset))
-    base = asked.base if isinstance(asked, AskedIds) else None
-    if isinstance(base, AskedIds) and growing:
+    if isinstance(asked, AskedIds) and asked.base_serial is not None and growing:
         confirmed: Confirmed | None = holder.confirmed
-        whole = confirmed.asked() if confirmed is not None and confirmed.held is held else None
-        if whole is not None and (base is whole or (base.base is whole and base.added <= held)):
-            extra = asked.added.intersection(held)  # type: ignore[union-attr]
-            holder.confirmed = Confirmed.of(held, base, confirmed.carried + 1)  # type: ignore[union-attr]
-            return KnownIds(base.union(extra) if extra else base, base)
+        if confirmed is not None and confirmed.held is held and (
+                asked.base_serial == confirmed.serial
+                or (asked.prior_serial == confirmed.serial and asked.prior_added <= held)):  # type: ignore[operator]
+            # all of the base is committed: only the added ids are looked up
+            missing = asked.added.difference(held)
+            holder.confirmed = Confirmed(held, asked.base_serial, confirmed.carried + 1)
+            return KnownIds(asked.difference(missing) if missing else asked, asked.base_serial)
     if isinstance(asked, frozenset):
         known = asked.intersection(held)
     elif growing:
@@ -117,8 +127,9 @@ def known_ids(asked: Collection[str], held: Collection[str], holder: Any) -> fro
     if not growing or not isinstance(asked, AskedIds):
         return known
     if len(known) == len(asked):
-        holder.confirmed = Confirmed.of(held, asked)
-    elif isinstance(base, AskedIds) and len(known) - len(asked.added.intersection(known)) == len(base):
-        holder.confirmed = Confirmed.of(held, base)
-        return KnownIds(known, base)
+        holder.confirmed = Confirmed(held, asked.serial)
+    elif asked.base_serial is not None and \
+            len(known) - len(asked.added.intersection(known)) == len(asked) - len(asked.added):
+        holder.confirmed = Confirmed(held, asked.base_serial)
+        return KnownIds(known, asked.base_serial)
     return known

@@ -63,7 +63,7 @@ class HotThread:
     ids: set[str]
     tail_costs: list[int]
     ids_cost: int
-    #: the largest request id set last found wholly in ``ids`` (``dedup.known_ids``; weakly held)
+    #: the largest request id set last found wholly in ``ids``, by serial (``dedup.known_ids``)
     confirmed: Confirmed | None = None
 
     @property

@@ -4,7 +4,7 @@ intersection answers (``awaken.dedup``, issue 18).
 A split parse builds a request's ids on the thread's previous request's (``AskedIds.on``); a ledger's
 hot entry remembers the largest asked set it found wholly committed. The property tests check that
 ``known_ids`` is always ``asked ∩ held`` (whatever the chain, the confirmations, a holder whose set was
-replaced, a confirmed set nobody keeps any more) and that random conversations, turn after turn over
+replaced) and that random conversations, turn after turn over
 each ledger and both protocols (new messages that are refused, so their turn commits nothing; a
 client that drops a message it sent before; a thread the server did not see before), are admitted by
 the split parse and the remembered dedup exactly as the plain parse and the whole history admit them.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import tempfile
+import weakref
 from typing import Any
 
 import orjson
@@ -48,32 +49,41 @@ ids = st.sampled_from([f"i{n}" for n in range(12)])
 
 
 @settings(max_examples=300, deadline=None)
-@given(steps=st.lists(st.tuples(st.sampled_from(["grow", "ask-on", "ask-fresh", "replace-held", "forget"]),
+@given(steps=st.lists(st.tuples(st.sampled_from(["grow", "ask-on", "ask-on", "ask-fresh", "replace-held"]),
                                 st.frozensets(ids, max_size=4)), max_size=25))
 def test_known_ids_is_the_intersection_whatever_the_chain(steps):
-    """Random asks built on the previous one (or not), a held set that grows, is replaced by a new
-    set or whose confirmed asks nobody keeps: every answer is ``asked ∩ held``, and a ``whole`` it
-    names is the ask's base and wholly held."""
+    """Random asks built on the previous one (or not), a held set that grows or is replaced by a new
+    set: every answer is ``asked ∩ held``, and a ``whole`` it names is the ask's base, wholly held."""
     holder = Holder()
     held: set[str] = set()
     asked: AskedIds = AskedIds(())
-    kept: list[AskedIds] = [asked]
+    made = {asked.serial: asked}
     for op, values in steps:
         if op == "grow":
             held |= values
         elif op == "replace-held":
             held = set(values)  # a new holder set (a re-read thread): no confirmation carries over
-        elif op == "forget":
-            kept.clear()
-            gc.collect()
         else:
             asked = AskedIds.on(asked, values) if op == "ask-on" else AskedIds(values)
-            kept.append(asked)
+            made[asked.serial] = asked
             known = known_ids(asked, held, holder)
             assert known == asked & held
             whole = getattr(known, "whole", None)
             if whole is not None:
-                assert whole is asked.base and whole <= held
+                assert whole == asked.base_serial and made[whole] <= held
+
+
+def test_a_chain_of_turns_keeps_no_earlier_set_alive():
+    """Each set knows the one it was built on by number only: a long conversation's earlier id sets
+    are freed as the memo drops them."""
+    first = AskedIds([f"u{n}" for n in range(100)])
+    gone = weakref.ref(first)
+    asked = first
+    for n in range(5):
+        asked = AskedIds.on(asked, [f"v{n}"])
+    del first
+    gc.collect()
+    assert gone() is None and len(asked) == 105
 
 
 # --- random conversations through a ledger ------------------------------------------------------
@@ -198,7 +208,7 @@ async def test_a_replayed_history_is_deduped_by_what_the_client_added(backend, w
             asks = protocol.asks(parsed)
             view = await ledger.admission_view("t", asks.message_ids, asks.calls, 4)
             known = view.known_ids
-            wholes.append(isinstance(known, KnownIds) and known.whole is asks.message_ids.base)
+            wholes.append(isinstance(known, KnownIds) and known.whole == asks.message_ids.base_serial)
             request = protocol.to_run_request(parsed, "t", None, view)
             assert [m.id for m in request.inputs] == [new["id"]]
             assert sorted(known) == sorted(m["id"] for m in held if m["role"] == "user"
@@ -219,4 +229,4 @@ def test_a_confirmed_base_is_not_looked_up_again():
     assert known_ids(third, held, holder) == {"u0", "u1"} and holder.confirmed.carried == 1
     fourth = AskedIds.on(third, ["u3"])  # "u2" was refused: never committed
     assert known_ids(fourth, held, holder) == {"u0", "u1"}
-    assert holder.confirmed.asked() is second  # still true; not advanced past what is committed
+    assert holder.confirmed.serial == second.serial  # still true; not advanced past what is committed

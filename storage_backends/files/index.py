@@ -104,7 +104,7 @@ class ThreadDetail:
     segments: array = attrs.field(factory=lambda: array("q"))
     runs: dict[str, RunRecord] = attrs.field(factory=dict)  # insertion order
     pending: tuple[PendingCall, ...] = ()  # commit order
-    #: the largest request id set last found wholly in ``ids`` (``awaken.dedup.known_ids``; weakly held)
+    #: the largest request id set last found wholly in ``ids``, by serial (``awaken.dedup.known_ids``)
     confirmed: Confirmed | None = attrs.field(default=None, eq=False, repr=False)
 
     def cost(self) -> int:
