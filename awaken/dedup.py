@@ -20,9 +20,9 @@ That is sound because a holder's ``held`` set never loses an id while the holder
 committed ids to it and drop the whole holder when the thread is deleted or its state is unknown. A
 remembered serial is kept with its ``held`` object and used only against that same object.
 
-The answer is a ``KnownIds``: the plain frozenset ``asked ∩ held``, which also names (``whole``) the
-serial of the set the request was built on when all of it is committed, so that the request's scan
-skips those ids instead of testing each again (``settled_by``).
+With the answer comes the serial of the set the request was built on when all of it is known
+committed (``ThreadView.known_whole``), so that the request's scan skips those ids instead of testing
+each again (``settled``).
 """
 
 from __future__ import annotations
@@ -66,19 +66,6 @@ class AskedIds(frozenset[str]):
         return self
 
 
-class KnownIds(frozenset[str]):
-    """``asked ∩ held``, and the serial of the set the request was built on when all of it is
-    committed (``whole``; None when that is not known)."""
-
-    __slots__ = ("whole",)
-    whole: int | None
-
-    def __new__(cls, ids: Iterable[str], whole: int | None) -> KnownIds:
-        self = super().__new__(cls, ids)
-        self.whole = whole
-        return self
-
-
 @attrs.frozen(eq=False)
 class Confirmed:
     """Every id of the asked set numbered ``serial`` is in ``held`` (a holder's set of committed ids,
@@ -90,11 +77,10 @@ class Confirmed:
     carried: int = 0
 
 
-def settled_by(committed: Collection[str], asked: frozenset[str]) -> bool:
-    """Whether ``committed`` (a view's known ids) holds all of the set ``asked`` was built on: the
-    scan that built ``asked`` may then skip the ids it took from that set."""
-    base = getattr(asked, "base_serial", None)
-    return base is not None and getattr(committed, "whole", None) == base
+def settled(whole: int | None, asked: frozenset[str]) -> bool:
+    """Whether the set ``asked`` was built on is the one a view found all committed (``whole``,
+    ``ThreadView.known_whole``): the scan that built ``asked`` may then skip the ids it took from it."""
+    return whole is not None and getattr(asked, "base_serial", None) == whole
 
 
 def asked_with(message_ids: Collection[str], carriers: Collection[str]) -> Collection[str]:
@@ -105,9 +91,10 @@ def asked_with(message_ids: Collection[str], carriers: Collection[str]) -> Colle
     return frozenset(message_ids).union(carriers)
 
 
-def known_ids(asked: Collection[str], held: Collection[str], holder: Any) -> frozenset[str]:
+def known_ids(asked: Collection[str], held: Collection[str], holder: Any) -> tuple[frozenset[str], int | None]:
     """``asked ∩ held`` (``held``: every id the thread committed, held by ``holder``, an object with a
-    ``confirmed: Confirmed | None`` attribute this updates)."""
+    ``confirmed: Confirmed | None`` attribute this updates), and the serial of the set ``asked`` was
+    built on when all of it is in ``held`` (else None)."""
     growing = isinstance(held, (set, frozenset))
     if isinstance(asked, AskedIds) and asked.base_serial is not None and growing:
         confirmed: Confirmed | None = holder.confirmed
@@ -117,7 +104,7 @@ def known_ids(asked: Collection[str], held: Collection[str], holder: Any) -> fro
             # all of the base is committed: only the added ids are looked up
             missing = asked.added.difference(held)
             holder.confirmed = Confirmed(held, asked.base_serial, confirmed.carried + 1)
-            return KnownIds(asked.difference(missing) if missing else asked, asked.base_serial)
+            return (asked.difference(missing) if missing else asked), asked.base_serial
     if isinstance(asked, frozenset):
         known = asked.intersection(held)
     elif growing:
@@ -125,11 +112,12 @@ def known_ids(asked: Collection[str], held: Collection[str], holder: Any) -> fro
     else:
         known = frozenset(i for i in held if i in asked)
     if not growing or not isinstance(asked, AskedIds):
-        return known
+        return known, None
     if len(known) == len(asked):
         holder.confirmed = Confirmed(held, asked.serial)
-    elif asked.base_serial is not None and \
+        return known, asked.base_serial
+    if asked.base_serial is not None and \
             len(known) - len(asked.added.intersection(known)) == len(asked) - len(asked.added):
         holder.confirmed = Confirmed(held, asked.base_serial)
-        return KnownIds(known, asked.base_serial)
-    return known
+        return known, asked.base_serial
+    return known, None

@@ -185,10 +185,10 @@ def cached_view(entry: HotThread, message_ids: Collection[str], calls: Mapping[s
     asked = asked_with(message_ids, carriers)
     held = entry.ids
     # set operations in C, and for a replayed history only on the ids the client added (``dedup``)
-    known = known_ids(asked, held, entry)
+    known, whole = known_ids(asked, held, entry)
     answered, unresolved = resolve_answered(
         candidates, calls, known.union(r for r in candidates.values() if r in held) if candidates else known,
         messages)
     if unresolved:
         return None
-    return ThreadView(entry.thread, messages, pending, known, answered)
+    return ThreadView(entry.thread, messages, pending, known, answered, whole)

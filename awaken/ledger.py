@@ -145,6 +145,9 @@ class ThreadView:
     known_ids: frozenset[str] | None = None
     #: a tail view: of the asked tool call ids, those with a committed result
     known_answered: frozenset[str] | None = None
+    #: a tail view: the serial of the request id set the asked ids were built on, when all of it is
+    #: committed (``awaken.dedup``: the request's scan then skips those ids)
+    known_whole: int | None = None
 
     def message_ids(self) -> frozenset[str]:
         """The committed message ids an adapter may ask about (what it drops as replayed history)."""

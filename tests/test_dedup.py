@@ -27,7 +27,7 @@ from awaken.agui.adapter import PROTOCOL as AGUI
 from awaken.agui.request import scan_known_run_input, scan_run_input
 from awaken.aisdk.adapter import PROTOCOL as AISDK
 from awaken.aisdk.request import scan_chat_request, scan_known_chat_request
-from awaken.dedup import AskedIds, KnownIds, known_ids
+from awaken.dedup import AskedIds, known_ids
 from awaken.errors import InputRejected
 from awaken.ledger import Commit, Ledger, RunRecord
 from awaken.messages import Message, TextPart
@@ -66,9 +66,8 @@ def test_known_ids_is_the_intersection_whatever_the_chain(steps):
         else:
             asked = AskedIds.on(asked, values) if op == "ask-on" else AskedIds(values)
             made[asked.serial] = asked
-            known = known_ids(asked, held, holder)
+            known, whole = known_ids(asked, held, holder)
             assert known == asked & held
-            whole = getattr(known, "whole", None)
             if whole is not None:
                 assert whole == asked.base_serial and made[whole] <= held
 
@@ -208,7 +207,7 @@ async def test_a_replayed_history_is_deduped_by_what_the_client_added(backend, w
             asks = protocol.asks(parsed)
             view = await ledger.admission_view("t", asks.message_ids, asks.calls, 4)
             known = view.known_ids
-            wholes.append(isinstance(known, KnownIds) and known.whole == asks.message_ids.base_serial)
+            wholes.append(view.known_whole is not None and view.known_whole == asks.message_ids.base_serial)
             request = protocol.to_run_request(parsed, "t", None, view)
             assert [m.id for m in request.inputs] == [new["id"]]
             assert sorted(known) == sorted(m["id"] for m in held if m["role"] == "user"
@@ -223,10 +222,10 @@ def test_a_confirmed_base_is_not_looked_up_again():
     holder, held = Holder(), {"u0"}
     first = AskedIds(["u0"])
     second = AskedIds.on(first, ["u1"])
-    assert known_ids(second, held, holder) == {"u0"} and holder.confirmed.carried == 0
+    assert known_ids(second, held, holder) == ({"u0"}, first.serial) and holder.confirmed.carried == 0
     held.add("u1")
     third = AskedIds.on(second, ["u2"])
-    assert known_ids(third, held, holder) == {"u0", "u1"} and holder.confirmed.carried == 1
+    assert known_ids(third, held, holder) == ({"u0", "u1"}, second.serial) and holder.confirmed.carried == 1
     fourth = AskedIds.on(third, ["u3"])  # "u2" was refused: never committed
-    assert known_ids(fourth, held, holder) == {"u0", "u1"}
+    assert known_ids(fourth, held, holder) == ({"u0", "u1"}, None)
     assert holder.confirmed.serial == second.serial  # still true; not advanced past what is committed

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ..dedup import AskedIds, settled_by
+from ..dedup import AskedIds, settled
 from ..errors import InputRejected
 from ..jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from ..media import check_count, check_image
@@ -162,17 +162,19 @@ class Scan:
     ids: tuple[str, ...]
     calls: tuple[str | None, ...]
     #: ``ids`` as a set (given when known: a split parse builds it on its prefix's, whose ids are the
-    #: first ``based`` of ``ids``), and the ids of the tool messages (built with the scan, off the event loop)
+    #: first ``based`` of ``ids``), and the ids of the tool messages (built with the scan, off the event
+    #: loop; a split parse joins its prefix's)
     id_set: AskedIds = attrs.field(default=None, kw_only=True)
     based: int = attrs.field(default=0, kw_only=True)
-    tool_ids: frozenset[str] = attrs.field(init=False)
+    tool_ids: frozenset[str] = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if self.id_set is None:
             object.__setattr__(self, "id_set", AskedIds(self.ids))
-        object.__setattr__(self, "tool_ids", frozenset(
-            [mid for mid, call in zip(self.ids, self.calls, strict=True) if call is not None]
-            if any(self.calls) else ()))
+        if self.tool_ids is None:
+            object.__setattr__(self, "tool_ids", frozenset(
+                [mid for mid, call in zip(self.ids, self.calls, strict=True) if call is not None]
+                if any(self.calls) else ()))
 
     def decode(self, k: int) -> InputMessage | ToolMessage:
         """The ``k``-th input/tool message, validated in full (``InputRejected`` as the plain parser)."""
@@ -224,8 +226,9 @@ class AguiInput:
         return self.scan.tool_ids if self.scan is not None else frozenset(
             m.id for m in self.messages if isinstance(m, ToolMessage))
 
-    def fresh(self, committed: Collection[str]) -> list[InputMessage | ToolMessage]:
-        """The input and tool messages whose id is not in ``committed``, decoded, in request order.
+    def fresh(self, committed: Collection[str], whole: int | None = None) -> list[InputMessage | ToolMessage]:
+        """The input and tool messages whose id is not in ``committed``, decoded, in request order
+        (``whole``: the view's ``known_whole``, which lets a split parse skip its prefix's ids).
 
         A committed message is the client's copy of history: its content is not read, so it is
         neither decoded nor refused; the first refusal of an uncommitted one is raised."""
@@ -233,7 +236,7 @@ class AguiInput:
             return [m for m in self.messages if m.id not in committed]
         scan = self.scan
         # the ids a split parse took from its prefix are all committed when the view says so (``dedup``)
-        start = scan.based if settled_by(committed, scan.id_set) else 0
+        start = scan.based if settled(whole, scan.id_set) else 0
         return [scan.decode(k) for k in range(start, len(scan.ids)) if scan.ids[k] not in committed]
 
 
@@ -319,12 +322,14 @@ def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo
     fast = _shapes(tail) if tail else ((), (), (), ())
     if fast is None:
         return None
-    ids, positions, kept, calls, kept_set, all_set = prefix.scan
+    ids, positions, kept, calls, kept_set, all_set, tool_ids = prefix.scan
     if not all_set.isdisjoint(fast[0]):
         return None
     shift = prefix.count
+    added_tools = [mid for mid, call in zip(fast[2], fast[3], strict=True) if call is not None]
     scan = Scan(PrefixedList(prefix, tail), positions + tuple(shift + p for p in fast[1]), kept + fast[2],
-                calls + fast[3], id_set=AskedIds.on(kept_set, fast[2]), based=len(kept))
+                calls + fast[3], id_set=AskedIds.on(kept_set, fast[2]), based=len(kept),
+                tool_ids=tool_ids.union(added_tools) if added_tools else tool_ids)
     parsed = AguiInput(thread_id, run_id, version, (), ids + fast[0], state, tools, context, resume, scan)
     # the thread's set of every id is grown in place, not copied: a parse still holding the previous
     # prefix then sees a superset of its ids, which can only make it fall back to the plain parse
@@ -339,13 +344,15 @@ def _thread_of(data: dict[str, Any]) -> str | None:
 
 
 def _memo_scan(parsed: AguiInput, all_ids: set[str] | None = None) -> tuple[
-        tuple[str, ...], tuple[int, ...], tuple[str, ...], tuple[str | None, ...], frozenset[str], set[str]]:
+        tuple[str, ...], tuple[int, ...], tuple[str, ...], tuple[str | None, ...], AskedIds, set[str],
+        frozenset[str]]:
     """What the memo keeps of a scan: every id, the input and tool messages' positions, ids and
-    tool call ids, those ids as a set, and every id as a set (grown by the thread's next split)."""
+    tool call ids, those ids as a set, every id as a set (grown by the thread's next split), and the
+    tool messages' ids."""
     scan = parsed.scan
     assert scan is not None
     return (parsed.message_ids, scan.positions, scan.ids, scan.calls, scan.id_set,
-            set(parsed.message_ids) if all_ids is None else all_ids)
+            set(parsed.message_ids) if all_ids is None else all_ids, scan.tool_ids)
 
 
 def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ..dedup import AskedIds, settled_by
+from ..dedup import AskedIds, settled
 from ..errors import InputRejected
 from ..jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from ..media import check_count, check_image
@@ -109,15 +109,16 @@ class AiSdkInput:
             return frozenset(m.id for m in self.inputs)
         return self.scan.id_set
 
-    def fresh_inputs(self, committed: Collection[str]) -> list[InputUIMessage]:
+    def fresh_inputs(self, committed: Collection[str], whole: int | None = None) -> list[InputUIMessage]:
         """The input messages not in ``committed``, decoded; any other message not committed is
-        validated too (the first refusal in request order is raised)."""
+        validated too (the first refusal in request order is raised). ``whole``: the view's
+        ``known_whole``, which lets a split parse skip its prefix's ids."""
         if self.scan is None:
             return [m for m in self.inputs if m.id not in committed]
         scan = self.scan
         out: list[InputUIMessage] = []
         # the ids a split parse took from its prefix are all committed when the view says so (``dedup``)
-        start = scan.based if settled_by(committed, scan.id_set) else 0
+        start = scan.based if settled(whole, scan.id_set) else 0
         for i, mid in zip(scan.positions[start:], scan.ids[start:], strict=True):
             if mid not in committed:
                 decoded = _decode(scan.raw[i], i, last=False)

@@ -596,13 +596,13 @@ class FileLedger(Ledger):
         carriers = {m for m in calls.values() if m is not None}
         # the index keeps a short thread's ids as a tuple, a longer one's as a set (set operations in C,
         # and for a replayed history only on the ids the client added: ``awaken.dedup``)
-        known = known_ids(asked_with(message_ids, carriers), held, detail)
+        known, whole = known_ids(asked_with(message_ids, carriers), held, detail)
         answered, unresolved = resolve_answered(
             candidates, calls, known.union(r for r in candidates.values() if r in held) if candidates else known,
             messages)
         if unresolved:
             answered |= await self._answered_by_scan(thread_id, unresolved)
-        return ThreadView(record, messages, pending, known, answered)
+        return ThreadView(record, messages, pending, known, answered, whole)
 
     async def _messages(
         self, index: Index, thread: ThreadEntry, detail: ThreadDetail, after_seq: int, limit: int
