@@ -41,3 +41,14 @@ def test_a_long_list_is_split_into_items_and_a_short_one_is_not():
     kinds = {key: type(piece) for key, piece in pieces}
     assert kinds == {"type": str, "messages": list, "pending": str}
     assert decode_pieces(pieces) == decode_frames(frame)[0][0][2] == record
+
+
+def test_an_integer_beyond_64_bits_is_read_back_exactly():
+    """``orjson`` reads an integer outside 64 bits as a float: a payload holding one is read by ``json``,
+    whole or a piece at a time (a state or a tool's output may carry one)."""
+    record = {"type": "commit", "state": {"big": -9223372036854775809, "huge": 2 ** 70, "id": "x" + "1" * 30},
+              "messages": [{"n": 18446744073709551616} for _ in range(SPLIT_ITEMS + 1)]}
+    frame, pieces = encode_pieces(record)
+    assert decode_frames(frame)[0][0][2] == record
+    assert decode_pieces(pieces) == record
+    assert type(decode_pieces(pieces)["state"]["huge"]) is int

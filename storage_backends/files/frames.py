@@ -64,13 +64,27 @@ def decode_pieces(pieces: Pieces) -> dict[str, Any]:
             for key, piece in pieces}
 
 
+#: every ASCII digit mapped to ``0`` (and nothing else changed): a run of ``_LONG_DIGITS`` zeros in a
+#: payload so translated is a run of that many digits in the payload
+_DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_STR_DIGITS_TO_ZERO = str.maketrans("0123456789", "0" * 10)
+#: an integer literal this long may be outside the 64 bits ``orjson`` reads exactly
+_LONG_DIGITS = 19
+
+
 def loads_payload(payload: bytes | str) -> Any:
-    """Parse one record payload: ``orjson`` (fast) for what it accepts, else the ``json`` module, which
-    wrote the payload and also reads what ``orjson`` refuses (lone surrogates, NaN, huge integers)."""
-    try:
-        return orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return json.loads(payload if isinstance(payload, str) else payload.decode("utf-8", "surrogatepass"))
+    """Parse one record payload: ``orjson`` (fast) for what it reads exactly, else the ``json`` module,
+    which wrote the payload and also reads what ``orjson`` refuses (lone surrogates, NaN) or would read
+    inexactly: an integer beyond 64 bits, which ``orjson`` turns into a float. A payload holding a run of
+    19 or more digits anywhere (two C passes find it) is read by ``json``."""
+    zeros = payload.translate(_DIGITS_TO_ZERO) if isinstance(payload, bytes) else payload.translate(
+        _STR_DIGITS_TO_ZERO)
+    if (b"0" if isinstance(zeros, bytes) else "0") * _LONG_DIGITS not in zeros:  # type: ignore[operator]
+        try:
+            return orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(payload if isinstance(payload, str) else payload.decode("utf-8", "surrogatepass"))
 
 
 def decode_frames(data: bytes) -> tuple[list[tuple[int, int, dict[str, Any]]], int]:
