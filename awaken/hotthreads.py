@@ -179,16 +179,24 @@ def cached_view(entry: HotThread, message_ids: Collection[str], calls: Mapping[s
         return None
     messages = tuple(entry.tail[max(0, len(entry.tail) - tail):]) if tail > 0 else ()
     pending = entry.pending
-    waiting = {p.tool_call_id for p in pending}
-    candidates = {c: result_id(c) for c in calls if c not in waiting}
-    carriers = {m for m in calls.values() if m is not None}
-    asked = asked_with(message_ids, carriers)
-    held = entry.ids
-    # set operations in C, and for a replayed history only on the ids the client added (``dedup``)
-    known, whole = known_ids(asked, held, entry)
-    answered, unresolved = resolve_answered(
-        candidates, calls, known.union(r for r in candidates.values() if r in held) if candidates else known,
-        messages)
+    known, whole, answered, unresolved = answer_asks(entry.ids, entry, message_ids, calls, pending, messages)
     if unresolved:
         return None
     return ThreadView(entry.thread, messages, pending, known, answered, whole)
+
+
+def answer_asks(held: Collection[str], holder: Any, message_ids: Collection[str], calls: Mapping[str, str | None],
+                pending: Iterable[PendingCall], tail: Sequence[Message],
+                ) -> tuple[frozenset[str], int | None, frozenset[str], frozenset[str]]:
+    """The dedup answers of an admission view from a thread's committed ids ``held`` (kept by ``holder``:
+    ``dedup.known_ids``), its ``pending`` calls and its latest messages ``tail``: the asked ids that are
+    committed, the serial of the request's wholly committed base (``ThreadView.known_whole``), the
+    answered calls, and the calls only a scan of the history can answer."""
+    waiting = {p.tool_call_id for p in pending}
+    candidates = {c: result_id(c) for c in calls if c not in waiting}
+    carriers = {m for m in calls.values() if m is not None}
+    # set operations in C, and for a replayed history only on the ids the client added (``dedup``)
+    known, whole = known_ids(asked_with(message_ids, carriers), held, holder)
+    answered, unresolved = resolve_answered(
+        candidates, calls, known.union(r for r in candidates.values() if r in held) if candidates else known, tail)
+    return known, whole, answered, unresolved

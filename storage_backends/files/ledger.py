@@ -19,9 +19,8 @@ from typing import Any, NoReturn, TypeVar
 import attrs
 import trio
 
-from awaken.dedup import asked_with, known_ids
 from awaken.errors import StoreUnavailable
-from awaken.hotthreads import MIN_KEEP
+from awaken.hotthreads import MIN_KEEP, answer_asks
 from awaken.ledger import (
     ALL_OWNERS,
     RESTART_CAUSE,
@@ -40,9 +39,8 @@ from awaken.ledger import (
     decode_cursor,
     encode_cursor,
     imported_updated_at,
-    resolve_answered,
 )
-from awaken.messages import Message, message_from_json, message_to_json, result_id
+from awaken.messages import Message, message_from_json, message_to_json
 from awaken.runstate import RunStatus
 
 from .cache import HistoryCache, HotThreads, TailCache, history_cost
@@ -591,15 +589,8 @@ class FileLedger(Ledger):
             if self._index is index and thread.size == version:
                 self._tails.put(thread_id, version, latest, keep)
         messages = tuple(latest[max(0, len(latest) - tail):]) if tail > 0 else ()
-        waiting = {p.tool_call_id for p in pending}
-        candidates = {c: result_id(c) for c in calls if c not in waiting}
-        carriers = {m for m in calls.values() if m is not None}
-        # the index keeps a short thread's ids as a tuple, a longer one's as a set (set operations in C,
-        # and for a replayed history only on the ids the client added: ``awaken.dedup``)
-        known, whole = known_ids(asked_with(message_ids, carriers), held, detail)
-        answered, unresolved = resolve_answered(
-            candidates, calls, known.union(r for r in candidates.values() if r in held) if candidates else known,
-            messages)
+        # the index keeps a short thread's ids as a tuple, a longer one's as a set
+        known, whole, answered, unresolved = answer_asks(held, detail, message_ids, calls, pending, messages)
         if unresolved:
             answered |= await self._answered_by_scan(thread_id, unresolved)
         return ThreadView(record, messages, pending, known, answered, whole)
