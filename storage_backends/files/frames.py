@@ -64,12 +64,12 @@ def decode_pieces(pieces: Pieces) -> dict[str, Any]:
             for key, piece in pieces}
 
 
-#: every ASCII digit mapped to ``0`` (and nothing else changed): a run of ``_LONG_DIGITS`` zeros in a
-#: payload so translated is a run of that many digits in the payload
+#: every ASCII digit mapped to ``0`` (and nothing else changed): ``_LONG_RUN`` in a payload so
+#: translated is a run of 19 digits in the payload, an integer literal that long may be outside the
+#: 64 bits ``orjson`` reads exactly
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _STR_DIGITS_TO_ZERO = str.maketrans("0123456789", "0" * 10)
-#: an integer literal this long may be outside the 64 bits ``orjson`` reads exactly
-_LONG_DIGITS = 19
+_LONG_RUN = b"0" * 19
 
 
 def loads_payload(payload: bytes | str) -> Any:
@@ -77,9 +77,11 @@ def loads_payload(payload: bytes | str) -> Any:
     which wrote the payload and also reads what ``orjson`` refuses (lone surrogates, NaN) or would read
     inexactly: an integer beyond 64 bits, which ``orjson`` turns into a float. A payload holding a run of
     19 or more digits anywhere (two C passes find it) is read by ``json``."""
-    zeros = payload.translate(_DIGITS_TO_ZERO) if isinstance(payload, bytes) else payload.translate(
-        _STR_DIGITS_TO_ZERO)
-    if (b"0" if isinstance(zeros, bytes) else "0") * _LONG_DIGITS not in zeros:  # type: ignore[operator]
+    if isinstance(payload, bytes):
+        long_digits = _LONG_RUN in payload.translate(_DIGITS_TO_ZERO)
+    else:
+        long_digits = _LONG_RUN.decode() in payload.translate(_STR_DIGITS_TO_ZERO)
+    if not long_digits:
         try:
             return orjson.loads(payload)
         except orjson.JSONDecodeError:
