@@ -155,3 +155,20 @@ async def release(server: LiveServer, gate: str) -> None:
         events = await post_agui(c, agui_body(f"release-{gate}", f"release-{gate}",
                                               [{"id": f"release-{gate}", "role": "user", "content": f"/release {gate}"}]))
     assert types(events)[-1] == "RUN_FINISHED", events
+
+
+def record_dedup(monkeypatch: Any) -> list[tuple[bool, int | None]]:
+    """Spy on the hot-thread dedup (``awaken.dedup.known_ids`` as the SQLite and Postgres views call
+    it): per admission, whether the request's base was found wholly committed, and how many turns in a
+    row before it were answered without looking that base up (None: nothing confirmed)."""
+    from awaken import dedup, hotthreads
+
+    seen: list[tuple[bool, int | None]] = []
+
+    def known_ids(asked: Any, held: Any, holder: Any) -> Any:
+        known, whole = dedup.known_ids(asked, held, holder)
+        seen.append((whole is not None, holder.confirmed.carried if holder.confirmed is not None else None))
+        return known, whole
+
+    monkeypatch.setattr(hotthreads, "known_ids", known_ids)
+    return seen

@@ -21,7 +21,7 @@ import trio
 from awaken.agui import adapter as agui_adapter
 from awaken.runstate import RunStatus
 
-from .helpers import live_server, squeeze
+from .helpers import live_server, record_dedup, squeeze
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
 SCRIPT = NODE_DIR / "agui_client.mjs"
@@ -104,18 +104,22 @@ async def test_multi_turn_text_conversation(package, server, client):
 
 
 async def test_a_long_history_resent_every_turn_is_parsed_only_past_what_the_server_parsed_before(
-        package, server, client):
+        package, server, client, monkeypatch):
     """Issue 18: HttpAgent resends the whole history each turn, as JSON.stringify writes it. From the
     second turn the bodies are long enough for the replay memo, so turns 3 to 5 each start with the
     very bytes of the turn before: the server splits them there and parses only the new messages (the
-    memo counts 3 splits), and what the client and the history show is the same as ever."""
+    memo counts 3 splits), and what the client and the history show is the same as ever. Its dedup
+    looks up only what each turn added: from the fourth turn on, the base is known committed without
+    being looked up (``awaken.dedup``)."""
     thread = f"long-history-{package}"
     splits = agui_adapter.PROTOCOL.memo.hits
+    dedup = record_dedup(monkeypatch)
     out = await drive(server.base_url, package, "long_history", thread)
     assert run_types(out) == [TEXT_RUN] * 5
     assert all(run["errors"] == [] for run in out["runs"])
     assert [m["role"] for m in out["messages"]] == ["user", "assistant"] * 5
     assert agui_adapter.PROTOCOL.memo.hits - splits == 3
+    assert dedup[-3:] == [(True, 0), (True, 1), (True, 2)]
     assert await paged_history(client, thread, limit=4) == out["messages"]
     assert [r.status for r in await server.ctx.ledger.list_runs(thread)] == [RunStatus.COMPLETED] * 5
 

@@ -21,7 +21,7 @@ import trio
 from awaken.aisdk import adapter as aisdk_adapter
 from awaken.aisdk.wire import check_chunk
 
-from .helpers import ROOT, parse_sse
+from .helpers import ROOT, parse_sse, record_dedup
 
 NODE_DIR = ROOT / "tests" / "node"
 SCRIPT = NODE_DIR / "aisdk_client.mjs"
@@ -169,18 +169,23 @@ async def test_multi_turn(server, lib):
 
 
 @pytest.mark.parametrize("lib", LIBS)
-async def test_a_long_history_resent_every_turn_is_parsed_only_past_what_the_server_parsed_before(server, lib):
+async def test_a_long_history_resent_every_turn_is_parsed_only_past_what_the_server_parsed_before(server, lib,
+                                                                                                    monkeypatch):
     """Issue 18: useChat resends every UIMessage each turn. From the second turn the bodies are long
     enough for the replay memo, so turns 3 to 5 each start with the very bytes of the turn before (the
     assistant messages as the client folded them included): the server splits them there and parses
-    only the new messages (3 splits), and the chat and the history are the same as ever."""
+    only the new messages (3 splits), and the chat and the history are the same as ever. Its dedup looks
+    up only what each turn added: the assistant messages the client folded carry the ids the server
+    committed, so from the fourth turn on the base is known committed without being looked up."""
     splits = aisdk_adapter.PROTOCOL.memo.hits
+    dedup = record_dedup(monkeypatch)
     result = await run_client(server.base_url, "long-history", lib)
     assert_ready(result, 5)
     assert [len(r["body"]["messages"]) for r in result["requests"]] == [1, 3, 5, 7, 9]
     assert [m["parts"][-1]["text"] for m in result["messages"][1::2]] == [
         f'You said: "turn {n}: {("lorem ipsum dolor " * 800).strip()}".' for n in range(1, 6)]
     assert aisdk_adapter.PROTOCOL.memo.hits - splits == 3
+    assert dedup[-3:] == [(True, 0), (True, 1), (True, 2)]
     assert_history_matches(result)
 
 
