@@ -7,7 +7,10 @@ An endpoint that ignores ``stream`` and answers with one JSON completion is acce
 
 Timeouts. ``connect_timeout`` is httpx's connect, write and pool timeout. ``first_byte_timeout`` bounds
 the time from sending the request to the first SSE ``data:`` event, connecting included.
-``idle_timeout`` bounds the gap between two ``data:`` events (comments do not count). Both use trio
+``idle_timeout`` bounds the gap between two complete ``data:`` events: only a parsed event restarts it,
+never a byte, so comments, blank lines and half-sent lines trickled by a stuck upstream do not keep a
+call alive. ``total_timeout`` bounds the whole call, from the first request to the last event, retries
+and their waits included; a retry that could not start before it is spent is not attempted. All use trio
 deadlines. A value of zero or less means no limit.
 
 ``temperature`` and ``max_tokens`` are sent when set. ``max_tokens`` goes out as
@@ -23,7 +26,7 @@ because the endpoint is up but slow and a retry would multiply the wait. Classif
 * ``MODEL_UNAVAILABLE``: connection refused or failed, 401/403 ("the endpoint refused the
   credentials"), 404, 3xx, 5xx once the retries are spent;
 * ``MODEL_RATE_LIMITED``: 429 once the retries are spent, or an in-stream rate-limit error;
-* ``MODEL_TIMEOUT``: connect, first-byte and idle timeouts, and 408;
+* ``MODEL_TIMEOUT``: connect, first-byte, idle and total timeouts, and 408;
 * ``MODEL_ERROR``: 400 and other 4xx, malformed chunks, and a stream that breaks off or ends early.
 
 Secrets. The API key is read from ``os.environ[config.api_key_env]`` at each request. If it is
@@ -126,18 +129,28 @@ class OpenAIModel:
         relay = _Relay(out)
         retries = max(0, self.config.max_retries)
         attempt = 0
-        while True:
-            try:
-                await self._attempt(payload, headers, relay, api_key)
-                return
-            except Failed as failed:
-                message = sanitize(failed.message, api_key)
-                if relay.started or not failed.retryable or attempt >= retries:
-                    raise ModelFailure(message, code=failed.code) from None
-                delay = self._delay(attempt, failed.retry_after)
-                attempt += 1
-                log.warning("model %s: %s; retry %d of %d in %.1f s", self.model, message, attempt, retries, delay)
-                await trio.sleep(delay)
+        total = self.config.total_timeout
+        end = trio.current_time() + _limit(total)
+        last = ""
+        with trio.move_on_at(end):
+            while True:
+                try:
+                    await self._attempt(payload, headers, relay, api_key)
+                    return
+                except Failed as failed:
+                    message = sanitize(failed.message, api_key)
+                    if relay.started or not failed.retryable or attempt >= retries:
+                        raise ModelFailure(message, code=failed.code) from None
+                    delay = self._delay(attempt, failed.retry_after)
+                    if trio.current_time() + delay >= end:
+                        raise ModelFailure(f"the model call would pass total_timeout ({total:g} s) before its "
+                                           f"next retry; the last attempt: {message}", code="MODEL_TIMEOUT") from None
+                    attempt += 1
+                    last = f"; before it, {message}"
+                    log.warning("model %s: %s; retry %d of %d in %.1f s", self.model, message, attempt, retries,
+                                delay)
+                    await trio.sleep(delay)
+        raise ModelFailure(f"the model call took longer than total_timeout ({total:g} s){last}", code="MODEL_TIMEOUT")
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -235,16 +248,19 @@ class OpenAIModel:
                 if not chunks.seen_data:
                     raise Failed("MODEL_TIMEOUT", "the model endpoint sent no data within first_byte_timeout "
                                   f"({self.config.first_byte_timeout:g} s)")
-                raise Failed("MODEL_TIMEOUT", "the model stream stalled for longer than idle_timeout "
-                              f"({self.config.idle_timeout:g} s)")
+                raise Failed("MODEL_TIMEOUT", "the model stream sent no complete event for longer than "
+                              f"idle_timeout ({self.config.idle_timeout:g} s)")
             assert data is not None
-            for event in parser.feed(data):
+            events = parser.feed(data)
+            for event in events:
                 if done:
                     continue
                 done = chunks.event(event)
             if done:
                 deadline = trio.current_time() + _DRAIN_SECONDS
-            elif chunks.seen_data:
+            elif events:
+                # Only a complete event restarts the idle clock: bytes that complete none (comments,
+                # blank lines, a line sent a byte at a time) do not.
                 deadline = trio.current_time() + _limit(self.config.idle_timeout)
         if not done:
             for event in parser.close():

@@ -15,6 +15,8 @@ class OpenAIConfig:
     connect_timeout: float = 10.0
     first_byte_timeout: float = 60.0
     idle_timeout: float = 60.0
+    #: seconds one model call may take in all, retries included (zero or less: no limit)
+    total_timeout: float = 600.0
     max_retries: int = 2
     temperature: float | None = None
     max_tokens: int | None = None
