@@ -48,14 +48,15 @@ def test_thread_id_and_agent_id_from_the_body():
 
 
 def test_only_images_and_text_reach_the_model():
-    """§4: image ``file`` parts (http(s)/data URL) are input; other media and UI-only parts are dropped."""
+    """§4: image ``file`` parts (http(s)/data URL) are input; other media and UI-only parts are dropped
+    (an image part with another URL is refused: test_image_checks.py)."""
     parsed = parse({"messages": [user(
         "u1",
         {"type": "step-start"},
         {"type": "file", "mediaType": "image/png", "url": PNG, "filename": "a.png"},
         {"type": "file", "mediaType": "image/jpeg", "url": "https://example.com/a.jpg"},
         {"type": "file", "mediaType": "application/pdf", "url": "data:application/pdf;base64,JVBE"},
-        {"type": "file", "mediaType": "image/png", "url": "ftp://example.com/a.png"},
+        {"type": "file", "mediaType": "text/html", "url": "data:text/html;base64,PGI+"},
         {"type": "data-progress", "data": {"pct": 1}},
         {"type": "source-url", "sourceId": "s", "url": "https://x"},
         {"type": "reasoning", "text": "hmm"},

@@ -9,8 +9,9 @@ Validation is lenient where the AI SDK is (unknown part types — ``step-start``
 misread (ids, roles, text, tool part states, approvals): those are ``INVALID_REQUEST``.
 
 What becomes input (CONTRACT §4): ``text`` parts of user/system messages, and ``file`` parts with an
-``image/*`` media type and an ``http(s):`` or ``data:`` URL. Other files, reasoning and UI-only parts
-never reach the model and are not errors. Assistant messages are the client's copy of history;
+``image/*`` media type, checked as AG-UI's images are (``media.check_image``: an ``http(s)`` or
+``data:image/*`` URL, else refused). Files of other media types, reasoning and UI-only parts never reach
+the model and are not errors; a ``mediaType`` that is no media type at all is ``INVALID_REQUEST``. Assistant messages are the client's copy of history;
 only the tool parts of the request's **last** message, when it is an assistant message (the
 continuation ``useChat`` posts after ``addToolOutput``/``addToolApprovalResponse``), are decision
 candidates. Which candidates are real decisions (not replayed history) is the adapter's call: it
@@ -33,13 +34,12 @@ import attrs
 from ..dedup import AskedIds, settled
 from ..errors import InputRejected
 from ..jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
-from ..media import check_count, check_image
+from ..media import check_count, check_image, is_image_type
 from ..messages import ImagePart, Part, TextPart
 from ..replaymemo import PrefixedList, ReplayMemo
 
 #: tool part states that carry the client's answer to a waiting call
 DECISION_STATES = frozenset({"output-available", "output-error", "approval-responded"})
-_IMAGE_URL_PREFIXES = ("http://", "https://", "data:")
 
 
 @attrs.frozen
@@ -151,11 +151,12 @@ def _optional_string(part: dict[str, Any], key: str, where: str) -> str | None:
 
 
 def _image(part: dict[str, Any], where: str) -> ImagePart | None:
-    """An image ``file`` part the model may see, or None for media it does not take."""
+    """An image ``file`` part the model may see, or None for other media (never input, not an error).
+    A part that says it is an image gets the one image check (``media.check_image``) AG-UI's get."""
     media = _string(part, "mediaType", where)
     url = _string(part, "url", where)
     _optional_string(part, "filename", where)
-    if not media.lower().startswith("image/") or not url.lower().startswith(_IMAGE_URL_PREFIXES):
+    if not is_image_type(media, where):
         return None
     return check_image(ImagePart(url, media), where)
 
