@@ -19,6 +19,12 @@ or serves history from, an unlinked file that would be gone at restart.
 
 Any ``sqlite3.Error`` other than a constraint violation becomes ``StoreUnavailable``.
 
+A database that cannot be written when the ledger opens (a full disk, a read-only file or
+filesystem) is opened read-only instead of refusing to start: history, listings and ``/readyz``'s
+read answer, every write is ``StoreUnavailable`` saying why. Each write (and each ``/readyz`` probe)
+first tries to reopen it for writing, so the ledger takes commits again, with the usual recovery of
+runs a dead process left ``running``, as soon as space is freed.
+
 Hot threads (``awaken/hotthreads.py``): the admission state of recently used threads (record,
 latest messages, pending calls, every committed message id) is kept in an LRU capped at
 ``cache_bytes`` (default 8 MiB, 0: none). This object is the only writer of the file (the lock), and
@@ -28,14 +34,17 @@ thread's entry when its outcome is unknown), so an admission on a hot thread rea
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
+import logging
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import sqlite_utils
 import trio
@@ -74,6 +83,17 @@ from awaken.runstate import RunStatus
 from .known_threads import KnownThreads
 
 T = TypeVar("T")
+log = logging.getLogger("awaken.ledger.sqlite")
+
+
+def _unwritable(exc: BaseException) -> str:
+    """Why a database cannot be written, in words an operator acts on."""
+    text = str(exc)
+    if "disk is full" in text or getattr(exc, "errno", None) == errno.ENOSPC:
+        return f"the disk is full (free some space): {text}"
+    if "readonly" in text or "read-only" in text or getattr(exc, "errno", None) in (errno.EROFS, errno.EACCES):
+        return f"the database or its directory cannot be written: {text}"
+    return text
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
@@ -211,6 +231,9 @@ class SqliteLedger(Ledger):
         self._hot = HotThreads(cache_bytes)
         #: the last call to the store failed: admission reads the store (and says so) until one succeeds
         self._failing = False
+        #: why the database could not be opened for writing (None: it was): history is served
+        #: read-only, and every write first tries to reopen it for writing
+        self._read_only: str | None = None
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -237,7 +260,7 @@ class SqliteLedger(Ledger):
         return await trio.to_thread.run_sync(run, limiter=self._limiter)
 
     def _transaction(self, db: sqlite_utils.Database, body: Callable[[sqlite3.Connection], T]) -> T:
-        conn = db.conn
+        conn = self._writable(db).conn
         self._check_file()
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -276,45 +299,107 @@ class SqliteLedger(Ledger):
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def open(self) -> None:
-        def setup() -> sqlite_utils.Database:
-            if self.path.parent and not self.path.parent.exists():
-                os.makedirs(self.path.parent, exist_ok=True)
-            self._lock_fd = _lock(self.path.with_name(self.path.name + ".lock"))
-            conn = sqlite3.connect(
-                str(self.path), check_same_thread=False, isolation_level=None, timeout=self.busy_timeout_ms / 1000
-            )
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-                db = sqlite_utils.Database(conn)
-                db.enable_wal()
-                conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
-                st = os.stat(self.path)
-                self._identity = (st.st_dev, st.st_ino)
-                # SQLite's own page cache (2 MB by default) is redundant with the OS page cache for
-                # this access pattern (appends, and reads of recent threads); 512 KiB keeps the
-                # server's memory flat as history grows.
-                conn.execute("PRAGMA cache_size = -512")
-                _migrate(conn)
-                now = _now_ms()
-                conn.execute(
-                    "UPDATE runs SET status = ?, error_code = NULL, cause = ?, updated_at = ? WHERE status = ?",
-                    (RunStatus.INTERRUPTED.value, RESTART_CAUSE, now, RunStatus.RUNNING.value),
-                )
-                self._threads.clear()
-                for (thread_id,) in conn.execute("SELECT id FROM threads"):
-                    self._threads.add(thread_id)
-                self._clock.advance_to(conn.execute("SELECT coalesce(max(updated_at), 0) FROM threads").fetchone()[0])
-            except BaseException:
-                conn.close()  # a failed open must not leak the connection (or its locks)
-                self._unlock()
-                raise
-            return db
-
+        """Open for writing; when the database cannot be written (a full disk, a read-only file or
+        filesystem), open it read-only instead: history is served, every write (and ``/readyz``)
+        tries to reopen it for writing first and says why it cannot (``StoreUnavailable``)."""
         try:
-            self._db = await trio.to_thread.run_sync(setup, limiter=self._limiter)
+            self._db = await trio.to_thread.run_sync(self._open_writable, limiter=self._limiter)
+            self._read_only = None
+            return
         except (sqlite3.Error, OSError) as exc:
+            failure = exc
+        try:
+            self._db = await trio.to_thread.run_sync(self._open_read_only, limiter=self._limiter)
+        except (sqlite3.Error, OSError, StoreUnavailable):
             self._unlock()
-            raise StoreUnavailable(f"cannot open the SQLite ledger at {self.path}: {exc}") from None
+            raise StoreUnavailable(f"cannot open the SQLite ledger at {self.path}: {failure}") from None
+        self._read_only = _unwritable(failure)
+        log.warning("the SQLite ledger at %s cannot be written (%s): serving its history read-only until it can",
+                    self.path, self._read_only)
+
+    def _open_writable(self) -> sqlite_utils.Database:
+        """The read-write connection: schema brought up to date, runs a dead process left ``running``
+        marked interrupted (in a worker thread, under the limiter)."""
+        if self.path.parent and not self.path.parent.exists():
+            os.makedirs(self.path.parent, exist_ok=True)
+        if self._lock_fd is None:
+            self._lock_fd = _lock(self.path.with_name(self.path.name + ".lock"))
+        conn = sqlite3.connect(
+            str(self.path), check_same_thread=False, isolation_level=None, timeout=self.busy_timeout_ms / 1000
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            db = sqlite_utils.Database(conn)
+            db.enable_wal()
+            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            st = os.stat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
+            # SQLite's own page cache (2 MB by default) is redundant with the OS page cache for
+            # this access pattern (appends, and reads of recent threads); 512 KiB keeps the
+            # server's memory flat as history grows.
+            conn.execute("PRAGMA cache_size = -512")
+            _migrate(conn)
+            now = _now_ms()
+            conn.execute(
+                "UPDATE runs SET status = ?, error_code = NULL, cause = ?, updated_at = ? WHERE status = ?",
+                (RunStatus.INTERRUPTED.value, RESTART_CAUSE, now, RunStatus.RUNNING.value),
+            )
+            self._load_known(conn)
+        except BaseException:
+            conn.close()  # a failed open must not leak the connection (or its locks)
+            self._unlock()
+            raise
+        return db
+
+    def _open_read_only(self) -> sqlite_utils.Database:
+        """A read-only connection to an existing database of the current schema (nothing is written:
+        no migration, no recovery; runs a dead process left ``running`` stay so until it can write)."""
+        if self._lock_fd is None:
+            try:
+                self._lock_fd = _lock(self.path.with_name(self.path.name + ".lock"))
+            except OSError:  # the lock file cannot be created (the disk is full): nothing writes anyway
+                pass
+        if not self.path.exists():
+            raise StoreUnavailable(f"no database at {self.path}")
+        conn = sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro", uri=True, check_same_thread=False,
+                               isolation_level=None, timeout=self.busy_timeout_ms / 1000)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            conn.execute("PRAGMA cache_size = -512")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version != len(_MIGRATIONS):
+                raise StoreUnavailable(f"the database schema (version {version}) must be migrated, which needs a write")
+            st = os.stat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
+            self._load_known(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return sqlite_utils.Database(conn)
+
+    def _load_known(self, conn: sqlite3.Connection) -> None:
+        """The thread ids (``_threads``) and the write clock, from the database just opened."""
+        self._threads.clear()
+        for (thread_id,) in conn.execute("SELECT id FROM threads"):
+            self._threads.add(thread_id)
+        self._clock.advance_to(conn.execute("SELECT coalesce(max(updated_at), 0) FROM threads").fetchone()[0])
+
+    def _writable(self, db: sqlite_utils.Database) -> sqlite_utils.Database:
+        """``db``, or when the ledger was opened read-only, a read-write connection in its place (a
+        ``StoreUnavailable`` saying why not, the read-only one kept). In the worker thread."""
+        if self._read_only is None:
+            return db
+        db.conn.close()
+        try:
+            fresh = self._open_writable()
+        except (sqlite3.Error, OSError) as exc:
+            self._read_only = _unwritable(exc)
+            self._db = self._open_read_only()
+            raise StoreUnavailable(f"the SQLite ledger is read-only: {self._read_only}") from None
+        self._db, self._read_only = fresh, None
+        self._hot.clear()  # views read before the restart recovery above
+        log.warning("the SQLite ledger at %s takes writes again", self.path)
+        return fresh
 
     async def aclose(self) -> None:
         self._hot.clear()
@@ -337,9 +422,12 @@ class SqliteLedger(Ledger):
 
         def probe(db: sqlite_utils.Database) -> None:
             db.conn.execute("SELECT count(*) FROM threads LIMIT 1").fetchone()
-            db.conn.execute("CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, at REAL)")
-            self._transaction(db, lambda conn: conn.execute("INSERT OR REPLACE INTO probe VALUES (1, ?)",
-                                                            (time.time(),)))
+
+            def write(conn: sqlite3.Connection) -> None:
+                conn.execute("CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, at REAL)")
+                conn.execute("INSERT OR REPLACE INTO probe VALUES (1, ?)", (time.time(),))
+
+            self._transaction(db, write)
 
         await self._call(probe)
 
