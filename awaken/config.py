@@ -109,6 +109,21 @@ class AgentConfig:
     on_disconnect: OnDisconnect = "cancel"
 
 
+Role = Literal["user", "admin", "anonymous"]
+
+
+@attrs.frozen
+class LimitsConfig:
+    """``[limits]``: caps per principal (``awaken/engine/limits.py``); 0 turns a cap off."""
+
+    #: runs one caller may have executing at once (a waiting run holds none)
+    max_concurrent_runs: int = 8
+    #: runs one caller may start in any 60 seconds
+    runs_per_minute: int = 60
+    #: the roles the caps apply to: ``user`` (authenticated non-admins), ``admin``, ``anonymous`` (mode none)
+    roles: list[Role] = attrs.field(factory=lambda: ["user"])
+
+
 @attrs.frozen
 class ToolsConfig:
     #: plugin tools by dotted path, ``package.module:name``
@@ -127,6 +142,8 @@ class AppConfig:
     auth: auth_config.AuthConfig = auth_config.AuthConfig()
     #: MCP servers whose tools agents may use (``awaken.mcp``)
     mcp_servers: dict[str, McpServerConfig] = attrs.field(factory=dict)
+    #: caps per principal on runs at once and new runs per minute
+    limits: LimitsConfig = LimitsConfig()
 
     def provider_for(self, agent: AgentConfig) -> Any:
         """The agent's provider settings: its ``[providers.<name>]`` table with the agent's ``provider``
@@ -279,6 +296,10 @@ def _check(config: AppConfig, source: str) -> None:
         if not ok:
             raise ConfigError(f"{source}: server.{key}: {value!r} is out of range (must be positive)")
     _check_cors(config, source)
+    for key in ("max_concurrent_runs", "runs_per_minute"):
+        if getattr(config.limits, key) < 0:
+            raise ConfigError(f"{source}: limits.{key}: {getattr(config.limits, key)!r} is out of range "
+                              "(0 turns the cap off)")
     host, _, port = config.server.bind.rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(f"{source}: server.bind: {config.server.bind!r} is not HOST:PORT")

@@ -18,6 +18,7 @@ from . import auth
 from .agents import AgentRegistry, build_models, build_tools
 from .config import AppConfig
 from .engine import RunApplication
+from .engine.limits import Limits, RunLimiter
 from .errors import ConfigError
 from .ledger import Ledger, ledger_class
 from .models import Model
@@ -74,7 +75,9 @@ class ServerContext:
             from .mcp.servers import McpServers
 
             mcp = McpServers(config.mcp_servers, tools)
-        return cls(config, ledger, agents, RunApplication(ledger, agents, tools), models, authenticator, mcp,
+        limits = config.limits
+        limiter = RunLimiter(Limits(limits.max_concurrent_runs, limits.runs_per_minute, frozenset(limits.roles)))
+        return cls(config, ledger, agents, RunApplication(ledger, agents, tools, limiter), models, authenticator, mcp,
                    LargeBodies(config.server.max_large_bodies, LARGE_BODY))
 
     async def open(self) -> None:

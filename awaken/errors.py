@@ -4,6 +4,7 @@ Every failure a client can see carries one code from ``CODES``. Errors are raise
 classified once, at the adapter edge (the way h11's ``error_status_hint`` works):
 
 * ``InputRejected`` — the client sent something we will not run. Nothing was started or committed.
+  ``RateLimited`` is one: the caller is over a ``[limits]`` cap (429, ``Retry-After``).
 * ``RunFailure`` — a run was admitted and then failed; the failure is committed on the run.
 * ``StoreUnavailable`` — the ledger cannot be read or written; history answers 503.
 * ``BadCursor`` — a history cursor that is not in the thread's committed page sequence (400).
@@ -29,6 +30,11 @@ CODES: dict[str, tuple[str, str]] = {
     "NO_NEW_INPUT": ("input", "Every message in the request is already committed: nothing to run."),
     "UNKNOWN_AGENT": ("input", "The request names an agent that is not published."),
     "THREAD_BUSY": ("input", "Another run is active on this thread; retry when it ends."),
+    "RATE_LIMITED": (
+        "input",
+        "The caller is over a [limits] cap (runs at once, or new runs per minute): HTTP 429 with Retry-After, "
+        "or on a run route the refusal stream, whose message says how many seconds to wait.",
+    ),
     "NO_PENDING_RUN": ("input", "A tool result or decision arrived but nothing on the thread is waiting."),
     "TOOL_CALL_NOT_PENDING": ("input", "A tool result or decision names a call that is not pending."),
     "INTERRUPT_UNKNOWN": ("input", "AG-UI resume: an interruptId names no interrupt of this thread."),
@@ -105,6 +111,23 @@ class InputRejected(AwakenError):
     """The client broke the input contract; no run was started and nothing was committed."""
 
     code = "INVALID_REQUEST"
+
+
+class RateLimited(InputRejected):
+    """The caller is over one of its ``[limits]`` caps; ``retry_after`` is the seconds to wait
+    (HTTP 429 with ``Retry-After`` where a status can be sent)."""
+
+    code = "RATE_LIMITED"
+    status = 429
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The response headers that go with this refusal."""
+        return [(b"retry-after", str(self.retry_after).encode())]
 
 
 class RunFailure(AwakenError):

@@ -14,7 +14,7 @@ The transports know nothing of this module: ``sse_route``/``ws_route`` hand them
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from typing import Protocol as TypingProtocol
 
@@ -25,7 +25,7 @@ from .broadcast import RunBroadcast, Watcher
 from .context import ServerContext
 from .encoding import WireEvent
 from .engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
-from .errors import AwakenError, InputRejected, StoreUnavailable, UnknownThread
+from .errors import AwakenError, InputRejected, RateLimited, StoreUnavailable, UnknownThread
 from .ids import check_id, check_request_ids
 from .ledger import ThreadView
 from .protocol import Protocol, RunRequest, new_id
@@ -53,8 +53,8 @@ class Transport(TypingProtocol):
         """Write what ``producer(deliver)`` delivers until it returns. A disconnect cancels the
         producer; a transport that must stop the run for its own reason calls ``run.cancel(cause)``."""
 
-    async def reject(self, wire: list[WireEvent]) -> None:
-        """Write a whole refusal stream."""
+    async def reject(self, wire: list[WireEvent], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        """Write a whole refusal stream (``headers``: added to an HTTP response's, e.g. ``Retry-After``)."""
 
     async def not_found(self, error: AwakenError, wire: list[WireEvent]) -> None:
         """Refuse a request naming a thread the caller may not see: ``error`` where the transport has a
@@ -148,6 +148,9 @@ async def exchange(
             run = await ctx.app.launch(thread_id, agent, build, broadcast, local, protocol.asks(parsed), principal)
         except UnknownThread as exc:
             await transport.not_found(exc, protocol.refusal(exc.code, exc.message, encoder))
+            return
+        except RateLimited as exc:  # the stream's refusal, with Retry-After where headers can go
+            await transport.reject(protocol.refusal(exc.code, exc.message, encoder), exc.headers)
             return
         except (InputRejected, StoreUnavailable) as exc:
             await transport.reject(protocol.refusal(exc.code, exc.message, encoder))

@@ -143,5 +143,9 @@ async def _stop(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send
             active = None
     stopped = active is not None and (run_id is None or active.run_id == run_id)
     if stopped:
-        await ctx.app.stop(call.thread_id)
+        try:
+            await ctx.app.stop(call.thread_id)
+        except StoreUnavailable as exc:  # its last outcome still waits for the store
+            await _json(send, 503, {"error": exc.code, "message": exc.message})
+            return
     await _json(send, 200, runtime.stop_answer(stopped, call.thread_id, run_id))

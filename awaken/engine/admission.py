@@ -10,8 +10,14 @@ On exit a run that never reached a committed outcome is committed ``interrupted`
 
 The registry (``active``) is what ``stop`` and a shutdown act on: ``stop(thread_id)`` cancels the
 thread's run with ``Cause.STOPPED`` and returns its committed status. A run whose outcome could
-not be committed in time stays in the registry (its thread busy) until ``reconcile_forever``, a
-task of the server's nursery, has committed it.
+not be committed in time stays in the registry until ``reconcile_forever``, a task of the server's
+nursery, has committed it: meanwhile its thread answers ``STORE_UNAVAILABLE`` (runs, stop, delete),
+not ``THREAD_BUSY`` — waiting for the other run would not help, the store has to answer.
+
+Limits per principal (``[limits]``, ``limits.py``): before anything else ``admit`` takes a slot for
+the caller from ``limiter`` or raises ``RateLimited``; every wire and transport admits here, so this
+one check covers them all. The slot is given back when the run ends or starts waiting (``execute``),
+and given back with its start uncounted when admission refuses the request for another reason.
 
 The claim itself goes through the ledger's ``ThreadClaims`` (``awaken/claims.py``): the registry
 refuses a second run of this process at once, then the claims refuse a thread another server process
@@ -47,7 +53,7 @@ import trio
 
 from ..agents import Agent, AgentRegistry
 from ..auth.principal import ANONYMOUS, Principal
-from ..errors import InputRejected, UnknownThread
+from ..errors import InputRejected, StoreUnavailable, UnknownThread
 from ..ledger import Commit, Ledger, PendingCall, ThreadView
 from ..messages import Message
 from ..models import ToolSpec
@@ -56,6 +62,7 @@ from ..runstate import Cause, RunStatus
 from ..tools import ToolRegistry
 from . import outcome, reconcile
 from .commit import write
+from .limits import RunLimiter
 from .outcome import FINAL_COMMIT_TIMEOUT
 from .policy import superseded
 from .run import AdmittedRun
@@ -69,8 +76,11 @@ log = logging.getLogger("awaken.engine")
 class RunApplication:
     """The only execution authority: admits runs, keeps the active ones, stops them."""
 
-    def __init__(self, ledger: Ledger, agents: AgentRegistry, tools: ToolRegistry) -> None:
+    def __init__(self, ledger: Ledger, agents: AgentRegistry, tools: ToolRegistry,
+                 limiter: RunLimiter | None = None) -> None:
         self.ledger = ledger
+        #: the caps per principal (``[limits]``): the first thing ``admit`` checks
+        self.limiter = limiter or RunLimiter()
         self.agents = agents
         self.tools = tools
         self._active: dict[str, AdmittedRun] = {}
@@ -159,14 +169,22 @@ class RunApplication:
         answers for those ids (``Ledger.admission_view``), so its cost does not grow with the thread. On exit, a run that never reached a committed outcome is committed ``interrupted``.
 
         A thread ``principal`` may not see raises ``UnknownThread``; a new thread will belong to
-        ``principal.subject``.
+        ``principal.subject``. A caller over a ``[limits]`` cap gets ``RateLimited`` before anything
+        is looked at; a thread whose last outcome waits for the store gets ``StoreUnavailable``.
         """
         agent = self.agents.get(agent_id)
+        # the caller's caps come first: refusing costs nothing and says nothing about the thread
+        slot = self.limiter.acquire(principal)
         if thread_id in self._active or thread_id in self._deleting:
+            slot.refund()
             exists, owner = await self.owner_of(thread_id)
             if exists and not principal.may_see(owner):
                 raise UnknownThread(f"no thread {thread_id!r}")
             holder = self._active.get(thread_id)
+            if holder is not None and holder.reconciling:
+                raise StoreUnavailable(
+                    f"thread {thread_id!r}: the outcome of run {holder.run_id!r} could not be committed (the "
+                    "ledger is failing); the thread takes new input once it is committed: retry when /readyz is 200")
             if holder is not None and holder.unsettled is not None:
                 raise InputRejected(
                     f"thread {thread_id!r}: the outcome of run {holder.run_id!r} is still being committed; "
@@ -177,7 +195,9 @@ class RunApplication:
             )
         run = AdmittedRun(self, agent, thread_id)
         run.owner = principal.subject
+        run.slot = slot
         self._active[thread_id] = run
+        admitted = False
         try:
             if not await self.claims.claim(thread_id, run.claim_token):
                 held = await self.ledger.get_thread(thread_id)
@@ -204,8 +224,13 @@ class RunApplication:
             fresh = len(asks.message_ids) - len(view.known_ids or ()) if asks is not None else 0
             request = await trio.to_thread.run_sync(build, view) if fresh >= OFF_LOOP_MESSAGES else build(view)
             await prepare(run, request, view, off_loop=len(request.inputs) >= OFF_LOOP_MESSAGES)
+            admitted = True
             yield run
         finally:
+            if admitted:
+                slot.release()
+            else:  # refused: the request started no run, so it counts for nothing
+                slot.refund()
             run.abandon()
             try:
                 await outcome.interrupt(run)
@@ -222,6 +247,9 @@ class RunApplication:
         ``running`` if it did not stop within the wait).
         """
         run = self._active.get(thread_id)
+        if run is not None and run.reconciling:
+            raise StoreUnavailable(f"thread {thread_id!r}: nothing runs, but the outcome of run {run.run_id!r} "
+                                   "could not be committed yet (the ledger is failing)")
         if run is not None:
             run.cancel(Cause.STOPPED)
             return await run.settled()
@@ -245,7 +273,12 @@ class RunApplication:
 
     async def delete(self, thread_id: str) -> bool:
         """Delete the thread from the ledger (False: there was none), holding it so that no run is
-        admitted meanwhile. Raises ``InputRejected`` ``THREAD_BUSY`` while a run is active on it."""
+        admitted meanwhile. Raises ``InputRejected`` ``THREAD_BUSY`` while a run is active on it, and
+        ``StoreUnavailable`` while a run's outcome on it waits for the store."""
+        holder = self._active.get(thread_id)
+        if holder is not None and holder.reconciling:
+            raise StoreUnavailable(f"thread {thread_id!r}: the outcome of run {holder.run_id!r} could not be "
+                                   "committed yet (the ledger is failing); retry when /readyz is 200")
         if thread_id in self._active or thread_id in self._deleting:
             raise InputRejected(f"thread {thread_id!r} has an active run; stop it first (POST /v1/threads/{{id}}/stop)",
                                 code="THREAD_BUSY")

@@ -5,7 +5,7 @@ connection.
 
 A final commit that cannot happen in time (the store is slow or failing) is not given up: the run
 keeps its outcome in ``run.unsettled``, the failure is logged, the thread stays claimed
-(``THREAD_BUSY``), and the reconciler (``reconcile.py``) commits it once the store answers and only
+(``STORE_UNAVAILABLE`` to whoever asks for it), and the reconciler (``reconcile.py``) commits it once the store answers and only
 then frees the thread. No run is ever left ``running`` next to a newer run on its thread.
 """
 

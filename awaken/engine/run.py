@@ -24,6 +24,7 @@ from ..models import ToolSpec
 from ..protocol import RunRequest, Sink, ToolDecision, new_id
 from ..runstate import Cause, RunStatus, describe
 from . import commit, outcome, policy, steps
+from .limits import UNLIMITED, Slot
 
 if TYPE_CHECKING:
     from ..agents import Agent
@@ -39,7 +40,7 @@ class AdmittedRun:
 
     __slots__ = ("_cause", "_executing", "_reconciling", "_released", "_scope", "_settled", "_streamed", "agent", "answer_message_id", "app",
                  "broadcast", "claim_token", "claimed", "client_state", "client_tools", "decided", "owner",
-                 "owner_known", "history", "ledger", "remaining", "replay", "request", "resumed", "run_id", "start",
+                 "owner_known", "history", "ledger", "remaining", "replay", "request", "resumed", "run_id", "slot", "start",
                  "start_error", "state", "status", "steps_done", "thread_id", "unsettled", "usage")
 
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
@@ -87,6 +88,8 @@ class AdmittedRun:
         #: or for a new thread the subject starting it (written with the run's first write)
         self.owner: str | None = None
         self.owner_known = False
+        #: the run's place among its caller's executing runs (``[limits]``), given back when it ends or waits
+        self.slot: Slot = UNLIMITED
 
     # -- stopping ------------------------------------------------------------------------------
 
@@ -105,6 +108,12 @@ class AdmittedRun:
     def cause(self) -> Cause:
         """Why the run would be interrupted now: the recorded cause, else the client went away."""
         return self._cause or Cause.CLIENT_GONE
+
+    @property
+    def reconciling(self) -> bool:
+        """Whether the run's outcome could not be committed and waits for the reconciler (the store
+        is failing): its thread answers ``STORE_UNAVAILABLE`` until it is committed."""
+        return self._reconciling
 
     async def settled(self) -> RunStatus:
         """Wait until the run's outcome is committed (or could not be) and it left the registry."""
@@ -158,6 +167,7 @@ class AdmittedRun:
             log.exception("run %s failed", self.run_id)
             await outcome.fail(self, sink, "INTERNAL_ERROR", "the server failed while running the agent")
         finally:
+            self.slot.release()  # ended or waiting: the caller's place is free before its stream ends
             if self.unsettled is None:  # else the thread stays claimed until the outcome is committed
                 await self.release()
                 if self.status is not RunStatus.RUNNING:

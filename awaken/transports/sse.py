@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
@@ -178,8 +178,9 @@ class SseTransport:
                      max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW),
                      timed_out=lambda: timed_out_in(self.scope))
 
-    async def reject(self, wire: list[WireEvent]) -> None:
-        await send_once(self.send, self.headers, sse_frames(wire))
+    async def reject(self, wire: list[WireEvent], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        """The whole refusal stream, with ``headers`` beside the stream's own (``Retry-After``)."""
+        await send_once(self.send, [*self.headers, *headers], sse_frames(wire))
 
     async def not_found(self, error: Any, wire: list[WireEvent]) -> None:
         """HTTP 404 with ``{"error": {"code", "message"}}``, as the read routes answer a thread that is not there."""

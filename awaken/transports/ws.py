@@ -66,7 +66,7 @@ only when the server cancels the connection. ``tests/test_ws_transport.py`` pins
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -335,7 +335,8 @@ class RequestStream:
         await producer(self.deliver)
         self.finish()
 
-    async def reject(self, wire: list[WireEvent]) -> None:
+    async def reject(self, wire: list[WireEvent], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        """The refusal stream (a socket sends no headers per request: ``headers`` are dropped)."""
         self.emit(wire)
         self.finish()
 
