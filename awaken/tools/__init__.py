@@ -3,7 +3,9 @@
 A ``Tool`` has a name, a description, JSON-schema ``parameters`` and an async ``call(args, ctx)``
 returning any JSON value. ``ToolRegistry.execute`` validates the arguments with ``jsonschema``
 before the call; bad arguments and tool exceptions become an error result the model sees, never a
-failed run. A tool that returns ``ToolText`` gives the model that text as it is (not JSON-encoded).
+failed run. Arguments must be valid Unicode: a string holding a lone surrogate (``"\\ud800"`` in the
+JSON, or the raw character) never reaches the tool. A result that is not valid Unicode is an error result;
+an error text that is not is sent with U+FFFD in place of each lone surrogate. A tool that returns ``ToolText`` gives the model that text as it is (not JSON-encoded).
 What a tool leaves behind is checked before it can be committed: a result nested deeper than
 ``jsonbody.MAX_DEPTH`` or longer than ``MAX_RESULT_BYTES``, or a state that grew past
 ``MAX_STATE_BYTES`` or ``MAX_DEPTH`` (the state is then put back as it was), is an error result
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -80,6 +83,20 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+#: a UTF-16 surrogate: in a Python string always a lone one (a valid pair decodes to one character)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def is_unicode(text: str) -> bool:
+    """Whether ``text`` can be encoded as UTF-8 (holds no lone surrogate)."""
+    return text.isascii() or _SURROGATE.search(text) is None
+
+
+def repaired(text: str) -> str:
+    """``text`` with U+FFFD in place of each lone surrogate."""
+    return text if is_unicode(text) else _SURROGATE.sub("\ufffd", text)
+
+
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
@@ -125,7 +142,11 @@ class ToolRegistry:
         try:
             args = json.loads(arguments) if arguments.strip() else {}
         except ValueError as exc:
-            return ToolOutcome(f"invalid arguments: not JSON ({exc.msg})", False)
+            return ToolOutcome(f"invalid arguments: not JSON ({repaired(exc.msg)})", False)
+        except RecursionError:
+            return ToolOutcome("invalid arguments: nested too deeply", False)
+        if not is_unicode(dumps(args)):
+            return ToolOutcome("invalid arguments: not valid Unicode (a string holds a lone surrogate)", False)
         if (problem := self.check_arguments(name, args)) is not None:
             return ToolOutcome(f"invalid arguments: {problem}", False)
         state_before = dict(ctx.state)
@@ -141,10 +162,12 @@ class ToolRegistry:
         try:
             value = await tool.call(args, ctx)
         except ToolError as exc:
-            return ToolOutcome(str(exc), False)
+            return ToolOutcome(repaired(str(exc)), False)
         except Exception as exc:  # a plugin's bug is the model's error result, not a dead run
             return ToolOutcome(f"{name} failed: {type(exc).__name__}", False)
         if isinstance(value, ToolText):
+            if not is_unicode(value.text):
+                return ToolOutcome(f"{name} failed: its result is not valid Unicode", False)
             if len(value.text.encode()) > MAX_RESULT_BYTES:
                 return ToolOutcome(f"{name} failed: its result is larger than {MAX_RESULT_BYTES} bytes", False)
             return ToolOutcome(value.text, True)
@@ -154,6 +177,8 @@ class ToolRegistry:
             content = dumps(value)
         except (TypeError, ValueError, RecursionError) as exc:  # not JSON (or an int too long to print)
             return ToolOutcome(f"{name} failed: its result is not JSON ({type(exc).__name__})", False)
+        if not is_unicode(content):
+            return ToolOutcome(f"{name} failed: its result is not valid Unicode", False)
         if len(content.encode()) > MAX_RESULT_BYTES:
             return ToolOutcome(f"{name} failed: its result is larger than {MAX_RESULT_BYTES} bytes", False)
         return ToolOutcome(content, True)

@@ -5,11 +5,17 @@
 ``delta.tool_calls[]`` fragments are assembled by ``index``; a call is announced once its name is known,
 with the first id seen (or a generated one). The usage chunk is reported once, by ``end()``.
 A malformed chunk or an in-stream error raises ``Failed``.
+
+A chunk's JSON may decode to strings no UTF-8 can carry (a lone surrogate escape, ``"\\ud800"``).
+Text, reasoning, tool names and ids get U+FFFD in its place; tool-call arguments get the escape back
+(``\\ud800``, six ASCII characters), so the arguments text stays what the model wrote and the tool
+layer answers the call with an error result the model reads (``awaken.tools``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -20,6 +26,21 @@ from .. import ModelOutput
 from .failure import Failed
 from .sanitize import error_detail
 from .sse import Event
+
+#: a UTF-16 surrogate: in a decoded string always a lone one (a valid pair decodes to one character)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text(value: str) -> str:
+    """``value`` with U+FFFD in place of each lone surrogate."""
+    return value if value.isascii() or not _SURROGATE.search(value) else _SURROGATE.sub("\ufffd", value)
+
+
+def _arguments(value: str) -> str:
+    """Tool-call arguments with each lone surrogate written back as its JSON escape."""
+    if value.isascii() or not _SURROGATE.search(value):
+        return value
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
 
 
 class ChunkReader:
@@ -69,16 +90,16 @@ class ChunkReader:
         if not (isinstance(reasoning, str) and reasoning):
             reasoning = delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
-            self.out.reasoning(reasoning)
+            self.out.reasoning(_text(reasoning))
         content = delta.get("content")
         if isinstance(content, str):
             if content:
-                self.out.text(content)
+                self.out.text(_text(content))
         elif isinstance(content, list):  # a few servers stream content as typed parts
             for part in content:
                 if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
                     if part["text"]:
-                        self.out.text(part["text"])
+                        self.out.text(_text(part["text"]))
         elif content is not None:
             raise Failed("MODEL_ERROR", "the model stream sent content that is not text")
         calls = delta.get("tool_calls")
@@ -102,6 +123,9 @@ class ChunkReader:
             arguments = json.dumps(arguments, ensure_ascii=False)
         elif not isinstance(arguments, str):
             raise Failed("MODEL_ERROR", "the model stream sent tool-call arguments that are not text")
+        arguments = _arguments(arguments)
+        call_id = _text(call_id) if call_id is not None else None
+        name = _text(name) if name is not None else None
         index = call.get("index")
         if not isinstance(index, int) or isinstance(index, bool):
             index = self._guess_index(call_id)
