@@ -9,7 +9,8 @@ The mapping (README "AG-UI interrupts"):
   parameters>}``. A client-executed tool is not an interrupt (the 1.0 frontend-tools rule).
 * ``{status: "resolved", payload: {approved: true, editedArgs?}}`` approves (edited arguments replace
   the model's, once they satisfy the tool's parameters); ``{approved: false, reason?}`` and
-  ``{status: "cancelled"}`` deny, the reason committed.
+  ``{status: "cancelled"}`` deny, the reason committed. An optional key that is present has the
+  schema's type: ``editedArgs: null`` or ``reason: null`` is ``INVALID_RESUME``, not an absent key.
 * one resume answers every open interrupt (``INTERRUPT_MISSING``); an id that names no interrupt of
   the thread is ``INTERRUPT_UNKNOWN``; an interrupt already answered is ``INTERRUPT_ANSWERED`` unless
   the entry repeats the committed answer exactly (then it is an idempotent replay); a payload
@@ -101,18 +102,19 @@ def decision(entry: ResumeEntry, tool_call_id: str) -> ToolDecision:
     approved = payload.get("approved")
     if not isinstance(approved, bool):
         raise _invalid(entry, "payload.approved must be a boolean")
-    reason = payload.get("reason")
-    if reason is not None and not isinstance(reason, str):
+    # Present means present: ``null`` is not an absent ``reason`` or ``editedArgs`` (the schema's types).
+    reason = payload.get("reason", "")
+    if not isinstance(reason, str):
         raise _invalid(entry, "payload.reason must be a string")
-    edited = payload.get("editedArgs")
-    if edited is not None and not isinstance(edited, dict):
+    edited = payload.get("editedArgs", _ABSENT)
+    if edited is not _ABSENT and not isinstance(edited, dict):
         raise _invalid(entry, "payload.editedArgs must be an object")
     if not approved:
-        if edited is not None:
+        if edited is not _ABSENT:
             raise _invalid(entry, "payload.editedArgs only goes with approved: true")
-        return ToolDecision(tool_call_id, "deny", reason or "")
-    arguments = orjson.dumps(edited).decode() if edited is not None else None
-    return ToolDecision(tool_call_id, "approve", reason or "", arguments=arguments)
+        return ToolDecision(tool_call_id, "deny", reason)
+    arguments = orjson.dumps(edited).decode() if edited is not _ABSENT else None
+    return ToolDecision(tool_call_id, "approve", reason, arguments=arguments)
 
 
 def _repeats(made: ToolDecision, result: ToolResultPart, call: ToolCallPart | None) -> bool:
