@@ -6,6 +6,10 @@ that cannot serve: ``mode = "none"`` on a non-loopback bind without ``allow_unau
 missing or empty variable, an unreadable key. ``authenticate(token)`` is then pure and synchronous:
 the bearer token (None when the request carried none) in, a ``Principal`` out, or ``Unauthenticated``.
 
+A JWT's time claims (``exp``, ``nbf``, ``iat``) must be JSON numbers (RFC 7519 NumericDates): PyJWT
+reads them with ``int()`` and would take ``"exp": "1796193485"`` or ``true``, so the signature and the
+other claims are checked by PyJWT and the times here, after their type.
+
 Secrets never leave this module: static keys are kept only as SHA-256 digests and compared with
 ``hmac.compare_digest`` against every entry; no message, log line or error carries a token.
 """
@@ -15,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import math
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -153,6 +159,20 @@ def _jwt_message(exc: jwt.InvalidTokenError) -> str:
     return "the token is not valid"
 
 
+def _check_times(claims: dict[str, Any], leeway: float) -> None:
+    """``exp``, ``nbf`` and ``iat`` (where present) are finite numbers, and now is inside them."""
+    for claim in ("exp", "nbf", "iat"):
+        value = claims.get(claim)
+        if claim in claims and (isinstance(value, bool) or not isinstance(value, int | float)
+                                or not math.isfinite(value)):
+            raise Unauthenticated(f"the token's {claim!r} claim is not a number", token_given=True)
+    now = time.time()
+    if claims["exp"] <= now - leeway:
+        raise Unauthenticated("the token has expired", token_given=True)
+    if claims.get("nbf", -math.inf) > now + leeway or claims.get("iat", -math.inf) > now + leeway:
+        raise Unauthenticated("the token is not valid yet", token_given=True)
+
+
 @attrs.frozen
 class JwtAuthenticator(Authenticator):
     mode = "jwt"
@@ -196,11 +216,13 @@ class JwtAuthenticator(Authenticator):
         try:
             claims = jwt.decode(
                 token, self.key, algorithms=config.algorithms, issuer=config.issuer,
-                audience=config.audience, leeway=config.leeway_seconds,
-                options={"require": ["exp", "sub"], "verify_aud": config.audience is not None},
+                audience=config.audience,
+                options={"require": ["exp", "sub"], "verify_aud": config.audience is not None,
+                         "verify_exp": False, "verify_nbf": False, "verify_iat": False},
             )
         except jwt.InvalidTokenError as exc:
             raise Unauthenticated(_jwt_message(exc), token_given=True) from None
+        _check_times(claims, config.leeway_seconds)
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject:
             raise Unauthenticated("the token's 'sub' claim is not a user id", token_given=True)
