@@ -25,7 +25,7 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
-from . import cors
+from . import cors, hosts
 from .auth import config as auth_config
 from .errors import ConfigError
 from .mcp.config import McpServerConfig, check_servers, covered
@@ -52,6 +52,9 @@ class ServerConfig:
     cors_origins: list[str] = attrs.field(factory=list)
     #: request headers browsers may send beyond content-type, authorization, user-agent and last-event-id
     cors_extra_headers: list[str] = attrs.field(factory=list)
+    #: names (``host`` or ``host:port``) a request's ``Host`` may carry beyond loopback names and the bind
+    #: address (awaken/hosts.py): the names clients use behind a proxy or in a container
+    allowed_hosts: list[str] = attrs.field(factory=list)
     #: server processes on ``bind`` (one Trio loop each); more than 1 needs a ledger shared by processes
     workers: int = 1
     #: seconds a write to a client may stay blocked (no byte taken by its socket) before the connection
@@ -316,6 +319,9 @@ def _check_cors(config: AppConfig, source: str) -> None:
             raise ConfigError(f"{source}: server.cors_extra_headers[{i}]: {problem}")
     if problem := cors.wildcard_problem(server.cors_origins, config.auth.mode):
         raise ConfigError(f"{source}: server.cors_origins: {problem}")
+    for i, entry in enumerate(server.allowed_hosts):
+        if problem := hosts.allowed_host_problem(entry):
+            raise ConfigError(f"{source}: server.allowed_hosts[{i}]: {problem}")
 
 
 def load_config(path: str | Path) -> AppConfig:

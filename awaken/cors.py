@@ -28,13 +28,14 @@ The rules (``CorsPolicy`` decides, ``middleware`` only moves bytes):
   ``http.response.start`` — streaming SSE runs and error answers (a 401 included: this middleware is
   the outermost layer) alike. Other origins get no CORS header and the browser hides the answer.
   Every ``/v1/`` answer carries ``Vary: Origin`` (caches must not mix origins).
-* A WebSocket upgrade whose ``Origin`` header is present and not allowed is refused before it is
-  accepted (HTTP 403): browsers apply no CORS to sockets, so the server must. A client that sends no
-  ``Origin`` (not a browser) is let through.
+* WebSocket upgrades get no CORS headers: browsers apply no CORS to sockets. An upgrade whose
+  ``Origin`` is neither allowed here nor one of the server's own origins is refused before it is
+  accepted by the cross-site check (``awaken/hosts.py``), which sits outside this middleware.
 
-Bodies: CORS does not stop a "simple" cross-origin POST (``text/plain``, a form) that skips the
-preflight; the run routes refuse every body that is not ``application/json``
-(``UNSUPPORTED_MEDIA_TYPE``) before any run starts, which closes that door.
+Bodies: CORS does not stop a "simple" cross-origin POST (``text/plain``, a form, no body) that skips
+the preflight. The cross-site check (``awaken/hosts.py``) refuses every state-changing request whose
+``Origin`` is neither allowed here nor the server's own; and the run routes refuse every body that is
+not ``application/json`` (``UNSUPPORTED_MEDIA_TYPE``) before any run starts.
 """
 
 from __future__ import annotations
@@ -168,16 +169,6 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
     return None
 
 
-def same_origin(scope: dict[str, Any], origin: str) -> bool:
-    """The page was served by this server (the console, or an app behind the same host): its
-    ``Origin`` names the host the request was sent to. Browsers send ``Origin`` on every socket."""
-    host = _header(scope, b"host")
-    if host is None:
-        return False
-    scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
-    return origin == f"{scheme}://{host}"
-
-
 def is_preflight(scope: dict[str, Any]) -> bool:
     return (scope.get("method") == "OPTIONS" and _header(scope, b"origin") is not None
             and _header(scope, b"access-control-request-method") is not None)
@@ -191,12 +182,7 @@ def middleware(app: ASGIApp, policy: CorsPolicy) -> ASGIApp:
             await app(scope, receive, send)
             return
         origin = _header(scope, b"origin")
-        if scope["type"] == "websocket":
-            if origin is not None and not policy.allows(origin) and not same_origin(scope, origin):
-                message = await receive()
-                if message["type"] == "websocket.connect":
-                    await send({"type": "websocket.close", "code": 1008, "reason": "origin not allowed"})
-                return
+        if scope["type"] == "websocket":  # its origin was checked outside (awaken/hosts.py)
             await app(scope, receive, send)
             return
         if is_preflight(scope):

@@ -5,7 +5,11 @@ served as raw ASGI by their adapters, so nothing sits between the run and the so
 transport. Everything else (health, agents, history) is a quart-trio app. ``AuthMiddleware`` wraps
 the whole app: every ``/v1/`` request carries a ``Principal`` (``auth.principal_of(scope)``) or is
 refused 401. Outside it sits the CORS middleware (awaken/cors.py), which answers browser
-preflights for every ``/v1/`` path and puts CORS headers on every answer, a 401 included.
+preflights for every ``/v1/`` path and puts CORS headers on every answer, a 401 included. Outside
+CORS: the Host check and the cross-site check (awaken/hosts.py: 403 ``HOST_NOT_ALLOWED`` for a
+``Host`` that does not name the server, 403 ``ORIGIN_NOT_ALLOWED`` for a state change or a socket
+from a foreign page), the framing headers of HTML answers (awaken/framing.py) and, outermost,
+``Connection: close`` on an answer that starts before its request body was read (transports/early.py).
 
 Routes:
     GET  /healthz                                    200 while the process serves
@@ -50,7 +54,7 @@ from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from . import console, cors, memory, threads_api
+from . import console, cors, framing, hosts, memory, threads_api
 from .access import visible_thread
 from .agui import adapter as agui_adapter
 from .agui.capabilities import capabilities as agui_capabilities_of
@@ -64,6 +68,7 @@ from .history import parse_limit
 from .ids import id_problem
 from .ledger import Ledger
 from .rejoin import rejoin_route
+from .transports import early
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 #: a protocol's history page: (ledger, thread id, cursor, limit) -> (items, cursor after them)
@@ -236,10 +241,15 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
         await quart_app(scope, receive, send)
 
     # every /v1/ request is authenticated before routing; principal_of(scope) reads who is asking.
-    # CORS is the outermost layer: preflights are answered before authentication, and every answer
-    # (streams and refusals, a 401 included) carries the headers an allowed origin needs.
+    # CORS sits outside authentication: preflights are answered before it, and every answer
+    # (streams and refusals, a 401 included) carries the headers an allowed origin needs. Outside CORS,
+    # the Host and cross-site checks (hosts.py) refuse what does not name this server or comes from a
+    # foreign page to change state; HTML answers carry the framing headers (framing.py); outermost,
+    # an answer that starts before its request body was read closes its connection (transports/early.py).
     server = ctx.config.server
-    app = cors.middleware(AuthMiddleware(ctx.auth, asgi),
-                          cors.CorsPolicy.of(server.cors_origins, server.cors_extra_headers))
+    cors_policy = cors.CorsPolicy.of(server.cors_origins, server.cors_extra_headers)
+    app = cors.middleware(AuthMiddleware(ctx.auth, asgi), cors_policy)
+    app = hosts.middleware(app, hosts.HostPolicy.of(server.bind, server.allowed_hosts), cors_policy)
+    app = early.middleware(framing.middleware(app))
     app.quart = quart_app  # type: ignore[attr-defined]
     return app

@@ -421,7 +421,7 @@ async def serve_drops(load: Load, _: None) -> None:
         body = orjson.dumps(agui(new_id("stall-h"), [{"id": "m1", "role": "user", "content": "/words 200\n/delay 5"}]))
         stream = await trio.open_tcp_stream("127.0.0.1", load.port)
         try:
-            await stream.send_all(b"POST /v1/ag-ui HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            await stream.send_all(b"POST /v1/ag-ui HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
                                   b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
             with trio.move_on_after(30):
                 got = b""

@@ -20,7 +20,7 @@ from tests.helpers import agui_body, live_server, make_config
 def _request(thread: str) -> bytes:
     body = orjson.dumps(agui_body(thread, f"run-{thread}", [{"id": f"m-{thread}", "role": "user",
                                                                "content": "/words 3"}]))
-    return (b"POST /v1/ag-ui HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n"
+    return (b"POST /v1/ag-ui HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
             b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 

@@ -96,7 +96,7 @@ async def serving(config: Any) -> AsyncIterator[tuple[Any, Clients]]:
 
 
 def head(path: str, length: int | None = None, *, chunked: bool = False) -> bytes:
-    lines = [f"POST {path} HTTP/1.1", "host: test", "content-type: application/json",
+    lines = [f"POST {path} HTTP/1.1", "host: localhost", "content-type: application/json",
              "accept: text/event-stream"]
     if length is not None:
         lines.append(f"content-length: {length}")
@@ -170,7 +170,7 @@ async def test_a_websocket_client_that_stops_reading_is_dropped_after_the_write_
     config = make_config(tmp_path, max_buffered_bytes=64 * 1024 * 1024)
     async with serving(config) as (server, clients):
         stream = await clients.connect(receive_buffer=4096)
-        await stream.send_all(b"GET /v1/ag-ui/ws HTTP/1.1\r\nhost: test\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+        await stream.send_all(b"GET /v1/ag-ui/ws HTTP/1.1\r\nhost: localhost\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
                               b"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n")
         with trio.fail_after(10):
             handshake = await stream.receive_some(4096)

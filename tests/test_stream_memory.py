@@ -53,7 +53,7 @@ async def test_a_streaming_run_keeps_neither_its_raw_body_nor_its_parse(tmp_path
     payload = orjson.dumps(agui_body("t-big", "r-big", [*history, {"id": "m1", "role": "user",
                                                                   "content": held("big")}]))
     size = len(payload)
-    request = (b"POST /v1/ag-ui HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: "
+    request = (b"POST /v1/ag-ui HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: "
                + str(size).encode() + b"\r\n\r\n" + payload)
     del payload
     async with live_server(make_config(tmp_path)) as server:

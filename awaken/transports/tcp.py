@@ -25,6 +25,11 @@ through h11, hypercorn's stream and the app's queue, so a 684 KB replayed histor
 those trips and now takes three or four. A read returns what has arrived, so a small request reads
 as before.
 
+Closing a connection and restarting its idle timer (hypercorn's ``Closed`` and ``Updated``) are
+shielded from cancellation: hypercorn runs them inside the task of the request that ended, and an
+answer sent before its request body arrived ends with a close that quart-trio's own cancellation
+could cut short (``transports/early.py`` says ``Connection: close`` on such answers).
+
 ``install()`` makes hypercorn's trio ``serve`` build these connections (hypercorn has no hook for
 its connection class; its ``run`` module names it once). Without ``write_timeout`` on the hypercorn
 config (``configure``) a connection behaves exactly as hypercorn's own.
@@ -95,7 +100,15 @@ class WriteDeadlineServer(TCPServer):
         self.write_timeout: float | None = getattr(config, "awaken_write_timeout", None)
 
     async def protocol_send(self, event: Any) -> None:
-        if self.write_timeout is None or not isinstance(event, RawData):
+        if not isinstance(event, RawData):
+            # ``Closed`` (close the socket) and ``Updated`` (the idle timer) are bookkeeping that must
+            # finish: they run in whichever task ended the request, which its app may cancel right then
+            # (quart-trio cancels its request task once hypercorn queues ``http.disconnect``). A close
+            # cut short left a connection neither closed nor read: its next request was never answered.
+            with trio.CancelScope(shield=True):
+                await super().protocol_send(event)
+            return
+        if self.write_timeout is None:
             await super().protocol_send(event)
             return
         async with self.send_lock:
