@@ -40,9 +40,17 @@ def reject(message: str, code: str = "INVALID_REQUEST") -> InputRejected:
     return InputRejected(message, code=code)
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` value's media type is ``application/json`` itself (parameters such as
+    ``; charset=utf-8`` allowed). The media type is what precedes the first ``;``, without surrounding
+    whitespace, case-insensitive: the essence a browser's MIME parser finds (WHATWG MIME Sniffing), so
+    whatever passes here is never one of the "simple" types a page may send without a preflight
+    (``text/plain; x=application/json`` is ``text/plain``)."""
+    return (content_type or "").split(";", 1)[0].strip(" \t\r\n").lower() == "application/json"
+
+
 def check_content_type(content_type: str | None) -> None:
-    media = (content_type or "").split(";", 1)[0].strip().lower()
-    if media != "application/json":
+    if not is_json_media_type(content_type):
         raise reject(f"Content-Type must be application/json, not {content_type or 'absent'!r}",
                      "UNSUPPORTED_MEDIA_TYPE")
 

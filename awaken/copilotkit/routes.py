@@ -1,5 +1,9 @@
 """The ASGI handler of ``/v1/copilotkit``: reads the request, names its call (``runtime.py``), answers.
 
+Every POST but ``stop`` must say ``Content-Type: application/json`` (the media type itself, parameters
+allowed: ``jsonbody.is_json_media_type``), checked before its body is read; a ``stop`` may have no
+body, and one with a body must say it too. Anything else is 415 in the runtime's error shape.
+
 ``run`` is an AG-UI exchange over SSE (the same adapter, engine and ledger as ``/v1/ag-ui``);
 ``connect`` streams the thread's committed history (``replay.py``), then the active run's events
 through ``rejoin.watch_thread`` to its end (only to the thread's owner, or an admin; anyone else gets
@@ -22,7 +26,7 @@ from ..context import ServerContext
 from ..encoding import sse_frames, text_payload
 from ..errors import InputRejected, StoreUnavailable
 from ..exchange import DETACHED, MAX_BODY, Deliver, content_type_of, exchange
-from ..jsonbody import load_json_object
+from ..jsonbody import is_json_media_type, load_json_object
 from ..rejoin import watch_thread
 from ..transports import sse
 from ..transports.body import Body, read_body_or_answer
@@ -46,6 +50,13 @@ async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send:
         await _json(send, 404, {"error": "not_found", "message": f"{method} {scope['path']} is not a runtime route"})
         return
     body = Body(b"")
+    if method == "POST" and (found == "envelope" or found.kind != "stop") \
+            and not is_json_media_type(content_type_of(scope)):
+        # refused before the body is read (the connection is closed after the answer: transports/early.py)
+        error = runtime.unsupported_media_type(content_type_of(scope), "Single-route endpoint expects JSON payloads"
+                                               if found == "envelope" else None)
+        await _json(send, error.status, error.answer)
+        return
     if method == "POST":
         read = await read_body_or_answer(scope, receive, send, limit=MAX_BODY,
                                          seconds=ctx.config.server.body_timeout_seconds, bodies=ctx.large_bodies)
@@ -60,6 +71,9 @@ async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send:
         data = body.take() or b""
         call = runtime.parse_envelope(data, content_type_of(scope)) if found == "envelope" else \
             attrs.evolve(found, body=data)
+        if call.kind == "stop" and call.body.strip() and found != "envelope" \
+                and not is_json_media_type(content_type_of(scope)):
+            raise runtime.unsupported_media_type(content_type_of(scope))
         del data
         if call.kind == "run":  # its input goes to exchange in ``body``: no copy stays alive past the parse
             body.data, call = call.body, attrs.evolve(call, body=b"")

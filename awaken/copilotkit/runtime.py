@@ -29,6 +29,7 @@ import attrs
 import orjson
 
 from .. import __version__
+from ..jsonbody import is_json_media_type
 
 Kind = Literal["info", "run", "connect", "stop"]
 ENVELOPE_METHODS: dict[str, Kind] = {"info": "info", "agent/run": "run", "agent/connect": "connect",
@@ -82,10 +83,16 @@ def _param(params: Any, key: str) -> str:
     raise RuntimeError_(400, f"Missing or invalid parameter '{key}'")
 
 
+def unsupported_media_type(content_type: str | None, message: str | None = None) -> RuntimeError_:
+    """The refusal of a POST whose media type is not ``application/json`` itself."""
+    return RuntimeError_(415, message or (f"the runtime expects JSON payloads (Content-Type: application/json), "
+                                          f"not {content_type or 'absent'!r}"), "unsupported_media_type")
+
+
 def parse_envelope(body: bytes, content_type: str | None) -> RuntimeCall:
     """The call a single-endpoint POST carries: ``{method, params?, body?}``."""
-    if "application/json" not in (content_type or "").lower():
-        raise RuntimeError_(415, "Single-route endpoint expects JSON payloads")
+    if not is_json_media_type(content_type):
+        raise unsupported_media_type(content_type, "Single-route endpoint expects JSON payloads")
     try:
         envelope = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -95,9 +102,11 @@ def parse_envelope(body: bytes, content_type: str | None) -> RuntimeCall:
     method = envelope.get("method")
     if not method:
         raise RuntimeError_(400, "Missing method field")
+    if not isinstance(method, str):
+        raise RuntimeError_(400, "Invalid method field: it must be a string")
     if method in UNSERVED_METHODS:
         raise RuntimeError_(404, f"Method '{method}' is not served by this runtime", "not_found")
-    kind = ENVELOPE_METHODS.get(method) if isinstance(method, str) else None
+    kind = ENVELOPE_METHODS.get(method)
     if kind is None:
         raise RuntimeError_(400, f"Unsupported method '{method}'")
     if kind == "info":
