@@ -230,7 +230,9 @@ def middleware(app: ASGIApp, hosts: HostPolicy, cors: CorsPolicy) -> ASGIApp:
         if message["type"] != "websocket.connect":
             return  # the client left before the handshake finished
         if "websocket.http.response" in scope.get("extensions", {}):
-            await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+            # the refused upgrade's connection is closed after the answer: say so, or a client may reuse it
+            await send({"type": "websocket.http.response.start", "status": status,
+                        "headers": [*headers, (b"connection", b"close")]})
             await send({"type": "websocket.http.response.body", "body": body})
         else:  # refused before accept: the server answers the upgrade 403
             await send({"type": "websocket.close", "code": 1008, "reason": refused[0]})

@@ -99,7 +99,9 @@ class AuthMiddleware:
         if message["type"] != "websocket.connect":
             return  # the client left before the handshake finished
         if "websocket.http.response" in scope.get("extensions", {}):
-            await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+            # the refused upgrade's connection is closed after the answer: say so, or a client may reuse it
+            await send({"type": "websocket.http.response.start", "status": status,
+                        "headers": [*headers, (b"connection", b"close")]})
             await send({"type": "websocket.http.response.body", "body": body})
         else:
             await send({"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED, "reason": exc.message})
