@@ -32,8 +32,9 @@ CODES: dict[str, tuple[str, str]] = {
     "THREAD_BUSY": ("input", "Another run is active on this thread; retry when it ends."),
     "RATE_LIMITED": (
         "input",
-        "The caller is over a [limits] cap (runs at once, or new runs per minute): HTTP 429 with Retry-After, "
-        "or on a run route the refusal stream, whose message says how many seconds to wait.",
+        "The caller is over a [limits] cap (runs at once, or new runs per minute): the run route's refusal "
+        "stream (with Retry-After on an SSE response; HTTP 429 where a route answers with a status), whose "
+        "message says how many seconds to wait.",
     ),
     "NO_PENDING_RUN": ("input", "A tool result or decision arrived but nothing on the thread is waiting."),
     "TOOL_CALL_NOT_PENDING": ("input", "A tool result or decision names a call that is not pending."),
