@@ -99,6 +99,12 @@ class WriteDeadlineServer(TCPServer):
         super().__init__(_Tagged(app, self.writes), config, *args)
         self.write_timeout: float | None = getattr(config, "awaken_write_timeout", None)
 
+    async def run(self) -> None:
+        try:
+            await super().run()
+        finally:
+            drop_connection(self)
+
     async def protocol_send(self, event: Any) -> None:
         if not isinstance(event, RawData):
             # ``Closed`` (close the socket) and ``Updated`` (the idle timer) are bookkeeping that must
@@ -162,6 +168,24 @@ class WriteDeadlineServer(TCPServer):
                 if total >= len(view):
                     return
                 write.deadline = trio.current_time() + self.write_timeout  # bytes moved: a new deadline
+
+
+def drop_connection(server: TCPServer) -> None:
+    """Let go of an ended connection's objects: the connection (``server``), its protocol wrapper, its
+    HTTP/1.1 or HTTP/2 protocol and the request or WebSocket stream the protocol was on.
+
+    They refer to one another (each ``send`` is the next one's bound method, the socket and the task
+    group are shared), so once ``run`` returned they are one reference cycle, and reference counting
+    frees none of them: they waited for the cycle collector's full collection, which is rare under
+    ``GC_THRESHOLDS`` (awaken/cli.py): about 60 objects and 10 KB a connection, 5 MB a burst of a few
+    hundred clients (bench/SLOWCLIENTS.md, finding 13). Nothing of the connection runs any more when
+    ``run`` returns (its task group has ended), so their references are dropped here and each object is
+    freed at once. Shared objects (the app, the config, the worker context) are only let go of."""
+    wrapper = getattr(server, "protocol", None)
+    inner = getattr(wrapper, "protocol", None)
+    for obj in (getattr(inner, "stream", None), inner, wrapper, server):
+        if obj is not None and hasattr(obj, "__dict__"):
+            vars(obj).clear()
 
 
 def install() -> None:

@@ -140,7 +140,7 @@ class Outbox:
 
     def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
         self.limit = limit
-        self._on_overflow = on_overflow
+        self._on_overflow: Callable[[], None] | None = on_overflow
         self._texts: list[str] = []
         self._size = 0
         self._oversized = 0
@@ -168,7 +168,8 @@ class Outbox:
         else:
             self._size += size
         if self._size > self.limit or self._oversized > 1:
-            self._on_overflow()
+            if self._on_overflow is not None:
+                self._on_overflow()
         self._wake()
 
     def ping(self) -> None:
@@ -186,6 +187,10 @@ class Outbox:
             self._size = self._oversized = 0
             self._ping = False
         self._wake()
+
+    def release(self) -> None:
+        """The connection is over: forget its overflow callback (a bound method of the connection)."""
+        self._on_overflow = None
 
     async def take(self) -> Batch:
         """The next batch; waits while there is nothing to send. Never returns after the close batch."""
@@ -411,6 +416,15 @@ class WsConnection:
                     await self.wire.close(code, "server shutting down" if cancelled else "internal error")
             raise
 
+    def release(self) -> None:
+        """Once ``serve`` returned: drop what refers back to this connection (the outbox's overflow
+        callback, the nursery whose tasks ran its methods, the current request), so that the socket's
+        objects, hypercorn's stream with them, are freed at once rather than as a reference cycle at the
+        cycle collector's next full collection (``tcp.drop_connection`` says why that matters)."""
+        self.outbox.release()
+        self._nursery = None
+        self.current = None
+
     async def _read_loop(self) -> None:
         """Until the client's disconnect: each text message is one request."""
         while True:
@@ -562,5 +576,9 @@ async def serve_websocket(scope: dict, receive: ASGIReceive, send: ASGISend, han
     if SUBPROTOCOL in scope.get("subprotocols", []):
         accept["subprotocol"] = SUBPROTOCOL
     await send(accept)
-    await WsConnection(receive, HypercornWire.of(send), handle, refuse, ping_seconds=ping_seconds,
-                       max_buffered=max_buffered, timed_out=lambda: timed_out_in(scope)).serve()
+    conn = WsConnection(receive, HypercornWire.of(send), handle, refuse, ping_seconds=ping_seconds,
+                        max_buffered=max_buffered, timed_out=lambda: timed_out_in(scope))
+    try:
+        await conn.serve()
+    finally:
+        conn.release()
