@@ -1,7 +1,9 @@
 """Where a server's bytes go per active stream and per waiting run: ``python -m bench.memtrace``.
 
 Runs ``awaken serve`` under tracemalloc (``--child``: ``SIGUSR1`` takes a snapshot, ``SIGUSR2`` writes
-the difference from the first one as lines ``bytes count file:line``), then drives it as
+the difference from the first one as lines ``bytes count file:line``; with ``BENCH_TRACE_FRAMES=N`` in
+the environment, N frames per site, ``file:line <- file:line ...`` innermost first;
+``python -m bench.slowclients --trace`` uses it between bursts), then drives it as
 ``bench/measure.py`` does: 200 paced AG-UI/SSE streams held open, then 400 runs left waiting (agent
 ``guarded``). For each it prints the bytes per stream (per run) that Python allocated, grouped by the
 line that allocated them, largest first. RSS also holds what tracemalloc cannot see (C buffers of
@@ -13,12 +15,16 @@ sockets and SQLite, allocator slack); compare with ``python -m bench``'s memory 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
+import json
 import os
 import signal
 import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -30,21 +36,116 @@ from .servers import awaken_server
 def child(out: Path, argv: list[str]) -> int:
     from awaken.cli import main
 
-    tracemalloc.start(1)
+    frames = int(os.environ.get("BENCH_TRACE_FRAMES", "1"))  # 0: no tracemalloc, the stats only
+    if frames:
+        tracemalloc.start(frames)
     first: list[tracemalloc.Snapshot] = []
 
     def take(_signum: int, _frame: object) -> None:
         first[:] = [tracemalloc.take_snapshot()]
 
     def write(_signum: int, _frame: object) -> None:
-        stats = tracemalloc.take_snapshot().compare_to(first[0], "lineno")
-        lines = [f"{s.size_diff} {s.count_diff} {s.traceback[0].filename}:{s.traceback[0].lineno}" for s in stats]
+        # with several frames, sites are grouped by their whole traceback, innermost frame first
+        stats = tracemalloc.take_snapshot().compare_to(first[0], "lineno" if frames == 1 else "traceback")
+        lines = [f"{s.size_diff} {s.count_diff} "
+                 + " <- ".join(f"{f.filename}:{f.lineno}" for f in reversed(s.traceback) if frames > 1)
+                 + (f"{s.traceback[0].filename}:{s.traceback[0].lineno}" if frames == 1 else "")
+                 for s in stats]
         (out.with_suffix(".tmp")).write_text("\n".join(lines))
         os.replace(out.with_suffix(".tmp"), out)
 
-    signal.signal(signal.SIGUSR1, take)
-    signal.signal(signal.SIGUSR2, write)
+    def stats(signum: int, _frame: object) -> None:
+        # SIGRTMIN+1: a full collection and a trim first (what is left is held, not garbage or free pages)
+        garbage: dict[str, int] = {}
+        if signum == signal.SIGRTMIN + 1:
+            import gc
+
+            # the garbage found, by type (what sat in reference cycles waiting for a full collection)
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            try:
+                gc.collect()
+                for obj in gc.garbage:
+                    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+                    garbage[name] = garbage.get(name, 0) + 1
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+            gc.collect()
+            if _libc() is not None:
+                _libc().malloc_trim(0)
+        target = out.with_suffix(".stats")
+        stats = process_stats()
+        if garbage:
+            stats["garbage_objects"] = sum(garbage.values())
+            stats["garbage_types"] = dict(sorted(garbage.items(), key=lambda kv: -kv[1])[:40])
+        target.with_suffix(".tmp").write_text(json.dumps(stats))
+        os.replace(target.with_suffix(".tmp"), target)
+
+    if frames:
+        signal.signal(signal.SIGUSR1, take)
+        signal.signal(signal.SIGUSR2, write)
+    signal.signal(signal.SIGRTMIN, stats)
+    signal.signal(signal.SIGRTMIN + 1, stats)
     return main(argv)
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    return libc if libc is not None and hasattr(libc, "mallinfo2") else None
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def process_stats() -> dict[str, int]:
+    """Where the process's memory is, as the interpreter and glibc see it (called in the server): the
+    small-object arenas of CPython's allocator (1 MiB each, ``sys._debugmallocstats``), glibc's heaps
+    (``mallinfo2``: in use, free inside them, mmapped blocks), the live objects the cycle collector
+    tracks, the threads, and what tracemalloc traces (when it runs)."""
+    import gc
+    import threading
+
+    out: dict[str, int] = {"gc_objects": len(gc.get_objects()), "threads": threading.active_count()}
+    with tempfile.TemporaryFile("w+") as err:  # it writes to the C stderr (fd 2)
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(err.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        text = err.read()
+    for line in text.splitlines():
+        if line.startswith("# arenas allocated current"):
+            out["pymalloc_arenas"] = int(line.split("=")[1].replace(",", ""))
+        elif line.startswith("# bytes in allocated blocks"):
+            out["pymalloc_bytes_in_use"] = int(line.split("=")[1].replace(",", ""))
+    libc = _libc()
+    if libc is not None:
+        libc.mallinfo2.restype = _Mallinfo2
+        info = libc.mallinfo2()
+        out |= {"glibc_heap": info.arena, "glibc_in_use": info.uordblks, "glibc_free": info.fordblks,
+                "glibc_mmapped": info.hblkhd}
+    if tracemalloc.is_tracing():
+        out["traced"] = tracemalloc.get_traced_memory()[0]
+    return out
+
+
+async def read_stats(pid: int, out: Path, *, collect: bool = False) -> dict[str, Any]:
+    """``process_stats`` of a ``--child`` server; with ``collect``, after a full collection (and the
+    garbage it found, by type: ``garbage_types``) and a trim."""
+    target = trio.Path(out.with_suffix(".stats"))
+    await target.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGRTMIN + 1 if collect else signal.SIGRTMIN)
+    while not await target.exists():
+        await trio.sleep(0.05)
+    return json.loads(await target.read_text())
 
 
 async def snapshot_diff(pid: int, out: Path) -> list[tuple[int, int, str]]:
