@@ -2,6 +2,8 @@
 // (#/sessions, #/sessions/{id}, #/chat, #/agents). Each page gets an AbortSignal that ends its
 // polling when the person navigates away.
 
+import "./csp"; // first: before the client libraries build their schemas
+
 import { ApiError, get, onApiEvent, setToken, token } from "./api";
 import { agentsPage } from "./agents";
 import { chatPage } from "./chat";

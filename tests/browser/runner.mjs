@@ -19,7 +19,10 @@
 //   eval {tab, expression}    the JSON value of a page expression (e.g. "window.__state")
 //   text {tab, selector}      the element's innerText
 //   screenshot {tab, name}    a full-page PNG under the screenshot dir; returns its path
-//   problems {tab}            page errors and console errors seen since the last navigation
+//   problems {tab}            page errors and console errors seen since the last navigation (a CSP
+//                             violation is one: "securitypolicyviolation: …")
+//   Tabs bypass the pages' Content-Security-Policy (the harness evaluates predicates with eval()),
+//   except tabs named "csp:…", which enforce it; drive those without waitFor/eval.
 //   closeTab {tab}, quit {}
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createServer } from "node:http";
@@ -63,12 +66,24 @@ const context = await chromium.launchPersistentContext(profile, {
   viewport: { width: 900, height: 700 },
 });
 context.setDefaultTimeout(DEFAULT_TIMEOUT);
+// a CSP violation is a problem (`problems`), whatever the page reports itself
+await context.addInitScript(() => document.addEventListener("securitypolicyviolation", (e) =>
+  console.error(`securitypolicyviolation: ${e.violatedDirective} blocked ${e.blockedURI || "inline"} ` +
+    `at ${e.sourceFile}:${e.lineNumber}:${e.columnNumber}`)));
 const tabs = new Map(); // name -> {page, problems}
 
 async function tab(name) {
   let entry = tabs.get(name);
   if (!entry) {
     const page = tabs.size === 0 && context.pages().length ? context.pages()[0] : await context.newPage();
+    // `waitFor` and `eval` evaluate the tests' predicates with eval() in the page, which a page's
+    // Content-Security-Policy (the console's: script-src 'self') forbids: every tab bypasses CSP but
+    // those named "csp:…", which get the page's policy as a person's browser does (drive them with
+    // open/click/fill/text/problems only: those run outside the page's scripts)
+    if (!name.startsWith("csp:")) {
+      const cdp = await context.newCDPSession(page);
+      await cdp.send("Page.setBypassCSP", { enabled: true });
+    }
     entry = { page, problems: [] };
     page.on("pageerror", (err) => entry.problems.push(`pageerror: ${err.message}`));
     page.on("console", (msg) => {
