@@ -65,7 +65,11 @@ CODES: dict[str, tuple[str, str]] = {
     "NESTING_TOO_DEEP": ("input", "The request body nests arrays and objects deeper than 64 levels."),
     "TOO_MANY_MESSAGES": ("input", "The request carries more than 10,000 messages."),
     "REQUEST_BUSY": ("input", "A run is already streaming on this socket; send the next request after it ends."),
-    "ORIGIN_NOT_ALLOWED": ("input", "A browser preflight came from an origin not in server.cors_origins (403)."),
+    "ORIGIN_NOT_ALLOWED": ("input", "A browser preflight came from an origin not in server.cors_origins, or a state "
+                           "change (POST, DELETE) or WebSocket upgrade from an origin that is neither listed nor "
+                           "the server's own (403)."),
+    "HOST_NOT_ALLOWED": ("input", "The request's Host names neither a loopback name, nor the bind address, nor a "
+                         "server.allowed_hosts entry (403; /healthz and /readyz stay open)."),
     "UNAUTHENTICATED": (
         "input",
         "A /v1/ route was called without valid credentials (HTTP 401 with WWW-Authenticate: Bearer; a "
