@@ -27,10 +27,18 @@ from urllib.parse import urlsplit
 
 import trio
 
-from . import measure, pgcluster, report
+from . import bursts, measure, peer, pgcluster, report
 from .client import Endpoint, probe
 from .plan import CHANNELS, FULL, PATHS, QUICK, Subject
-from .servers import REPO, ServerProcess, awaken_server, file_backend_available, floor_server, pin_self
+from .servers import (
+    REPO,
+    ServerProcess,
+    awaken_server,
+    file_backend_available,
+    floor_server,
+    peer_server,
+    pin_self,
+)
 from .stats import Progress
 
 #: how long a scale-out stream may take: one process serving 2,000 paced streams on two shared cores runs
@@ -90,6 +98,7 @@ class Bench:
         self.backends: list[str] = []
         self.pg: pgcluster.PgCluster | None = None
         self.scale: list[Subject] = []
+        self.peer: Subject | None = None
         self._dbs = 0
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -109,7 +118,7 @@ class Bench:
         have = {c for s in self.subjects if s.kind != "floor" for c in s.endpoints}
         return [c for c in CHANNELS if c in have]
 
-    def interleaved(self, channel: str, kinds: tuple[str, ...] = ("floor", "awaken", "target"),
+    def interleaved(self, channel: str, kinds: tuple[str, ...] = ("floor", "peer", "awaken", "target"),
                     subjects: list[Subject] | None = None) -> list[Subject]:
         """Floor first, then every other subject serving ``channel``."""
         pool = subjects if subjects is not None else self.subjects
@@ -123,6 +132,15 @@ class Bench:
         floor = Subject("floor", "floor", server=floor_server(self.logs))
         self.subjects.append(floor)
         self.floor = floor
+        if self.args.no_peer:
+            self.note("the peer skipped (--no-peer)")
+        else:
+            ok, why = peer.available()
+            if ok:
+                self.peer = Subject("peer", "peer", server=peer_server(self.logs))
+                self.subjects.append(self.peer)
+            else:
+                self.note(f"the peer skipped: {why}")
         if not self.args.no_awaken:
             self.backends = ["sqlite"]
             ok, why = file_backend_available()
@@ -158,6 +176,10 @@ class Bench:
             if subject.server is not None:
                 await subject.server.start()
                 subject.endpoints = local_endpoints(subject.name, subject.server.base_url)
+            if subject.kind == "peer":  # pydantic-ai's adapters answer HTTP requests only
+                for channel in [c for c in subject.endpoints if c.endswith("/ws")]:
+                    del subject.endpoints[channel]
+                    subject.skipped[channel] = peer.NO_WEBSOCKET
         # Probe every channel (the floor serves all four: keep only those someone else serves).
         for subject in self.subjects:
             if subject.kind == "floor":
@@ -237,7 +259,7 @@ class Bench:
                         steps.append(Step(f"sweep C={level} {subject.name} {channel} (round {rnd + 1})", est,
                                           self._sweep(subject, channel, level)))
         for rnd in range(p.rounds):
-            for subject in self.ordered("agui/sse", rnd, ("floor", "awaken")):
+            for subject in self.ordered("agui/sse", rnd, ("floor", "peer", "awaken")):
                 steps.append(Step(f"short runs/s {subject.name} (round {rnd + 1})", p.http_runs * 0.004 + 0.3,
                                   self._http_runs(subject)))
         if self.args.scaleout_only:
@@ -253,7 +275,7 @@ class Bench:
                                           self._scaleout(subject, level)))
             steps.append(Step("stopping the scale-out servers", 1.0, self.stop_all))
         if not self.args.no_awaken and not self.args.scaleout_only:
-            for subject in [self.floor, *awaken]:
+            for subject in [self.floor, *([self.peer] if self.peer and self.peer.endpoints else []), *awaken]:
                 assert subject is not None
                 steps.append(Step(f"memory per active stream {subject.name}", 4.0 + p.memory_streams * 0.01,
                                   self._memory_active(subject)))
@@ -268,11 +290,14 @@ class Bench:
                 for concurrency in (1, 16):
                     steps.append(Step(f"ledger commits/s {subject.backend} (concurrency {concurrency})",
                                       p.ledger_runs * 0.002 + 0.3, self._ledger(subject.backend, concurrency)))
+        if p.burst_levels and not self.args.no_bursts and not self.args.no_awaken and not self.args.scaleout_only:
+            steps.append(Step(f"bursts of {', '.join(map(str, p.burst_levels))} clients (floor, peer, Awaken)",
+                              sum(7 * p.burst_rounds * (2 + n / 150) for n in p.burst_levels), self._bursts))
         return steps
 
     # -- step bodies -----------------------------------------------------------------------------------
 
-    def ordered(self, channel: str, rnd: int, kinds: tuple[str, ...] = ("floor", "awaken", "target")
+    def ordered(self, channel: str, rnd: int, kinds: tuple[str, ...] = ("floor", "peer", "awaken", "target")
                 ) -> list[Subject]:
         """``interleaved``, reversed on odd rounds (floor A B, B A floor, …) so drifts cancel."""
         pool = self.interleaved(channel, kinds)
@@ -335,11 +360,23 @@ class Bench:
     async def _fresh_server(self, subject: Subject, tag: str) -> tuple[ServerProcess, Endpoint]:
         if subject.kind == "floor":
             server = floor_server(self.logs)
+        elif subject.kind == "peer":
+            server = peer_server(self.logs)
         else:
             assert subject.backend is not None
             server = await self._awaken(f"{subject.name}-{tag}", subject.backend, self.tmp / f"{subject.backend}-{tag}")
         await server.start()
         return server, local_endpoints(subject.name, server.base_url)["agui/sse"]
+
+    async def _bursts(self) -> None:
+        def progress(label: str) -> None:
+            if self.progress:
+                self.progress.show(label)
+
+        p = self.plan
+        self.bursts = await bursts.run_bursts(p.burst_levels, p.burst_rounds, self.tmp, self.logs, notes=self.notes,
+                                              progress=progress, with_peer=not self.args.no_peer,
+                                              words=p.burst_words)
 
     def _memory_active(self, subject: Subject) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
@@ -471,6 +508,9 @@ class Bench:
                 if self.pg is not None:
                     await trio.to_thread.run_sync(self.pg.stop)
         results = report.summarise(self)
+        if self.bursts is not None:
+            results["bursts"] = self.bursts
+        results["comparison"] = report.comparison(results)
         missed = [t for t in results["targets"] if t["met"] is False and t["kind"] == "time"]
         profile_reason = None
         if self.args.no_profile:
@@ -526,6 +566,7 @@ class Bench:
 
     pinning = ""
     load_start: list[float] | None = None
+    bursts: dict[str, Any] | None = None
 
 
 def _loadavg() -> list[float] | None:
@@ -557,6 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default=str(REPO / "bench" / "results"),
                         help="output directory (default: bench/results)")
     parser.add_argument("--backends", help="comma-separated storage backends to measure (default: sqlite,files)")
+    parser.add_argument("--no-peer", action="store_true", help="leave out the peer (pydantic-ai's AG-UI app on uvicorn)")
+    parser.add_argument("--no-bursts", action="store_true", help="leave out the bursts (bench/bursts.py)")
     parser.add_argument("--no-awaken", action="store_true", help="measure only the floor and the --target servers")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default: 3 full, 1 quick)")
     parser.add_argument("--profile", action="store_true", help="profile the delta path even if every target is met")
@@ -576,9 +619,12 @@ def main(argv: list[str] | None = None) -> int:
         print("bench: --no-awaken needs at least one --target", file=sys.stderr)
         return 2
     pinning = pin_self()
+    bursts.raise_nofile()  # 2,000 clients at once: the bench's and (inherited) the servers' open-file limit
     bench = Bench(args)
     bench.pinning = pinning
     print(f"bench: {'quick' if args.quick else 'full'} run; {pinning}; writing to {bench.out}", file=sys.stderr)
+    if args.quick:
+        print(f"bench: {report.QUICK_NOTE}", file=sys.stderr)
     try:
         results = trio.run(bench.run)
     except KeyboardInterrupt:
@@ -588,6 +634,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(bench.tmp, ignore_errors=True)
     written = report.write(results, bench, plots=not args.no_plots)
     print(report.console_summary(results), file=sys.stderr)
+    if args.quick:
+        print(f"bench: {report.QUICK_NOTE}", file=sys.stderr)
     print("bench: wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0
 

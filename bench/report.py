@@ -9,11 +9,17 @@ from typing import Any
 
 import orjson
 
+from . import bursts as bursts_mod
 from .plan import Collected
 from .stats import median, ratio, summary
 
-SECTIONS = ("meta", "latency", "lateness", "throughput", "sweep", "short_runs", "memory", "ledger", "targets",
-            "profile", "skipped", "contention", "scaleout", "postgres_vs_sqlite")
+SECTIONS = ("meta", "comparison", "latency", "lateness", "throughput", "sweep", "short_runs", "memory", "bursts",
+            "ledger", "targets", "profile", "skipped", "contention", "scaleout", "postgres_vs_sqlite")
+
+QUICK_NOTE = ("quick mode: these figures are noisy (tiny counts, one round, a shared machine); they show that the "
+              "bench runs, not how fast anything is")
+#: the peer's name among the subjects (bench/peer.py)
+PEER = "peer"
 
 TARGETS = {
     "first_delta": "time to first text delta (p50) <= 1.5x the floor",
@@ -184,12 +190,86 @@ def summarise(bench: Collected) -> dict[str, Any]:
             "ratio": {"commits_per_s": ratio(led["commits_per_s"], base["commits_per_s"])},
         })
 
+    _peer_ratios(out)
     out["scaleout"] = _scaleout(raw, bench)
     out["postgres_vs_sqlite"] = _postgres_vs_sqlite(out)
     out["skipped"] = [{"subject": s.name, "channel": c, "reason": why} for s in bench.subjects
                       for c, why in s.skipped.items()]
     out["targets"] = evaluate_targets(out, floor, bench)
     return out
+
+
+#: per section: the row key beside the subject, and the ratio's name -> the path of the measure it divides
+_PEER_MEASURES: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
+    "latency": (("channel", "conn"), {"ttfb_p50": ("ttfb_ms", "p50"), "first_delta_p50": ("first_delta_ms", "p50"),
+                                      "first_delta_p99": ("first_delta_ms", "p99")}),
+    "lateness": (("channel",), {"p50": ("lateness_ms", "p50"), "p99": ("lateness_ms", "p99")}),
+    "throughput": (("channel",), {"events_per_s": ("events_per_s",), "cpu_us_per_event": ("cpu_us_per_event",)}),
+    "sweep": (("channel", "concurrency"), {"wall_s": ("wall_s",), "cpu_us_per_event": ("cpu_us_per_event",),
+                                           "lateness_p99": ("lateness_ms", "p99")}),
+    "short_runs": (("channel",), {"runs_per_s": ("runs_per_s",)}),
+    "memory.active": (("channel",), {"kb_per_stream": ("kb_per_stream",)}),
+}
+
+
+def _dig(row: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for part in path:
+        row = row.get(part) if isinstance(row, dict) else None
+    return row
+
+
+def _peer_ratios(out: dict[str, Any]) -> None:
+    """Every row of a subject other than the peer gets ``ratio_peer``: its measure ÷ the peer's in the same run."""
+    for section, (keys, measures) in _PEER_MEASURES.items():
+        rows = _dig(out, tuple(section.split(".")))
+        peer = {tuple(r.get(k) for k in keys): r for r in rows or [] if r["subject"] == PEER}
+        for row in rows or []:
+            base = peer.get(tuple(row.get(k) for k in keys))
+            if base is not None and row["subject"] != PEER:
+                row["ratio_peer"] = {name: ratio(_dig(row, path), _dig(base, path)) for name, path in measures.items()}
+
+
+def comparison(results: dict[str, Any]) -> dict[str, Any]:
+    """The issue's headline figures side by side: each measure for the floor, the peer and every Awaken, with
+    Awaken's and the peer's ratio to the floor and Awaken's ratio to the peer (all from this run)."""
+    sweep_levels = sorted({r["concurrency"] for r in results.get("sweep", []) if r["channel"] == "agui/sse"})
+    paced = 200 if 200 in sweep_levels else (sweep_levels[-1] if sweep_levels else None)
+    # (label, section, the row's other keys, the path of the figure in the row)
+    measures: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
+        ("first text delta p50, one client, keep-alive (ms)", "latency", {"channel": "agui/sse", "conn": "keepalive"},
+         ("first_delta_ms", "p50")),
+        ("first text delta p50, one client, fresh connection (ms)", "latency", {"channel": "agui/sse", "conn": "fresh"},
+         ("first_delta_ms", "p50")),
+    ]
+    if paced is not None:
+        words = results["sweep"][0]["words"]
+        measures += [(f"{paced} paced streams x {words} deltas: wall (s)", "sweep",
+                      {"channel": "agui/sse", "concurrency": paced}, ("wall_s",)),
+                     (f"server CPU per paced delta at C={paced} (µs)", "sweep",
+                      {"channel": "agui/sse", "concurrency": paced}, ("cpu_us_per_event",))]
+    measures.append(("memory per open stream (KB)", "memory.active", {}, ("kb_per_stream",)))
+    for n in (results.get("bursts") or {}).get("levels", []):
+        for label, key in (("accept time (s)", "accept_s"), ("wall (s)", "wall_s"),
+                           ("failed streams, all rounds", "failed")):
+            measures.append((f"burst of {n} clients, SSE: {label}", "bursts.rows",
+                             {"channel": "agui/sse", "clients": n}, (key,)))
+
+    def value(subject: str, section: str, match: dict[str, Any], path: tuple[str, ...]) -> Any:
+        for r in _dig(results, tuple(section.split("."))) or []:
+            if r["subject"] == subject and all(r.get(k) == v for k, v in match.items()):
+                return _dig(r, path)
+        return None
+
+    subjects = ["floor", PEER] + sorted({r["subject"] for r in results.get("latency", [])
+                                         if r["subject"].startswith("awaken[")})
+    rows = []
+    for label, section, match, path in measures:
+        values = {s: value(s, section, match, path) for s in subjects}
+        floor, peer = values.get("floor"), values.get(PEER)
+        rows.append({"measure": label, "better": "lower", "values": values,
+                     "vs_floor": {s: ratio(v, floor) for s, v in values.items() if s != "floor"},
+                     "vs_peer": {s: ratio(v, peer) for s, v in values.items() if s != PEER}})
+    return {"subjects": subjects, "rows": rows}
 
 
 def _scaleout(raw: dict[Any, Any], bench: Collected) -> list[dict[str, Any]]:
@@ -474,8 +554,14 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     md.append(f"Pinning: {meta['pinning']}. The **floor** is a raw ASGI app on hypercorn's trio worker writing the "
               "same pre-encoded frames (one send per event, same content and pacing): `bench/floor.py`. Ratios are "
               "Awaken ÷ floor in the same run (for latency and wall time lower is better; for rates higher is "
-              "better). Read ratios, not absolute times: the machine is shared and noisy.")
+              "better). The **peer** is pydantic-ai's AG-UI app on uvicorn streaming the same scripted content "
+              "(`bench/peer.py`); *×peer* columns divide by its figure of the same run. Read ratios, not absolute "
+              "times: the machine is shared and noisy.")
     md.append("")
+    if meta["mode"] == "quick":
+        md.append(f"**{QUICK_NOTE[0].upper() + QUICK_NOTE[1:]}.**")
+        md.append("")
+    md += _comparison_md(results)
     md.append("## Targets")
     md.append("")
     targets = results["targets"]
@@ -501,9 +587,9 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         r = row.get("ratio", {})
         body.append([row["subject"], row["channel"], row["conn"], row["ttfb_ms"]["n"], _pct(row["ttfb_ms"]),
                      _pct(row["first_delta_ms"]), _x(r.get("first_delta_p50")), _x(r.get("first_delta_p99")),
-                     _x(r.get("ttfb_p50")), row["errors"]])
+                     _x(r.get("ttfb_p50")), _x(row.get("ratio_peer", {}).get("first_delta_p50")), row["errors"]])
     md += _table(["server", "channel", "conn", "n", "TTFB p50/p90/p99", "first delta p50/p90/p99",
-                  "first delta p50 ×floor", "p99 ×floor", "TTFB p50 ×floor", "errors"], body)
+                  "first delta p50 ×floor", "p99 ×floor", "TTFB p50 ×floor", "first delta p50 ×peer", "errors"], body)
     md.append("")
 
     md.append("## Inter-delta lateness, one paced stream (ms)")
@@ -524,10 +610,10 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     md.append("")
     body = [[row["subject"], row["channel"], row["events_per_s"], ", ".join(_fmt(v) for v in row["per_round"]),
              _x(row.get("ratio", {}).get("events_per_s")), row["cpu_us_per_event"],
-             _x(row.get("ratio", {}).get("cpu_us_per_event")), row["server_wait_share"], row["client_cpu_share"],
-             row["errors"]] for row in results["throughput"]]
+             _x(row.get("ratio", {}).get("cpu_us_per_event")), _x(row.get("ratio_peer", {}).get("events_per_s")),
+             row["server_wait_share"], row["client_cpu_share"], row["errors"]] for row in results["throughput"]]
     md += _table(["server", "channel", "events/s", "per round", "×floor", "server CPU µs/event", "CPU ×floor",
-                  "server wait share", "client CPU share", "errors"], body)
+                  "×peer", "server wait share", "client CPU share", "errors"], body)
     md.append("")
     md.append("A client CPU share near 1.0 means the load generator, not the server, set the pace; the server wait "
               "share is the time it was runnable but waiting for a CPU, per second of stream.")
@@ -544,12 +630,13 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
              _x(row.get("ratio", {}).get("lateness_p99")),
              f"{_fmt(row['first_delta_ms']['p50'])} / {_fmt(row['first_delta_ms']['p99'])}",
              row["cpu_us_per_event"], _x(row.get("ratio", {}).get("cpu_us_per_event")),
+             _x(row.get("ratio_peer", {}).get("wall_s")), _x(row.get("ratio_peer", {}).get("cpu_us_per_event")),
              f"{_fmt(row['server_cpu_s'])} / {_fmt(row['server_wait_s'])}",
              f"{_fmt(row['client_cpu_s'])} / {_fmt(row['client_wait_s'])}", row["errors"]]
             for row in results["sweep"]]
     md += _table(["server", "channel", "C", "wall s", "×floor", "lateness p50 / p99 ms", "p99 ×floor",
-                  "first delta p50 / p99 ms", "server CPU µs/event", "×floor", "server CPU / wait s",
-                  "client CPU / wait s", "errors"], body)
+                  "first delta p50 / p99 ms", "server CPU µs/event", "×floor", "wall ×peer", "CPU ×peer",
+                  "server CPU / wait s", "client CPU / wait s", "errors"], body)
     md.append("")
     md.append("*CPU / wait*: seconds on a CPU, and seconds runnable but waiting for one (other work on the machine).")
     md.append("")
@@ -559,9 +646,9 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     md.append("`/words 1` runs over keep-alive connections in parallel (Awaken commits twice per run).")
     md.append("")
     body = [[row["subject"], row["channel"], row["concurrency"], row["runs_per_s"],
-             ", ".join(_fmt(v) for v in row["per_round"]), _x(row.get("ratio", {}).get("runs_per_s")), row["errors"]]
-            for row in results["short_runs"]]
-    md += _table(["server", "channel", "connections", "runs/s", "per round", "×floor", "errors"], body)
+             ", ".join(_fmt(v) for v in row["per_round"]), _x(row.get("ratio", {}).get("runs_per_s")),
+             _x(row.get("ratio_peer", {}).get("runs_per_s")), row["errors"]] for row in results["short_runs"]]
+    md += _table(["server", "channel", "connections", "runs/s", "per round", "×floor", "×peer", "errors"], body)
     md.append("")
 
     md.append("## Memory")
@@ -571,10 +658,11 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
               "`/call calculator`). KB per stream = (RSS with N − RSS before) / N; marginal = between N/2 and N.")
     md.append("")
     body = [[row["subject"], row["streams"], row["rss_base_kb"], row["rss_full_kb"], row["kb_per_stream"],
-             row["kb_per_stream_marginal"], _x(row.get("ratio", {}).get("kb_per_stream")), row["errors"]]
+             row["kb_per_stream_marginal"], _x(row.get("ratio", {}).get("kb_per_stream")),
+             _x(row.get("ratio_peer", {}).get("kb_per_stream")), row["errors"]]
             for row in results["memory"]["active"]]
     md += _table(["server", "active streams", "RSS before KB", "RSS with N KB", "KB/stream", "marginal KB/stream",
-                  "×floor", "errors"], body)
+                  "×floor", "×peer", "errors"], body)
     md.append("")
     body = [[row["subject"], row["runs"], row["rss_base_kb"], row["rss_full_kb"], row["kb_per_run"],
              row["kb_per_run_marginal"], (row.get("control_completed") or {}).get("kb_per_run"), row["errors"]]
@@ -599,6 +687,9 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         md += _table(["server", "detached runs", "still active", "RSS before KB", "RSS with N KB", "KB/run",
                       "marginal KB/run", "errors"], body)
         md.append("")
+
+    if results.get("bursts"):
+        md += bursts_mod.markdown(results["bursts"], quick=meta["mode"] == "quick")
 
     md.append("## Ledger commits")
     md.append("")
@@ -632,6 +723,24 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         md += [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
         md.append("")
     return "\n".join(md)
+
+
+def _comparison_md(results: dict[str, Any]) -> list[str]:
+    comp = results.get("comparison") or {}
+    if not comp.get("rows"):
+        return []
+    subjects = comp["subjects"]
+    others = [s for s in subjects if s != "floor"]
+    md = ["## Awaken, the floor and the peer", "",
+          "The issue's headline figures from this run (AG-UI over SSE). Lower is better everywhere. Each server's "
+          "ratio to the floor, and Awaken's ratio to the peer; `–` where a server was not measured.", ""]
+    header = ["measure"] + subjects + [f"{s} ×floor" for s in others] + [f"{s} ×peer" for s in others if s != PEER]
+    body = []
+    for row in comp["rows"]:
+        body.append([row["measure"]] + [_fmt(row["values"].get(s)) for s in subjects]
+                    + [_x(row["vs_floor"].get(s)) for s in others]
+                    + [_x(row["vs_peer"].get(s)) for s in others if s != PEER])
+    return md + _table(header, body) + [""]
 
 
 def _scaleout_md(results: dict[str, Any]) -> list[str]:
@@ -808,6 +917,33 @@ def plot(results: dict[str, Any], bench: Collected, out: Path) -> list[str]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(str(path))
+    # 4. the headline figures as ratios to the floor (Awaken and the peer side by side)
+    comp = results.get("comparison") or {}
+    rows = [r for r in comp.get("rows", []) if any(v for v in r["vs_floor"].values())]
+    if rows:
+        others = [s for s in comp["subjects"] if s != "floor"]
+        fig, ax = plt.subplots(figsize=(12, max(4.0, 0.45 * len(rows) * max(1, len(others)) / 2 + 1.5)))
+        height = 0.8 / max(1, len(others))
+        for i, subject in enumerate(others):
+            ys = [j + i * height for j in range(len(rows))]
+            ax.barh(ys, [r["vs_floor"].get(subject) or 0 for r in rows], height, label=subject)
+        ax.axvline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        ax.set_yticks([j + 0.4 - height / 2 for j in range(len(rows))], [r["measure"] for r in rows], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("÷ floor (log; lower is better)")
+        ax.set_title("Awaken and the peer, as ratios to the floor (same run)")
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out / "comparison.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(str(path))
+    if results.get("bursts"):
+        png = bursts_mod.plot(results["bursts"], out)
+        if png:
+            written.append(png)
     return written
 
 

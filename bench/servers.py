@@ -264,6 +264,13 @@ def awaken_server(name: str, backend: str, data_dir: Path, log_dir: Path, *, pro
     return ServerProcess(name, argv, log_dir / f"{name}.log", port, pinned=pinned)
 
 
+def peer_server(log_dir: Path) -> ServerProcess:
+    """The peer (``bench/peer.py``): pydantic-ai's AG-UI app on uvicorn, pinned like every server."""
+    port = free_port()
+    return ServerProcess("peer", [sys.executable, "-m", "bench.peer", "--bind", f"127.0.0.1:{port}"],
+                         log_dir / "peer.log", port)
+
+
 def floor_server(log_dir: Path) -> ServerProcess:
     port = free_port()
     return ServerProcess("floor", [sys.executable, "-m", "bench.floor", "--bind", f"127.0.0.1:{port}"],

@@ -68,6 +68,13 @@ def test_bench_quick_reports_every_section(tmp_path):
     check_targets(report)
     assert {"one_stream", "first_delta", "paced"} <= set(report["profile"]), report["profile"]
     assert report["profile"]["one_stream"]["top_cumtime"], "the profile lists no functions"
+    # Bursts: every server's streams complete; the peer is measured, or said to be skipped (no bench extra).
+    bursts = report["bursts"]["rows"]
+    assert {r["subject"] for r in bursts} >= {"floor", "awaken[sqlite]", "awaken[sqlite] tokens+cors"}, bursts
+    assert all(r["completed"] == r["streams"] > 0 for r in bursts if r["subject"] != "peer"), bursts
+    subjects = {s["name"] for s in report["meta"]["subjects"]}
+    assert "peer" in subjects or any("peer skipped" in n for n in report["meta"]["notes"]), report["meta"]["notes"]
+    assert "noisy" in (out / "report.md").read_text()
 
 
 def check_targets(report: dict) -> None:
