@@ -75,6 +75,16 @@ def child(out: Path, argv: list[str]) -> int:
                 _libc().malloc_trim(0)
         target = out.with_suffix(".stats")
         stats = process_stats()
+        if signum == signal.SIGRTMIN + 1:  # what is still held of the server's own types, by type
+            import gc
+
+            held: dict[str, int] = {}
+            for obj in gc.get_objects():
+                name = type(obj).__module__
+                if name.startswith(("awaken", "storage_backends")):
+                    key = f"{name}.{type(obj).__qualname__}"
+                    held[key] = held.get(key, 0) + 1
+            stats["held_types"] = dict(sorted(held.items(), key=lambda kv: -kv[1])[:30])
         if garbage:
             stats["garbage_objects"] = sum(garbage.values())
             stats["garbage_types"] = dict(sorted(garbage.items(), key=lambda kv: -kv[1])[:40])
@@ -139,7 +149,8 @@ def process_stats() -> dict[str, int]:
 
 async def read_stats(pid: int, out: Path, *, collect: bool = False) -> dict[str, Any]:
     """``process_stats`` of a ``--child`` server; with ``collect``, after a full collection (and the
-    garbage it found, by type: ``garbage_types``) and a trim."""
+    garbage it found, by type: ``garbage_types``; the server's own objects still held, by type:
+    ``held_types``) and a trim."""
     target = trio.Path(out.with_suffix(".stats"))
     await target.unlink(missing_ok=True)
     os.kill(pid, signal.SIGRTMIN + 1 if collect else signal.SIGRTMIN)

@@ -39,7 +39,8 @@ buffer) and the ledger's ``cache_bytes`` (files: ``tail_cache_bytes`` and ``inde
 ``--stats`` runs the server as ``bench.memtrace --child`` without tracemalloc and reads, after each
 burst, where its memory is: CPython's small-object arenas and the bytes in their blocks, glibc's heaps
 (``mallinfo2``), the objects the cycle collector tracks; after the last burst the same after a full
-collection and a trim, with the garbage that collection found counted by type. ``--trace`` runs it
+collection and a trim, with the garbage that collection found counted by type, and the server's
+own objects (``awaken``, ``storage_backends``) still held, by type. ``--trace`` runs it
 under tracemalloc (RSS inflated): a snapshot after burst ``--trace-from`` (4), and the allocation sites
 whose live bytes grew between it and the last burst, top ``--top``. bench/SLOWCLIENTS.md has the figures.
 
@@ -365,6 +366,11 @@ def stats_table(name: str, r: dict) -> str:
         rows.append((f"burst {len(rows)}, then gc.collect() and malloc_trim", r["stats_collected"]))
     for label, st in rows:
         lines.append(f"| {label} | " + " | ".join(cell(k, st[k]) if k in st else "-" for k, _ in STATS) + " |")
+    collected = r.get("stats_collected") or {}
+    for key, what in (("garbage_types", "garbage the full collection found"),
+                      ("held_types", "the server's own objects still held after it")):
+        if collected.get(key):
+            lines += ["", f"{what}: " + ", ".join(f"{n:,} {t}" for t, n in list(collected[key].items())[:12])]
     return "\n".join(lines) + "\n"
 
 
