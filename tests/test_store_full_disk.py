@@ -60,7 +60,7 @@ async def test_a_thread_whose_outcome_could_not_be_committed_answers_store_unava
             open_gate(srv.ctx, "t-full")
             rest = [line async for line in lines if line.startswith("data: ")]
         assert '"code":"STORE_UNAVAILABLE"' in rest[-1]
-        assert srv.ctx.app.active("t").reconciling
+        assert srv.ctx.app.active("t").outcome_refused
         again = [await post_agui(client, ask("t", f"r{n}", f"u{n}")) for n in (2, 3)]
         sdk = await client.post("/v1/ai-sdk/chat", json={
             "id": "t", "messages": [{"id": "u4", "role": "user", "parts": [{"type": "text", "text": "x"}]}]})

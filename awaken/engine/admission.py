@@ -11,8 +11,9 @@ On exit a run that never reached a committed outcome is committed ``interrupted`
 The registry (``active``) is what ``stop`` and a shutdown act on: ``stop(thread_id)`` cancels the
 thread's run with ``Cause.STOPPED`` and returns its committed status. A run whose outcome could
 not be committed in time stays in the registry until ``reconcile_forever``, a task of the server's
-nursery, has committed it: meanwhile its thread answers ``STORE_UNAVAILABLE`` (runs, stop, delete),
-not ``THREAD_BUSY`` — waiting for the other run would not help, the store has to answer.
+nursery, has committed it: meanwhile its thread answers ``THREAD_BUSY`` while the store is only slow,
+and ``STORE_UNAVAILABLE`` (runs, stop, delete) once the store refused the commit
+(``outcome_refused``): waiting for another run would not help then, the store has to answer.
 
 Limits per principal (``[limits]``, ``limits.py``): before anything else ``admit`` takes a slot for
 the caller from ``limiter`` or raises ``RateLimited``; every wire and transport admits here, so this
@@ -181,7 +182,7 @@ class RunApplication:
             if exists and not principal.may_see(owner):
                 raise UnknownThread(f"no thread {thread_id!r}")
             holder = self._active.get(thread_id)
-            if holder is not None and holder.reconciling:
+            if holder is not None and holder.unsettled is not None and holder.outcome_refused:
                 raise StoreUnavailable(
                     f"thread {thread_id!r}: the outcome of run {holder.run_id!r} could not be committed (the "
                     "ledger is failing); the thread takes new input once it is committed: retry when /readyz is 200")
@@ -247,7 +248,7 @@ class RunApplication:
         ``running`` if it did not stop within the wait).
         """
         run = self._active.get(thread_id)
-        if run is not None and run.reconciling:
+        if run is not None and run.unsettled is not None and run.outcome_refused:
             raise StoreUnavailable(f"thread {thread_id!r}: nothing runs, but the outcome of run {run.run_id!r} "
                                    "could not be committed yet (the ledger is failing)")
         if run is not None:
@@ -276,7 +277,7 @@ class RunApplication:
         admitted meanwhile. Raises ``InputRejected`` ``THREAD_BUSY`` while a run is active on it, and
         ``StoreUnavailable`` while a run's outcome on it waits for the store."""
         holder = self._active.get(thread_id)
-        if holder is not None and holder.reconciling:
+        if holder is not None and holder.unsettled is not None and holder.outcome_refused:
             raise StoreUnavailable(f"thread {thread_id!r}: the outcome of run {holder.run_id!r} could not be "
                                    "committed yet (the ledger is failing); retry when /readyz is 200")
         if thread_id in self._active or thread_id in self._deleting:

@@ -5,7 +5,8 @@ connection.
 
 A final commit that cannot happen in time (the store is slow or failing) is not given up: the run
 keeps its outcome in ``run.unsettled``, the failure is logged, the thread stays claimed
-(``STORE_UNAVAILABLE`` to whoever asks for it), and the reconciler (``reconcile.py``) commits it once the store answers and only
+(``THREAD_BUSY`` while the store is only slow with the commit, ``STORE_UNAVAILABLE`` once the store
+refused it: ``run.outcome_refused``), and the reconciler (``reconcile.py``) commits it once the store answers and only
 then frees the thread. No run is ever left ``running`` next to a newer run on its thread.
 """
 
@@ -93,6 +94,7 @@ async def commit_final(run: AdmittedRun, status: RunStatus, code: str | None, me
         try:
             await write(run.ledger, run.thread_id, run.run_id, run.status, run.unsettled.commit(), cause)
         except StoreUnavailable as exc:
+            run.outcome_refused = True
             log.error("run %s: could not commit %s (%s); thread %s stays busy until it is committed",
                       run.run_id, status.value, exc.message, run.thread_id)
             return False

@@ -2,8 +2,9 @@
 
 ``outcome.commit_final`` gives up waiting on a slow or failing store after
 ``FINAL_COMMIT_TIMEOUT`` so the connection is not held, but it never gives up the outcome: the run
-keeps it in ``run.unsettled`` and stays in the registry, so its thread answers ``STORE_UNAVAILABLE``
-(runs, stop and delete on it: the store, not another run, is what the client waits for).
+keeps it in ``run.unsettled`` and stays in the registry, so its thread answers ``THREAD_BUSY`` while
+the store is slow, and ``STORE_UNAVAILABLE`` (runs, stop and delete on it) once the store refused the
+commit (``run.outcome_refused``): then the store, not another run, is what the client waits for.
 ``settle_late`` commits it as soon as the store answers (retrying with back-off), then frees the
 thread. It runs in the server's nursery (``RunApplication.reconcile_forever``, started by the ASGI
 lifespan), never in a connection's: the client that caused the run may be long gone.
@@ -47,6 +48,7 @@ async def settle_late(run: AdmittedRun) -> None:
                         run.status = record.status
                 break
             except StoreUnavailable as exc:
+                run.outcome_refused = True
                 log.warning("run %s: still cannot commit %s (%s); retrying in %.2f s", run.run_id,
                             final.status.value, exc.message, delay)
                 await trio.sleep(delay)

@@ -40,7 +40,7 @@ class AdmittedRun:
 
     __slots__ = ("_cause", "_executing", "_reconciling", "_released", "_scope", "_settled", "_streamed", "agent", "answer_message_id", "app",
                  "broadcast", "claim_token", "claimed", "client_state", "client_tools", "decided", "owner",
-                 "owner_known", "history", "ledger", "remaining", "replay", "request", "resumed", "run_id", "slot", "start",
+                 "owner_known", "history", "ledger", "outcome_refused", "remaining", "replay", "request", "resumed", "run_id", "slot", "start",
                  "start_error", "state", "status", "steps_done", "thread_id", "unsettled", "usage")
 
     def __init__(self, app: RunApplication, agent: Agent, thread_id: str) -> None:
@@ -75,6 +75,9 @@ class AdmittedRun:
         self.remaining: list[PendingCall] = []
         #: a terminal outcome decided but not yet committed (the store was too slow or failed)
         self.unsettled: outcome.Final | None = None
+        #: the store refused the last attempt to commit ``unsettled`` (a full disk, a failing ledger), as
+        #: opposed to being slow with it: the thread answers ``STORE_UNAVAILABLE`` until it is committed
+        self.outcome_refused = False
         #: the run's output for every watcher (set by ``RunApplication.launch``; None when executed bare)
         self.broadcast: RunBroadcast | None = None
         self._scope = trio.CancelScope()
@@ -108,12 +111,6 @@ class AdmittedRun:
     def cause(self) -> Cause:
         """Why the run would be interrupted now: the recorded cause, else the client went away."""
         return self._cause or Cause.CLIENT_GONE
-
-    @property
-    def reconciling(self) -> bool:
-        """Whether the run's outcome could not be committed and waits for the reconciler (the store
-        is failing): its thread answers ``STORE_UNAVAILABLE`` until it is committed."""
-        return self._reconciling
 
     async def settled(self) -> RunStatus:
         """Wait until the run's outcome is committed (or could not be) and it left the registry."""
