@@ -1,5 +1,5 @@
 """Who may reach the server at all: the ``Host`` check and the cross-site check (a pure policy and the
-ASGI middleware applying it, outermost but for ``transports/early.py``).
+ASGI middleware applying it, outside CORS and authentication: ``server.build_asgi``).
 
 DNS rebinding: a page on ``rebind.evil.example`` whose name is re-resolved to 127.0.0.1 reaches a
 server on the developer's machine as its own origin: the browser lets it read every answer. What
