@@ -2,7 +2,7 @@
 
     python -m bench.bursts [--quick] [--levels 200,2000] [--rounds 2] [--out bench/results]
 
-Servers: Awaken (SQLite, the repo's config, ``[auth] mode = "none"``), Awaken secured (``[auth] mode = "tokens"``,
+Servers: the floor with a backlog of 2,048 and, as a control, with hypercorn's default of 100; Awaken (SQLite, the repo's config, ``[auth] mode = "none"``), Awaken secured (``[auth] mode = "tokens"``,
 every client sending an admin token, and an ``Origin`` listed in ``cors_origins``), the floor (``bench/floor.py``)
 and the peer (``bench/peer.py``, skipped with a note when its packages are not installed). Channels: AG-UI over
 SSE, and over WebSocket where the server has one (the peer has none: skipped, not faked).
@@ -17,7 +17,7 @@ One burst: ``n`` tasks each open a TCP connection at the same instant (``t0``), 
 - *first byte*: from ``t0`` until each client's first response byte (SSE) or its handshake's answer (WebSocket):
   the server's ``accept()`` and its work per new connection.
 - *wall*: from ``t0`` until the last stream ended (ideal: the pacing alone, 1 s).
-- *failed*: connection refused/reset, timeouts, a stream ending short of its deltas or its terminal event;
+- *failed*: connection refused/reset, timeouts (a stream still open 60 s after ``t0``), a stream ending short of its deltas or its terminal event;
   *completed*: every delta and the terminal event arrived.
 - the kernel's ``TcpExt: ListenOverflows / ListenDrops`` counters over the burst (machine-wide, from
   ``/proc/net/netstat``: SYNs or handshakes dropped because an accept queue was full), and each server's
@@ -304,6 +304,8 @@ def subjects(tmp: Path, log_dir: Path, notes: list[str], *, with_peer: bool = Tr
     from . import peer
 
     out = [BurstSubject("floor", floor_server(log_dir), ("sse", "ws")),
+           # the control: the floor with hypercorn's default backlog, as Awaken listens today
+           BurstSubject("floor backlog 100", floor_server(log_dir, backlog=100, name="floor backlog 100"), ("sse",)),
            BurstSubject("awaken[sqlite]", awaken_server("awaken[sqlite]-bursts", "sqlite", tmp / "bursts-plain",
                                                         log_dir), ("sse", "ws")),
            BurstSubject("awaken[sqlite] tokens+cors",
@@ -319,7 +321,7 @@ def subjects(tmp: Path, log_dir: Path, notes: list[str], *, with_peer: bool = Tr
 
 async def run_bursts(levels: tuple[int, ...], rounds: int, tmp: Path, log_dir: Path, *,
                      notes: list[str], progress: Any = None, with_peer: bool = True,
-                     words: int = WORDS) -> dict[str, Any]:
+                     words: int = WORDS, limit_s: float = 60.0) -> dict[str, Any]:
     """Every subject and channel at every level, ``rounds`` times, server by server (order reversed on every other
     round); returns the ``bursts`` section of the report."""
     limits = raise_nofile()
@@ -338,7 +340,10 @@ async def run_bursts(levels: tuple[int, ...], rounds: int, tmp: Path, log_dir: P
                         if progress:
                             progress(f"burst of {n} {s.name} {channel} (round {rnd + 1})")
                         result = await burst(s.server.port, channel, n, headers=s.headers, server=s.server,
-                                             words=words)
+                                             words=words, limit_s=limit_s)
+                        if progress:
+                            progress(f"  accepted in {result['accept_all_or_last_s']} s, wall {result['wall_s']} s, "
+                                     f"{result['completed']} of {n} completed, failures {result['failures'] or 0}")
                         raw.setdefault((s.name, channel, n), []).append(result)
                         await trio.sleep(1.0)  # the last connections close before the next burst
     finally:

@@ -6,7 +6,9 @@ paces the same way (a ``trio.sleep`` before each delta). Frames are pre-encoded 
 and written one ``send`` per event; there is no run engine, no ledger, no JSON encoding on the delta
 path. What Awaken costs is its figure divided by the floor's, measured in the same run.
 
-Run it as ``python -m bench.floor --bind 127.0.0.1:PORT``.
+Run it as ``python -m bench.floor --bind 127.0.0.1:PORT [--backlog N]``. It listens with a backlog of 2,048
+(uvicorn's default, and the kernel's ``somaxconn`` caps it) unless told otherwise: the floor is what hypercorn
+can do, and hypercorn's own default of 100 is what ``bench.bursts`` measures as a control (``floor backlog 100``).
 """
 
 from __future__ import annotations
@@ -219,9 +221,14 @@ async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         await ws_session(protocol, receive, send)
 
 
-async def main_async(bind: str) -> None:
+#: the floor's listen backlog (hypercorn's default is 100)
+BACKLOG = 2048
+
+
+async def main_async(bind: str, backlog: int = BACKLOG) -> None:
     config = Config()
     config.bind = [bind]
+    config.backlog = backlog
     config.accesslog = None
     config.errorlog = "-"
     config.keep_alive_timeout = 75
@@ -238,7 +245,9 @@ async def main_async(bind: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__.splitlines()[0])
     parser.add_argument("--bind", default="127.0.0.1:8900")
-    trio.run(main_async, parser.parse_args().bind)
+    parser.add_argument("--backlog", type=int, default=BACKLOG, help=f"listen backlog (default {BACKLOG})")
+    args = parser.parse_args()
+    trio.run(main_async, args.bind, args.backlog)
 
 
 if __name__ == "__main__":

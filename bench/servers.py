@@ -271,7 +271,9 @@ def peer_server(log_dir: Path) -> ServerProcess:
                          log_dir / "peer.log", port)
 
 
-def floor_server(log_dir: Path) -> ServerProcess:
+def floor_server(log_dir: Path, *, backlog: int | None = None, name: str = "floor") -> ServerProcess:
     port = free_port()
-    return ServerProcess("floor", [sys.executable, "-m", "bench.floor", "--bind", f"127.0.0.1:{port}"],
-                         log_dir / "floor.log", port)
+    argv = [sys.executable, "-m", "bench.floor", "--bind", f"127.0.0.1:{port}"]
+    if backlog is not None:
+        argv += ["--backlog", str(backlog)]
+    return ServerProcess(name, argv, log_dir / f"{name.replace(' ', '-')}.log", port)
