@@ -3,7 +3,7 @@
 ``awaken serve [--config PATH] [--bind HOST:PORT]`` loads the config (one clear line and exit 2 on a
 bad one), opens the ledger, starts the MCP servers and serves on hypercorn's trio worker until
 SIGINT/SIGTERM; then the HTTP side stops first and the MCP servers (stdio children) after it.
-With ``[server] workers = N > 1`` it supervises N such processes on one address (``awaken/workers.py``).
+With ``[server] workers = N > 1`` it supervises N such processes on one address (``awaken/runtime/workers.py``).
 Once serving, each process freezes its start-up objects out of the cycle collector's reach and collects
 less often (``collect_for_latency``): a collection pauses the event loop whichever thread triggers it.
 """
@@ -22,16 +22,16 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
-from . import memory
-from .config import AppConfig, load_config
-from .context import ServerContext, check_workers
-from .errors import ConfigError, StoreUnavailable
-from .exchange import MAX_BODY
-from .ledger_copy import add_copy_command
-from .ledger_migrate import add_migrate_command
-from .server import build_asgi
-from .transports import tcp
-from .workers import supervise
+from awaken.config import AppConfig, load_config
+from awaken.core.errors import ConfigError, StoreUnavailable
+from awaken.http.app import build_asgi
+from awaken.http.context import ServerContext
+from awaken.ledger.copy import add_copy_command
+from awaken.ledger.migrate import add_migrate_command
+from awaken.ledger.registry import check_workers
+from awaken.runtime import memory, tcp
+from awaken.runtime.workers import supervise
+from awaken.streams.exchange import MAX_BODY
 
 log = logging.getLogger("awaken")
 
@@ -74,7 +74,7 @@ def collect_for_latency() -> None:
 async def serve(config: AppConfig, worker_fd: int | None = None, *,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
     """Open the ledger, serve until SIGINT/SIGTERM (or cancellation), close everything."""
-    memory.tune()  # large freed blocks go back to the system (awaken/memory.py)
+    memory.tune()  # large freed blocks go back to the system (awaken/runtime/memory.py)
     ctx = ServerContext.build(config)
     await ctx.open()
     try:
@@ -92,7 +92,7 @@ async def serve(config: AppConfig, worker_fd: int | None = None, *,
                 await nursery.start(ctx.run_claims)
 
                 async def web(task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
-                    tcp.install()  # connections with a write deadline (awaken/transports/tcp.py)
+                    tcp.install()  # connections with a write deadline (awaken/runtime/tcp.py)
                     await hypercorn_serve(build_asgi(ctx), hypercorn_config(config, worker_fd),
                                           shutdown_trigger=shutdown_trigger, task_status=task_status)
                     nursery.cancel_scope.cancel()  # the web side is done: stop the MCP servers

@@ -40,9 +40,9 @@ from typing import Any
 
 import trio
 
-from awaken.ledger import Commit, Ledger, RunRecord
-from awaken.messages import Message, TextPart, Usage
-from awaken.runstate import RunStatus
+from awaken.core.messages import Message, TextPart, Usage
+from awaken.engine.state import RunStatus
+from awaken.ledger.interface import Commit, Ledger, RunRecord
 from storage_backends.files import FileLedger
 from storage_backends.sqlite_ledger import SqliteLedger
 

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import trio
 
-from awaken.ledger import Commit, RunRecord, ledger_class
-from awaken.messages import Message, TextPart
-from awaken.runstate import RunStatus
+from awaken.core.messages import Message, TextPart
+from awaken.engine.state import RunStatus
+from awaken.ledger.interface import Commit, RunRecord, ledger_class
 
 
 def rss_kb() -> int:

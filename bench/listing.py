@@ -17,9 +17,9 @@ from pathlib import Path
 
 import trio
 
-from awaken.ledger import ALL_OWNERS, Commit, Ledger, RunRecord
-from awaken.messages import Message, TextPart
-from awaken.runstate import RunStatus
+from awaken.core.messages import Message, TextPart
+from awaken.engine.state import RunStatus
+from awaken.ledger.interface import ALL_OWNERS, Commit, Ledger, RunRecord
 from storage_backends.files import FileLedger
 from storage_backends.sqlite_ledger import SqliteLedger
 

@@ -454,7 +454,7 @@ async def http_runs(endpoint: Endpoint, runs: int, concurrency: int) -> dict[str
 
 
 def _sample_messages(run_id: str) -> tuple[Any, Any]:
-    from awaken.messages import Message, TextPart
+    from awaken.core.messages import Message, TextPart
 
     user = Message(f"u-{uuid.uuid4().hex}", "user", (TextPart("/words 20"),), run_id)
     answer = " ".join(["alpha", "bravo", "charlie", "delta"] * 5)
@@ -466,9 +466,9 @@ async def ledger_commits(backend: str, data_dir: Path, runs: int, concurrency: i
                          ) -> dict[str, Any]:
     """The Ledger API in-process: each run is ``start_run`` (with its user message) then one ``commit``
     (the assistant step, completed). Commits/s counts both."""
-    from awaken.ledger import Commit, RunRecord, ledger_class
-    from awaken.messages import Usage
-    from awaken.runstate import RunStatus
+    from awaken.core.messages import Usage
+    from awaken.engine.state import RunStatus
+    from awaken.ledger.interface import Commit, RunRecord, ledger_class
 
     await trio.Path(data_dir).mkdir(parents=True, exist_ok=True)
     cls = ledger_class(backend)

@@ -48,9 +48,9 @@ def free_port() -> int:
 
 def file_backend_available() -> tuple[bool, str]:
     try:
-        from storage_backends.file_ledger import FileLedger  # noqa: F401
+        from storage_backends.files import FileLedger  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - any import failure means "skip this backend"
-        return False, f"storage_backends/file_ledger.py does not import: {type(exc).__name__}: {exc}"
+        return False, f"storage_backends/files/ does not import: {type(exc).__name__}: {exc}"
     return True, "ok"
 
 

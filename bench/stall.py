@@ -58,8 +58,8 @@ import httpx
 import orjson
 import trio
 
-from awaken.exchange import MAX_BODY
-from awaken.jsonbody import MAX_CONTAINERS, MAX_DEPTH, MAX_MESSAGES, too_deep
+from awaken.core.jsonbody import MAX_CONTAINERS, MAX_DEPTH, MAX_MESSAGES, too_deep
+from awaken.streams.exchange import MAX_BODY
 from awaken.tools import MAX_STATE_BYTES
 
 from .client import new_id

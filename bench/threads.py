@@ -13,7 +13,7 @@ body of the same size (``transfer``: the time to the first byte of the refusal o
 sent as ``text/plain``, which the server reads whole and refuses without decoding it, minus the same
 for a 1-byte body). ``floor ÷ new`` = (new-thread p50 + transfer) ÷ new-thread p50: no server that
 reads the body can answer below it. ``loads`` (``orjson.loads`` of the very body, in this process) is
-what parsing the whole body would add: the server's replay memo (``awaken.replaymemo``) parses only
+what parsing the whole body would add: the server's replay memo (``awaken.wires.memo``) parses only
 what the thread's previous request did not carry.
 
     python -m bench.threads [--backends sqlite,files,postgres] [--turns 25] [--out bench/results]
@@ -34,9 +34,9 @@ from typing import Any
 import orjson
 import trio
 
-from awaken.ledger import Commit, RunRecord, ledger_class
-from awaken.messages import Message, TextPart
-from awaken.runstate import RunStatus
+from awaken.core.messages import Message, TextPart
+from awaken.engine.state import RunStatus
+from awaken.ledger.interface import Commit, RunRecord, ledger_class
 
 from .client import Endpoint, HttpConnection, Session, StreamResult, new_id, script
 from .servers import awaken_server

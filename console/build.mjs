@@ -1,6 +1,6 @@
-// Build the console into awaken/console/static/ (committed): console.js, console.css, index.html.
+// Build the console into awaken/http/console/static/ (committed): console.js, console.css, index.html.
 //
-//   node build.mjs [OUTDIR]      (default ../awaken/console/static)
+//   node build.mjs [OUTDIR]      (default ../awaken/http/console/static)
 //
 // Deterministic: the same sources and package-lock.json give the same bytes (no timestamps, no
 // source maps with absolute paths), so a test can rebuild into a temporary directory and compare.
@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const out = resolve(process.argv[2] ?? join(HERE, "..", "awaken", "console", "static"));
+const out = resolve(process.argv[2] ?? join(HERE, "..", "awaken", "http", "console", "static"));
 
 // Size. package.json pins zod to 3.25.76, the version @ag-ui/client and @ag-ui/proto require and one
 // `ai` accepts, so npm installs one zod for both client libraries instead of two (a zod 4 for `ai`

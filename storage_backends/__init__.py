@@ -1,5 +1,5 @@
 """Ledger backends shipped with Awaken: ``sqlite`` (the default) and ``files``.
 
-Each is a ``awaken.ledger.Ledger`` subclass registered under the ``awaken.ledgers`` entry-point
+Each is a ``awaken.ledger.interface.Ledger`` subclass registered under the ``awaken.ledgers`` entry-point
 group; third-party packages add theirs the same way.
 """

@@ -34,14 +34,14 @@ from typing import TYPE_CHECKING
 import psycopg
 import trio
 
-from awaken.claims import StopHandler, ThreadClaims
-from awaken.errors import StoreUnavailable
-from awaken.runstate import Cause, RunStatus, describe
+from awaken.core.errors import StoreUnavailable
+from awaken.engine.claims import StopHandler, ThreadClaims
+from awaken.engine.state import Cause, RunStatus, describe
 
 if TYPE_CHECKING:
     from .postgres_ledger import PostgresLedger
 
-log = logging.getLogger("awaken.ledger.postgres")
+log = logging.getLogger("awaken.ledger.interface.postgres")
 
 CHANNEL = "awaken_stop"
 

@@ -24,7 +24,7 @@ open). ``delete_thread`` deletes the thread's row in one transaction; its messag
 pending calls go with it (``ON DELETE CASCADE``), so a crash leaves it wholly present or gone.
 
 Admission (``admission_view``) is one worker call and one round trip: the thread's row, its
-pending calls and, for a thread this process holds in its hot-thread cache (``awaken/hotthreads.py``,
+pending calls and, for a thread this process holds in its hot-thread cache (``awaken/ledger/hotcache.py``,
 capped by ``cache_bytes``, default 8 MiB, 0: none), only the messages committed since the cache
 last saw it, from one ``REPEATABLE READ`` snapshot; a cold thread reads its latest messages and its
 committed ids (index only) in that same round trip. Other processes write the same threads, so a
@@ -54,9 +54,11 @@ import psycopg_pool
 import trio
 from psycopg.conninfo import conninfo_to_dict
 
-from awaken.errors import StoreUnavailable
-from awaken.hotthreads import DEFAULT_BUDGET, MIN_KEEP, HotThread, HotThreads, cached_view, entry_for
-from awaken.ledger import (
+from awaken.core.errors import StoreUnavailable
+from awaken.core.messages import Message, Usage, parts_from_json, parts_to_json, result_id
+from awaken.engine.state import RunStatus
+from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThread, HotThreads, cached_view, entry_for
+from awaken.ledger.interface import (
     ALL_OWNERS,
     RESTART_CAUSE,
     Commit,
@@ -82,8 +84,6 @@ from awaken.ledger import (
     tools_from_json,
     tools_to_json,
 )
-from awaken.messages import Message, Usage, parts_from_json, parts_to_json, result_id
-from awaken.runstate import RunStatus
 
 from .postgres_claims import PostgresClaims
 from .postgres_schema import SchemaTooNew, migrate

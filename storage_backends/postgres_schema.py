@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import psycopg
 
-from awaken.ledger import thread_title
-from awaken.messages import Message, parts_from_json
+from awaken.core.messages import Message, parts_from_json
+from awaken.ledger.interface import thread_title
 
 #: pg_advisory_xact_lock key serialising schema changes (the bytes of "awkn-sch")
 ADVISORY_KEY = int.from_bytes(b"awkn-sch", "big") & 0x7FFF_FFFF_FFFF_FFFF

@@ -25,7 +25,7 @@ read answer, every write is ``StoreUnavailable`` saying why. Each write (and eac
 first tries to reopen it for writing, so the ledger takes commits again, with the usual recovery of
 runs a dead process left ``running``, as soon as space is freed.
 
-Hot threads (``awaken/hotthreads.py``): the admission state of recently used threads (record,
+Hot threads (``awaken/ledger/hotcache.py``): the admission state of recently used threads (record,
 latest messages, pending calls, every committed message id) is kept in an LRU capped at
 ``cache_bytes`` (default 8 MiB, 0: none). This object is the only writer of the file (the lock), and
 every write updates the cache in the same worker-thread call that committed it (or drops the
@@ -49,9 +49,11 @@ from urllib.parse import quote
 import sqlite_utils
 import trio
 
-from awaken.errors import StoreUnavailable
-from awaken.hotthreads import DEFAULT_BUDGET, MIN_KEEP, HotThreads, cached_view, entry_for
-from awaken.ledger import (
+from awaken.core.errors import StoreUnavailable
+from awaken.core.messages import Message, Usage, parts_from_json, parts_to_json, result_id
+from awaken.engine.state import RunStatus
+from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThreads, cached_view, entry_for
+from awaken.ledger.interface import (
     ALL_OWNERS,
     RESTART_CAUSE,
     Commit,
@@ -77,13 +79,11 @@ from awaken.ledger import (
     tools_from_json,
     tools_to_json,
 )
-from awaken.messages import Message, Usage, parts_from_json, parts_to_json, result_id
-from awaken.runstate import RunStatus
 
 from .known_threads import KnownThreads
 
 T = TypeVar("T")
-log = logging.getLogger("awaken.ledger.sqlite")
+log = logging.getLogger("awaken.ledger.interface.sqlite")
 
 
 def _unwritable(exc: BaseException) -> str:

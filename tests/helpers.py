@@ -16,10 +16,10 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from awaken.config import AppConfig, parse_config
-from awaken.context import ServerContext
-from awaken.exchange import MAX_BODY
-from awaken.server import build_asgi
-from awaken.transports import tcp
+from awaken.http.app import build_asgi
+from awaken.http.context import ServerContext
+from awaken.runtime import tcp
+from awaken.streams.exchange import MAX_BODY
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -158,10 +158,11 @@ async def release(server: LiveServer, gate: str) -> None:
 
 
 def record_dedup(monkeypatch: Any) -> list[tuple[bool, int | None]]:
-    """Spy on the hot-thread dedup (``awaken.dedup.known_ids`` as the SQLite and Postgres views call
+    """Spy on the hot-thread dedup (``awaken.ledger.dedup.known_ids`` as the SQLite and Postgres views call
     it): per admission, whether the request's base was found wholly committed, and how many turns in a
     row before it were answered without looking that base up (None: nothing confirmed)."""
-    from awaken import dedup, hotthreads
+    from awaken.ledger import dedup
+    from awaken.ledger import hotcache as hotthreads
 
     seen: list[tuple[bool, int | None]] = []
 

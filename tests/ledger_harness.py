@@ -1,4 +1,4 @@
-"""The built-in backends (and Postgres on the session's throwaway cluster) as ledger factories for the importable suites (``awaken.testing``).
+"""The built-in backends (and Postgres on the session's throwaway cluster) as ledger factories for the importable suites (``awaken.ledger.testkit``).
 
 ``BACKENDS`` maps a backend name to a module-level factory ``factory(root, **options)`` that builds an
 unopened ledger under ``root``; tests parametrise ``ledger_factory`` over it, so adding a backend here
@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from awaken.ledger import Ledger
-from awaken.testing import harness
+from awaken.ledger.interface import Ledger
+from awaken.ledger.testkit import harness
 from storage_backends.files import FileLedger
 from storage_backends.postgres_ledger import PostgresLedger
 from storage_backends.sqlite_ledger import SqliteLedger

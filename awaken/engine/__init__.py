@@ -22,9 +22,26 @@ General layout (one job per module):
 * ``outcome`` — the run's end: waiting, failure, the final and interrupted commits.
 """
 
-from .admission import RunApplication
-from .outcome import FINAL_COMMIT_TIMEOUT
-from .run import AdmittedRun
-from .steps import StepBuilder
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from awaken.engine.admission import RunApplication
+    from awaken.engine.outcome import FINAL_COMMIT_TIMEOUT
+    from awaken.engine.run import AdmittedRun
+    from awaken.engine.steps import StepBuilder
 
 __all__ = ["FINAL_COMMIT_TIMEOUT", "AdmittedRun", "RunApplication", "StepBuilder"]
+
+#: the face's names and their modules: loaded on first use, so that the run-state vocabulary
+#: (``state``, ``claims``), which the ledger stores, is imported without the whole engine
+_FACE = {"RunApplication": "admission", "FINAL_COMMIT_TIMEOUT": "outcome", "AdmittedRun": "run",
+         "StepBuilder": "steps"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FACE:
+        return getattr(import_module(f"{__name__}.{_FACE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

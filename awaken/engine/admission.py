@@ -20,7 +20,7 @@ the caller from ``limiter`` or raises ``RateLimited``; every wire and transport 
 one check covers them all. The slot is given back when the run ends or starts waiting (``execute``),
 and given back with its start uncounted when admission refuses the request for another reason.
 
-The claim itself goes through the ledger's ``ThreadClaims`` (``awaken/claims.py``): the registry
+The claim itself goes through the ledger's ``ThreadClaims`` (``awaken/engine/claims.py``): the registry
 refuses a second run of this process at once, then the claims refuse a thread another server process
 holds (an embedded ledger's ``LocalClaims`` always agree). A run's claim is released when its
 outcome is committed, before its response ends. ``stop`` of a thread another process holds asks
@@ -30,7 +30,7 @@ Ownership: a thread belongs to the subject that started it (written with its fir
 is where runs check it, for every protocol and transport: a caller the thread is not visible to
 (``Principal.may_see``) gets ``UnknownThread``, exactly what a thread that does not exist gives the
 read routes, before anything else is said about it (not even ``THREAD_BUSY``). ``owner_of`` answers
-the same question for the routes that are not runs (``awaken/access.py``).
+the same question for the routes that are not runs (``awaken/engine/access.py``).
 
 Hosting. ``launch`` admits a run and executes it as a task of the server-owned nursery that
 ``hosting()`` opens (``cli.serve`` and the test server hold it open around hypercorn): a run is
@@ -52,24 +52,24 @@ import attrs
 import orjson
 import trio
 
-from ..agents import Agent, AgentRegistry
-from ..auth.principal import ANONYMOUS, Principal
-from ..errors import InputRejected, StoreUnavailable, UnknownThread
-from ..ledger import Commit, Ledger, PendingCall, ThreadView
-from ..messages import Message
-from ..models import ToolSpec
-from ..protocol import Asks, RunRequest, ToolDecision, new_id
-from ..runstate import Cause, RunStatus
-from ..tools import ToolRegistry
-from . import outcome, reconcile
-from .commit import write
-from .limits import RunLimiter
-from .outcome import FINAL_COMMIT_TIMEOUT
-from .policy import superseded
-from .run import AdmittedRun
+from awaken.core.errors import InputRejected, StoreUnavailable, UnknownThread
+from awaken.core.messages import Message
+from awaken.core.principal import ANONYMOUS, Principal
+from awaken.engine import outcome, reconcile
+from awaken.engine.agents import Agent, AgentRegistry
+from awaken.engine.commit import write
+from awaken.engine.limits import RunLimiter
+from awaken.engine.outcome import FINAL_COMMIT_TIMEOUT
+from awaken.engine.policy import superseded
+from awaken.engine.run import AdmittedRun
+from awaken.engine.state import Cause, RunStatus
+from awaken.ledger.interface import Commit, Ledger, PendingCall, ThreadView
+from awaken.models import ToolSpec
+from awaken.tools import ToolRegistry
+from awaken.wires.protocol import Asks, RunRequest, ToolDecision, new_id
 
 if TYPE_CHECKING:
-    from ..broadcast import RunBroadcast
+    from awaken.streams.broadcast import RunBroadcast
 
 log = logging.getLogger("awaken.engine")
 

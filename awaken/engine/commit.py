@@ -15,15 +15,15 @@ import attrs
 import jsonpatch
 import trio
 
-from ..errors import AwakenError, RunFailure
-from ..events import StateChanged, ToolApprovalRequested, ToolResult
-from ..ledger import Commit, DuplicateRun, Ledger, RunRecord
-from ..messages import Message
-from ..protocol import Sink, new_id
-from ..runstate import Cause, RunStatus, describe, transition
+from awaken.core.errors import AwakenError, RunFailure
+from awaken.core.events import StateChanged, ToolApprovalRequested, ToolResult
+from awaken.core.messages import Message
+from awaken.engine.state import Cause, RunStatus, describe, transition
+from awaken.ledger.interface import Commit, DuplicateRun, Ledger, RunRecord
+from awaken.wires.protocol import Sink, new_id
 
 if TYPE_CHECKING:
-    from .run import AdmittedRun
+    from awaken.engine.run import AdmittedRun
 
 
 def now_ms() -> int:

@@ -32,8 +32,8 @@ from collections.abc import Callable
 import attrs
 import trio
 
-from ..auth.principal import Principal
-from ..errors import RateLimited
+from awaken.core.errors import RateLimited
+from awaken.core.principal import Principal
 
 #: the window of ``runs_per_minute``, in seconds
 WINDOW_SECONDS = 60.0

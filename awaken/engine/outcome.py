@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ..errors import StoreUnavailable
-from ..events import Gate, RunFailed, RunFinished
-from ..ledger import Commit, PendingCall
-from ..protocol import Sink
-from ..runstate import Cause, RunStatus
-from .commit import write
+from awaken.core.errors import StoreUnavailable
+from awaken.core.events import Gate, RunFailed, RunFinished
+from awaken.engine.commit import write
+from awaken.engine.state import Cause, RunStatus
+from awaken.ledger.interface import Commit, PendingCall
+from awaken.wires.protocol import Sink
 
 if TYPE_CHECKING:
-    from .run import AdmittedRun
+    from awaken.engine.run import AdmittedRun
 
 log = logging.getLogger("awaken.engine")
 #: how long a shielded final commit may hold the connection before the reconciler takes it over

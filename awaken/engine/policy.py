@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ..ledger import Commit, PendingCall
-from ..messages import Message, ToolCallPart, ToolResultPart
-from ..protocol import SUPERSEDED, Sink, denial, result_id
-from ..runstate import RunStatus
-from ..tools import ToolContext
-from .commit import commit_step
+from awaken.core.messages import Message, ToolCallPart, ToolResultPart
+from awaken.engine.commit import commit_step
+from awaken.engine.state import RunStatus
+from awaken.ledger.interface import Commit, PendingCall
+from awaken.tools import ToolContext
+from awaken.wires.protocol import SUPERSEDED, Sink, denial, result_id
 
 if TYPE_CHECKING:
-    from .run import AdmittedRun
+    from awaken.engine.run import AdmittedRun
 
 
 async def run_tools(

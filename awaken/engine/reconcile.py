@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..errors import StoreUnavailable
-from ..runstate import RunStatus
-from .commit import write
+from awaken.core.errors import StoreUnavailable
+from awaken.engine.commit import write
+from awaken.engine.state import RunStatus
 
 if TYPE_CHECKING:
-    from .run import AdmittedRun
+    from awaken.engine.run import AdmittedRun
 
 log = logging.getLogger("awaken.engine")
 #: the first and the longest pause between two attempts to commit a late outcome

@@ -17,20 +17,20 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..errors import AwakenError, InputRejected
-from ..events import RunFailed, RunFinished, RunStarted, RunStopped
-from ..messages import Message, Usage
-from ..models import ToolSpec
-from ..protocol import RunRequest, Sink, ToolDecision, new_id
-from ..runstate import Cause, RunStatus, describe
-from . import commit, outcome, policy, steps
-from .limits import UNLIMITED, Slot
+from awaken.core.errors import AwakenError, InputRejected
+from awaken.core.events import RunFailed, RunFinished, RunStarted, RunStopped
+from awaken.core.messages import Message, Usage
+from awaken.engine import commit, outcome, policy, steps
+from awaken.engine.limits import UNLIMITED, Slot
+from awaken.engine.state import Cause, RunStatus, describe
+from awaken.models import ToolSpec
+from awaken.wires.protocol import RunRequest, Sink, ToolDecision, new_id
 
 if TYPE_CHECKING:
-    from ..agents import Agent
-    from ..broadcast import RunBroadcast
-    from ..ledger import PendingCall
-    from .admission import RunApplication
+    from awaken.engine.admission import RunApplication
+    from awaken.engine.agents import Agent
+    from awaken.ledger.interface import PendingCall
+    from awaken.streams.broadcast import RunBroadcast
 
 log = logging.getLogger("awaken.engine")
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RunFailure
-from ..events import (
+from awaken.core.errors import RunFailure
+from awaken.core.events import (
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
@@ -22,16 +22,16 @@ from ..events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from ..ledger import Commit, model_window
-from ..messages import Message, ReasoningPart, TextPart, ToolCallPart, Usage
-from ..models import ModelRequest
-from ..protocol import Sink, new_id, result_id
-from ..runstate import RunStatus
-from . import outcome, policy
-from .commit import commit_step
+from awaken.core.messages import Message, ReasoningPart, TextPart, ToolCallPart, Usage
+from awaken.engine import outcome, policy
+from awaken.engine.commit import commit_step
+from awaken.engine.state import RunStatus
+from awaken.ledger.interface import Commit, model_window
+from awaken.models import ModelRequest
+from awaken.wires.protocol import Sink, new_id, result_id
 
 if TYPE_CHECKING:
-    from .run import AdmittedRun
+    from awaken.engine.run import AdmittedRun
 
 
 async def step_loop(run: AdmittedRun, sink: Sink) -> None:
@@ -123,7 +123,7 @@ class Pieces:
     """A string that arrives in many small deltas, kept as a few blocks: every ``JOIN_EVERY`` deltas are
     joined into one string. A long step (50,000 words) would otherwise hold one small object per word
     until it commits, scattered through the small-object arenas, which the process keeps after the run
-    if anything that outlives it was allocated among them (see awaken/replaylog.py)."""
+    if anything that outlives it was allocated among them (see awaken/streams/replay.py)."""
 
     __slots__ = ("_blocks", "tail")
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 import attrs
 
-from ..errors import ConfigError
+from awaken.core.errors import ConfigError
 
 #: the same values as ``awaken.config.Permission`` (kept here so this module does not import config)
 Permission = Literal["allow", "ask", "deny"]

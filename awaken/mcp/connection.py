@@ -29,10 +29,10 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from ..errors import ConfigError
-from ..tools import Tool, ToolContext, ToolError, ToolRegistry, ToolText
-from .config import TOOL_NAME, McpServerConfig, tool_name
-from .results import result_text
+from awaken.core.errors import ConfigError
+from awaken.mcp.config import TOOL_NAME, McpServerConfig, tool_name
+from awaken.mcp.results import result_text
+from awaken.tools import Tool, ToolContext, ToolError, ToolRegistry, ToolText
 
 log = logging.getLogger("awaken.mcp")
 

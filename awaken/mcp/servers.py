@@ -7,9 +7,9 @@ from collections.abc import Mapping
 
 import trio
 
-from ..tools import ToolRegistry
-from .config import McpServerConfig, resolve_headers
-from .connection import McpConnection
+from awaken.mcp.config import McpServerConfig, resolve_headers
+from awaken.mcp.connection import McpConnection
+from awaken.tools import ToolRegistry
 
 
 class McpServers:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from ..messages import Message, Usage
+from awaken.core.messages import Message, Usage
 
 
 @attrs.frozen

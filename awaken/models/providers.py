@@ -28,8 +28,8 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar, Protocol
 
-from ..errors import ConfigError
-from . import Model
+from awaken.core.errors import ConfigError
+from awaken.models import Model
 
 PROVIDER_GROUP = "awaken.models"
 #: the provider of the default model, named first when config names none that exists

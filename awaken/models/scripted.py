@@ -34,10 +34,10 @@ import attrs
 import orjson
 import trio
 
-from ..errors import ModelFailure
-from ..media import describe_image
-from ..messages import ImagePart, Message, TextPart, Usage
-from . import ModelOutput, ModelRequest
+from awaken.core.errors import ModelFailure
+from awaken.core.media import describe_image
+from awaken.core.messages import ImagePart, Message, TextPart, Usage
+from awaken.models import ModelOutput, ModelRequest
 
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
 _ARG_FRAGMENT = 8

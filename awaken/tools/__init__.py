@@ -26,9 +26,9 @@ from typing import Any
 import attrs
 import jsonschema
 
-from ..errors import ConfigError
-from ..jsonbody import MAX_DEPTH, too_deep
-from ..models import ToolSpec
+from awaken.core.errors import ConfigError
+from awaken.core.jsonbody import MAX_DEPTH, too_deep
+from awaken.models import ToolSpec
 
 
 @attrs.define

@@ -8,7 +8,7 @@ import math
 import operator
 from typing import Any
 
-from . import Tool, ToolContext, ToolError
+from awaken.tools import Tool, ToolContext, ToolError
 
 _BINARY = {
     ast.Add: operator.add,

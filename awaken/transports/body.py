@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 import trio
 
-from .. import memory
+from awaken.runtime import memory
 
 log = logging.getLogger("awaken.body")
 

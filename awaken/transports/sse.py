@@ -29,10 +29,10 @@ from typing import Any
 import orjson
 import trio
 
-from .. import memory
-from ..encoding import WireEvent, sse_frame_at, sse_frames
-from ..runstate import Cause, Interruptible
-from .tcp import timed_out_in
+from awaken.engine.state import Cause, Interruptible
+from awaken.runtime import memory
+from awaken.runtime.tcp import timed_out_in
+from awaken.wires.encoding import WireEvent, sse_frame_at, sse_frames
 
 log = logging.getLogger("awaken.sse")
 
@@ -46,12 +46,12 @@ KEEPALIVE = b": keep-alive\n\n"
 
 #: queued frames are joined into one block once this many of their bytes wait behind the socket: a
 #: reader that stops reading then holds a few blocks large enough to be mapped on their own (see
-#: awaken/memory.py), returned to the system when dropped, not thousands of small frames whose freed
+#: awaken/runtime/memory.py), returned to the system when dropped, not thousands of small frames whose freed
 #: slots stay scattered through the heap
 COALESCE_BYTES = 256 * 1024
 #: and every this many single frames queued behind the socket are joined into one piece first: until
 #: a block is joined, a reader that stops holds a few dozen pieces, not thousands of small objects in
-#: the small-object arenas (see awaken/replaylog.py)
+#: the small-object arenas (see awaken/streams/replay.py)
 COALESCE_FRAMES = 64
 
 

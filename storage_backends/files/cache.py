@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from awaken.messages import Message
+from awaken.core.messages import Message
 
 from .index import ThreadEntry
 

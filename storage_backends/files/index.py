@@ -14,8 +14,10 @@ from typing import Any
 
 import attrs
 
-from awaken.dedup import Confirmed
-from awaken.ledger import (
+from awaken.core.messages import Message, Usage, message_from_json
+from awaken.engine.state import RunStatus
+from awaken.ledger.dedup import Confirmed
+from awaken.ledger.interface import (
     PendingCall,
     RunRecord,
     RunSummary,
@@ -25,8 +27,6 @@ from awaken.ledger import (
     run_summary,
     thread_title,
 )
-from awaken.messages import Message, Usage, message_from_json
-from awaken.runstate import RunStatus
 
 from .frames import decode_frames, thread_file_name
 from .records import NO_USAGE, CorruptRecord, pending_from_json, run_from_json
@@ -104,7 +104,7 @@ class ThreadDetail:
     segments: array = attrs.field(factory=lambda: array("q"))
     runs: dict[str, RunRecord] = attrs.field(factory=dict)  # insertion order
     pending: tuple[PendingCall, ...] = ()  # commit order
-    #: the largest request id set last found wholly in ``ids``, by serial (``awaken.dedup.known_ids``)
+    #: the largest request id set last found wholly in ``ids``, by serial (``awaken.ledger.dedup.known_ids``)
     confirmed: Confirmed | None = attrs.field(default=None, eq=False, repr=False)
 
     def cost(self) -> int:

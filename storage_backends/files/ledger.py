@@ -19,9 +19,11 @@ from typing import Any, NoReturn, TypeVar
 import attrs
 import trio
 
-from awaken.errors import StoreUnavailable
-from awaken.hotthreads import MIN_KEEP, answer_asks
-from awaken.ledger import (
+from awaken.core.errors import StoreUnavailable
+from awaken.core.messages import Message, message_from_json, message_to_json
+from awaken.engine.state import RunStatus
+from awaken.ledger.hotcache import MIN_KEEP, answer_asks
+from awaken.ledger.interface import (
     ALL_OWNERS,
     RESTART_CAUSE,
     Commit,
@@ -40,8 +42,6 @@ from awaken.ledger import (
     encode_cursor,
     imported_updated_at,
 )
-from awaken.messages import Message, message_from_json, message_to_json
-from awaken.runstate import RunStatus
 
 from .cache import HistoryCache, HotThreads, TailCache, history_cost
 from .frames import (
@@ -60,7 +60,7 @@ from .records import CorruptRecord, pending_to_json, run_to_json
 
 T = TypeVar("T")
 
-logger = logging.getLogger("awaken.ledger.files")
+logger = logging.getLogger("awaken.ledger.interface.files")
 
 _MAX_OPEN_FILES = 64
 #: the file ``probe_write`` creates, fsyncs and removes in the threads directory (never a log name)

@@ -8,14 +8,14 @@ from typing import Any
 
 import attrs
 
-from awaken.ledger import (
+from awaken.core.messages import Usage
+from awaken.engine.state import RunStatus
+from awaken.ledger.interface import (
     PendingCall,
     RunRecord,
     tools_from_json,
     tools_to_json,
 )
-from awaken.messages import Usage
-from awaken.runstate import RunStatus
 
 
 def run_to_json(run: RunRecord) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import attrs
 
-from awaken.messages import Usage
+from awaken.core.messages import Usage
 from awaken.models import ModelOutput, ModelRequest
 
 

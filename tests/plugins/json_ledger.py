@@ -1,6 +1,6 @@
 """A tiny out-of-tree ledger backend: the whole ledger in one JSON file, rewritten on every write.
 
-It stands for a third-party plugin: it knows Awaken only through ``awaken.ledger`` and is registered
+It stands for a third-party plugin: it knows Awaken only through ``awaken.ledger.interface`` and is registered
 under the ``awaken.ledgers`` entry-point group by a test (``tests/test_ledger_plugin.py``), which then
 runs the importable conformance suite and crash test against it. It is durable: every write builds
 the new state in memory, writes it to a temporary file, fsyncs it, renames it over ``ledger.json``
@@ -21,8 +21,10 @@ from typing import Any
 import attrs
 import trio
 
-from awaken.errors import StoreUnavailable
-from awaken.ledger import (
+from awaken.core.errors import StoreUnavailable
+from awaken.core.messages import Message, Usage, message_from_json, message_to_json
+from awaken.engine.state import RunStatus
+from awaken.ledger.interface import (
     ALL_OWNERS,
     RESTART_CAUSE,
     Commit,
@@ -45,8 +47,6 @@ from awaken.ledger import (
     tools_from_json,
     tools_to_json,
 )
-from awaken.messages import Message, Usage, message_from_json, message_to_json
-from awaken.runstate import RunStatus
 
 State = dict[str, Any]
 

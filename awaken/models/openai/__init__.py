@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .client import OpenAIModel
-from .config import OpenAIConfig
+from awaken.models.openai.client import OpenAIModel
+from awaken.models.openai.config import OpenAIConfig
 
 
 class OpenAIProvider:

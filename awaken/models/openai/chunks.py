@@ -21,11 +21,11 @@ from typing import Any
 
 import attrs
 
-from ...messages import Usage
-from .. import ModelOutput
-from .failure import Failed
-from .sanitize import error_detail
-from .sse import Event
+from awaken.core.messages import Usage
+from awaken.models import ModelOutput
+from awaken.models.openai.failure import Failed
+from awaken.models.openai.sanitize import error_detail
+from awaken.models.openai.sse import Event
 
 #: a UTF-16 surrogate: in a decoded string always a lone one (a valid pair decodes to one character)
 _SURROGATE = re.compile("[\ud800-\udfff]")

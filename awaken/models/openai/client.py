@@ -52,15 +52,15 @@ from urllib.parse import urlsplit
 import httpx
 import trio
 
-from ...errors import ModelFailure
-from ...messages import Usage
-from .. import ModelOutput, ModelRequest
-from .chunks import ChunkReader, parse_json
-from .config import OpenAIConfig
-from .failure import Failed
-from .mapping import to_openai_messages, tool_json
-from .sanitize import error_detail, safe_url, sanitize
-from .sse import SSEParser
+from awaken.core.errors import ModelFailure
+from awaken.core.messages import Usage
+from awaken.models import ModelOutput, ModelRequest
+from awaken.models.openai.chunks import ChunkReader, parse_json
+from awaken.models.openai.config import OpenAIConfig
+from awaken.models.openai.failure import Failed
+from awaken.models.openai.mapping import to_openai_messages, tool_json
+from awaken.models.openai.sanitize import error_detail, safe_url, sanitize
+from awaken.models.openai.sse import SSEParser
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...messages import ImagePart, Message, TextPart, ToolResultPart
-from .. import ModelRequest, ToolSpec
+from awaken.core.messages import ImagePart, Message, TextPart, ToolResultPart
+from awaken.models import ModelRequest, ToolSpec
 
 
 def tool_json(tool: ToolSpec) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import re
 
 import attrs
 
-from .failure import Failed
+from awaken.models.openai.failure import Failed
 
 #: an SSE line longer than this is a broken stream, not a chunk
 MAX_LINE_BYTES = 8 * 1024 * 1024

@@ -1,0 +1,135 @@
+"""Published agents: the config's agent definitions bound to their model, tools and policy.
+
+One ``Agent`` serves every protocol. ``AgentRegistry`` builds them once at start-up from
+``AppConfig`` (checking that every named tool exists) and is what ``GET /v1/agents`` lists.
+
+An agent's server tools are resolved from the tool registry at each use, because MCP tools come and
+go with their servers: ``<server>__<tool>`` is that tool while its server lists it, and
+``<server>__*`` every tool the server lists now. A run sees the tools of the moment each step
+starts; a tool whose server has never connected is simply not offered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from awaken.config import AgentConfig, AppConfig, Permission
+from awaken.core.errors import ConfigError, InputRejected
+from awaken.mcp.config import SEP, agent_tool_problem
+from awaken.models import Model, ToolSpec
+from awaken.models.providers import Provider, resolve_model
+from awaken.tools import ToolRegistry, load_plugin
+from awaken.tools.builtins import BUILTINS
+
+
+@attrs.frozen
+class Agent:
+    id: str
+    config: AgentConfig
+    model: Model
+    #: tools the client executes
+    client_tools: tuple[ToolSpec, ...]
+    #: where the server tools named in ``config.tools`` are looked up
+    registry: ToolRegistry
+
+    @property
+    def server_tools(self) -> tuple[ToolSpec, ...]:
+        """The server tools this agent may call now."""
+        return tuple(self.registry.get(name).spec for name in self._server_tool_names())
+
+    def _server_tool_names(self) -> list[str]:
+        names: dict[str, None] = {}
+        for entry in self.config.tools:
+            if entry.endswith(f"{SEP}*"):
+                prefix = entry[:-1]
+                names.update((n, None) for n in self.registry.names()
+                             if n.startswith(prefix) and self.registry.get(n).kind == "mcp")
+            elif entry in self.registry:
+                names[entry] = None
+        return list(names)
+
+    def permission(self, tool: str) -> Permission:
+        """The agent's own setting for the tool, else the tool's (an MCP server's), else the default."""
+        if tool in self.config.permissions:
+            return self.config.permissions[tool]
+        own = self.registry.get(tool).permission if tool in self.registry else None
+        return own or self.config.default_permission  # type: ignore[return-value]
+
+    def is_client_tool(self, name: str) -> bool:
+        return any(t.name == name for t in self.client_tools)
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        return self.server_tools + self.client_tools
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "description": self.config.description,
+            "model": self.config.model,
+            "tools": [
+                {"name": t.name, "description": t.description, "kind": self.registry.get(t.name).kind,
+                 "permission": self.permission(t.name), "parameters": t.parameters}
+                for t in self.server_tools
+            ]
+            + [
+                {"name": t.name, "description": t.description, "kind": "client", "permission": self.permission(t.name),
+                 "parameters": t.parameters}
+                for t in self.client_tools
+            ],
+        }
+
+
+class AgentRegistry:
+    def __init__(self, config: AppConfig, tools: ToolRegistry, models: dict[str, Model]) -> None:
+        self.default_id = config.default_agent
+        self.tools = tools
+        self._agents: dict[str, Agent] = {}
+        for agent_id, agent in config.agents.items():
+            for name in agent.tools:
+                if name not in tools and (problem := agent_tool_problem(name, config.mcp_servers)):
+                    raise ConfigError(
+                        f"agents.{agent_id}.tools: {problem}; known tools: {', '.join(tools.names())}"
+                        + "".join(f", {server}{SEP}*" for server in config.mcp_servers)
+                    )
+            self._agents[agent_id] = Agent(
+                id=agent_id,
+                config=agent,
+                model=models[agent_id],
+                client_tools=tuple(ToolSpec(t.name, t.description, t.parameters) for t in agent.client_tools),
+                registry=tools,
+            )
+
+    def get(self, agent_id: str | None) -> Agent:
+        agent = self._agents.get(agent_id or self.default_id)
+        if agent is None:
+            raise InputRejected(
+                f"unknown agent {agent_id!r}; published agents: {', '.join(sorted(self._agents))}",
+                code="UNKNOWN_AGENT",
+            )
+        return agent
+
+    def all(self) -> list[Agent]:
+        return list(self._agents.values())
+
+
+def build_tools(config: AppConfig) -> ToolRegistry:
+    registry = ToolRegistry(BUILTINS)
+    for path in config.tools.plugins:
+        registry.add(load_plugin(path))
+    return registry
+
+
+def build_models(config: AppConfig) -> dict[str, Model]:
+    """The model of each agent, by agent id, from the provider its ``model`` names. Each provider is
+    made once and decides what its agents share (one scripted model; one OpenAI client per agent)."""
+    providers: dict[str, Provider] = {}
+    models: dict[str, Model] = {}
+    for agent_id, agent in config.agents.items():
+        name, provider_class, model_name = resolve_model(agent.model)
+        if name not in providers:
+            providers[name] = provider_class()
+        models[agent_id] = providers[name].model(model_name, config.provider_for(agent))
+    return models

@@ -1,0 +1,263 @@
+"""The HTTP surface: one ASGI app on hypercorn's trio worker.
+
+Streaming run routes (``POST /v1/ag-ui…``, and the other protocols' routes as they register) are
+served as raw ASGI by their adapters, so nothing sits between the run and the socket but the SSE
+transport. Everything else (health, agents, history) is a quart-trio app. ``AuthMiddleware`` wraps
+the whole app: every ``/v1/`` request carries a ``Principal`` (``auth.principal_of(scope)``) or is
+refused 401. Outside it sits the CORS middleware (awaken/http/cors.py), which answers browser
+preflights for every ``/v1/`` path and puts CORS headers on every answer, a 401 included. Outside
+CORS: the Host check and the cross-site check (awaken/http/hosts.py: 403 ``HOST_NOT_ALLOWED`` for a
+``Host`` that does not name the server, 403 ``ORIGIN_NOT_ALLOWED`` for a state change or a socket
+from a foreign page), the framing headers of HTML answers (awaken/http/framing.py) and, outermost,
+``Connection: close`` on an answer that starts before its request body was read (transports/early.py).
+
+Routes:
+    GET  /healthz                                    200 while the process serves
+    GET  /readyz                                     200 when the ledger can commit (write probe), else 503
+    GET  /v1/me                                      the caller's principal {subject, role}
+    GET  /v1/agents                                  the published agents
+    GET  /v1/ag-ui/agents/{agentId}/capabilities     the agent's AG-UI AgentCapabilities
+    GET  /v1/threads, /v1/threads/{threadId}         the caller's threads, one thread (threads_api.py)
+    DELETE /v1/threads/{threadId}                    delete a thread (204; 409 THREAD_BUSY)
+    POST /v1/threads/{threadId}/stop                 stop its active run (200 {runId, status}; 204)
+    GET  /console                                    the console (awaken/http/console/, built assets)
+    POST /v1/ag-ui, /v1/ag-ui/agents/{agentId}       AG-UI runs (SSE)
+    GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor}
+    POST /v1/ai-sdk/chat, /v1/ai-sdk/agents/{agentId}/chat   AI SDK UI Message Stream runs (SSE)
+    GET  /v1/ai-sdk/threads/{threadId}/messages      AI SDK history page {items: UIMessage[], cursor}
+    GET  /v1/ag-ui/threads/{threadId}/stream         rejoin the thread's active run (AG-UI, Last-Event-ID)
+    GET  /v1/ai-sdk/chat/{chatId}/stream, /v1/ai-sdk/agents/{agentId}/chat/{chatId}/stream
+                                                     rejoin the chat's active run (useChat resume)
+    WS   /v1/ag-ui/ws, /v1/ag-ui/agents/{agentId}/ws         AG-UI runs over WebSocket (transports/ws.py)
+    WS   /v1/ai-sdk/ws, /v1/ai-sdk/agents/{agentId}/ws       AI SDK runs over WebSocket
+    GET  /v1/copilotkit/info                          CopilotKit runtime: agent discovery
+    POST /v1/copilotkit/agent/{agentId}/run|connect   CopilotKit runtime: a run (SSE), a replay of the thread
+    POST /v1/copilotkit/agent/{agentId}/stop/{threadId}   CopilotKit runtime: stop the thread's run
+    POST /v1/copilotkit                               CopilotKit runtime, single-endpoint envelopes
+
+A thread is visible to the subject that started it and to admins: every route on a thread answers
+another user 404 ``UNKNOWN_THREAD`` (``access.visible_thread``; runs check it at admission).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import trio
+from quart import Response, jsonify, request
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
+
+from awaken.core.errors import (
+    AwakenError,
+    BadCursor,
+    BadLimit,
+    InputRejected,
+    StoreUnavailable,
+    UnknownThread,
+)
+from awaken.core.ids import id_problem
+from awaken.engine.access import visible_thread
+from awaken.http import console, cors, early, framing, hosts
+from awaken.http import threads as threads_api
+from awaken.http.auth import AuthMiddleware, principal_of
+from awaken.http.context import ServerContext
+from awaken.ledger.interface import Ledger
+from awaken.ledger.paging import parse_limit
+from awaken.runtime import memory
+from awaken.streams.exchange import sse_route, ws_route
+from awaken.streams.rejoin import rejoin_route
+from awaken.wires.agui import adapter as agui_adapter
+from awaken.wires.agui.capabilities import capabilities as agui_capabilities_of
+from awaken.wires.aisdk import adapter as aisdk_adapter
+from awaken.wires.copilotkit import routes as copilotkit_routes
+
+ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
+#: a protocol's history page: (ledger, thread id, cursor, limit) -> (items, cursor after them)
+PageReader = Callable[[Ledger, str, "str | None", int], Awaitable[tuple[list, str]]]
+#: ``route(ctx, scope, receive, send, params)``: params are the path pattern's groups (``agent``, ``thread``)
+StreamRoute = Callable[[ServerContext, dict, Any, Any, dict[str, str]], Awaitable[None]]
+
+
+#: how long /readyz reuses its write probe's answer (a probe per request would be a write per request)
+READY_CACHE_SECONDS = 1.0
+
+
+def _error(exc: AwakenError, status: int):  # noqa: ANN202 - a quart response tuple
+    return jsonify({"error": {"code": exc.code, "message": exc.message}}), status
+
+
+def build_quart(ctx: ServerContext) -> QuartTrio:
+    app = QuartTrio(__name__)
+    app.config["RESPONSE_TIMEOUT"] = None
+    # ``threads//x/messages`` is a (refused) thread id, never a redirect to another path
+    app.url_map.merge_slashes = False
+
+    @app.errorhandler(HTTPException)
+    async def http_error(exc: HTTPException):  # noqa: ANN202
+        """Every routing error (404, 405, ...) as JSON with a code, never an HTML page."""
+        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.code or 500, "INVALID_REQUEST")
+        response = jsonify({"error": {"code": code, "message": exc.description or exc.name}})
+        response.status_code = exc.code or 500
+        if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+            response.headers["Allow"] = ", ".join(exc.valid_methods)
+        return response
+
+    process = f"{socket.gethostname()}:{os.getpid()}"
+    for protocol in (agui_adapter.PROTOCOL, aisdk_adapter.PROTOCOL):
+        if protocol.memo is not None:
+            protocol.memo.configure(ctx.config.server.replay_memo_bytes)
+
+    @app.get("/healthz")
+    async def healthz():  # noqa: ANN202
+        # which server process answered (several may serve one address: [server] workers)
+        return jsonify({"status": "ok"}), 200, {"x-awaken-process": process}
+
+    probe: dict[str, Any] = {"at": -math.inf, "error": None}
+
+    @app.get("/readyz")
+    async def readyz():  # noqa: ANN202
+        """Ready when the ledger can commit: a real write probe. A success is reused for
+        ``READY_CACHE_SECONDS``; while it fails, every call probes again (recovery shows at once)."""
+        if probe["error"] is not None or trio.current_time() - probe["at"] > READY_CACHE_SECONDS:
+            try:
+                await ctx.ledger.probe_write()
+                probe["error"] = None
+            except StoreUnavailable as exc:
+                probe["error"] = exc
+            probe["at"] = trio.current_time()
+        if probe["error"] is not None:
+            return _error(probe["error"], 503)
+        return jsonify({"status": "ready"})
+
+    @app.get("/v1/me")
+    async def me():  # noqa: ANN202
+        """Who the credentials say the caller is (``[auth] mode = "none"``: anonymous)."""
+        principal = principal_of(request.scope)
+        return jsonify({"subject": principal.subject, "role": principal.role})
+
+    @app.get("/v1/agents")
+    async def agents():  # noqa: ANN202
+        return jsonify({"default": ctx.agents.default_id, "agents": [a.describe() for a in ctx.agents.all()]})
+
+    @app.get("/v1/ag-ui/agents/<agent_id>/capabilities")
+    async def agui_capabilities(agent_id: str):  # noqa: ANN202
+        """The agent's AG-UI ``AgentCapabilities`` (404 ``UNKNOWN_AGENT``)."""
+        try:
+            agent = ctx.agents.get(agent_id)
+        except InputRejected as exc:
+            return _error(exc, 404)
+        return jsonify(agui_capabilities_of(agent))
+
+    def history_route(read: PageReader) -> Callable[[str], Awaitable[Any]]:
+        """``GET …/threads/{threadId}/messages?cursor=&limit=`` → ``{items, cursor}`` (400/404/503)."""
+
+        async def history(thread_id: str):  # noqa: ANN202
+            try:
+                if id_problem(thread_id):  # never accepted by a run route, so never committed
+                    raise UnknownThread(f"no thread {thread_id[:64]!r}")
+                await visible_thread(ctx.app, principal_of(request.scope), thread_id)
+                limit = parse_limit(request.args.get("limit"))
+                items, cursor = await read(ctx.ledger, thread_id, request.args.get("cursor"), limit)
+            except (BadCursor, BadLimit) as exc:
+                return _error(exc, 400)
+            except UnknownThread as exc:
+                return _error(exc, 404)
+            except StoreUnavailable as exc:
+                return _error(exc, 503)
+            # orjson: a page of 500 long messages is megabytes, which the stdlib encoder behind
+            # ``jsonify`` takes tens of milliseconds to write, on the event loop (``bench.stall``)
+            return Response(orjson.dumps({"items": items, "cursor": cursor}, option=orjson.OPT_SORT_KEYS),
+                            content_type="application/json")
+
+        return history
+
+    app.add_url_rule("/v1/ag-ui/threads/<path:thread_id>/messages", "agui_history",
+                     history_route(agui_adapter.read_history), methods=["GET"])
+    app.add_url_rule("/v1/ai-sdk/threads/<path:thread_id>/messages", "aisdk_history",
+                     history_route(aisdk_adapter.read_history), methods=["GET"])
+    threads_api.add_routes(app, ctx)
+    console.add_routes(app)
+    return app
+
+
+#: (method, compiled path pattern, handler); a pattern's ``agent`` group selects the agent
+STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
+    ("POST", re.compile(r"^/v1/ag-ui/?$"), sse_route(agui_adapter.PROTOCOL)),
+    ("POST", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/?$"), sse_route(agui_adapter.PROTOCOL)),
+    ("POST", re.compile(r"^/v1/ai-sdk/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
+    ("POST", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
+    ("GET", re.compile(r"^/v1/ag-ui/threads/(?P<thread>.+)/stream/?$"), rejoin_route(agui_adapter.PROTOCOL)),
+    ("GET", re.compile(r"^/v1/ai-sdk/chat/(?P<thread>.+)/stream/?$"), rejoin_route(aisdk_adapter.PROTOCOL)),
+    ("GET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/(?P<thread>.+)/stream/?$"),
+     rejoin_route(aisdk_adapter.PROTOCOL)),
+    ("WEBSOCKET", re.compile(r"^/v1/ag-ui/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
+    ("WEBSOCKET", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
+    ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
+    ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
+    # the CopilotKit runtime: every route under the prefix, dispatched by copilotkit/runtime.py
+    ("POST", re.compile(r"^/v1/copilotkit(/.*)?$"), copilotkit_routes.route),
+    ("GET", re.compile(r"^/v1/copilotkit(/.*)?$"), copilotkit_routes.route),
+]
+
+
+async def method_not_allowed(send: Callable, method: str, allow: list[str]) -> None:
+    """405 with ``Allow`` and a JSON body, for a run route called with the wrong method."""
+    body = orjson.dumps({"error": {"code": "METHOD_NOT_ALLOWED",
+                                   "message": f"{method} is not allowed here; use {', '.join(allow)}"}})
+    await send({"type": "http.response.start", "status": 405, "headers": [
+        (b"content-type", b"application/json"), (b"allow", ", ".join(allow).encode()),
+        (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def build_asgi(ctx: ServerContext) -> ASGIApp:
+    quart_app = build_quart(ctx)
+
+    async def asgi(scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            # the server's own nursery: late run outcomes are committed here for as long as it serves
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ctx.app.reconcile_forever)
+                nursery.start_soon(memory.run_trims)
+                await quart_app(scope, receive, send)
+                nursery.cancel_scope.cancel()
+            return
+        if scope["type"] in ("http", "websocket"):
+            method = scope.get("method", "GET") if scope["type"] == "http" else "WEBSOCKET"
+            path = scope["path"]
+            allowed: set[str] = set()
+            for route_method, pattern, handler in STREAM_ROUTES:
+                match = pattern.match(path)
+                if not match:
+                    continue
+                if route_method != method:
+                    allowed.add(route_method)
+                    continue
+                # scope["path"] is already percent-decoded by the server
+                await handler(ctx, scope, receive, send, match.groupdict())
+                return
+            if scope["type"] == "http" and (allow := sorted(allowed - {"WEBSOCKET"})):
+                await method_not_allowed(send, method, allow)
+                return
+        await quart_app(scope, receive, send)
+
+    # every /v1/ request is authenticated before routing; principal_of(scope) reads who is asking.
+    # CORS sits outside authentication: preflights are answered before it, and every answer
+    # (streams and refusals, a 401 included) carries the headers an allowed origin needs. Outside CORS,
+    # the Host and cross-site checks (hosts.py) refuse what does not name this server or comes from a
+    # foreign page to change state; HTML answers carry the framing headers (framing.py); outermost,
+    # an answer that starts before its request body was read closes its connection (transports/early.py).
+    server = ctx.config.server
+    cors_policy = cors.CorsPolicy.of(server.cors_origins, server.cors_extra_headers)
+    app = cors.middleware(AuthMiddleware(ctx.auth, asgi), cors_policy)
+    app = hosts.middleware(app, hosts.HostPolicy.of(server.bind, server.allowed_hosts), cors_policy)
+    app = early.middleware(framing.middleware(app))
+    app.quart = quart_app  # type: ignore[attr-defined]
+    return app

@@ -1,0 +1,150 @@
+"""The threads API (issue 13 item 4): list, read, delete and stop the caller's threads.
+
+Routes (JSON; times in ms since the epoch; errors ``{"error": {"code", "message"}}``):
+
+    GET    /v1/threads?cursor=&limit=&agent=
+        {items: [{threadId, title, agentId, createdAt, updatedAt, messageCount,
+                  lastRun: {runId, status, cause, errorCode} | null, waiting}], cursor}
+        the caller's threads (an admin's: every thread), most recently updated first; ``cursor``
+        asks for the next page and is null after the last one. 400 ``INVALID_CURSOR`` for a bad
+        cursor or limit.
+    GET    /v1/threads/{id}
+        {threadId, title, agentId, createdAt, updatedAt, messageCount, waiting,
+         runs: [{runId, agentId, status, cause, errorCode, createdAt, updatedAt, steps,
+                 usage: {inputTokens, outputTokens}, error: {code, message} | null}],
+         pending: [{toolCallId, runId, name, arguments, kind}], state}
+    DELETE /v1/threads/{id}
+        204; the whole thread goes in one ledger transaction; 409 ``THREAD_BUSY`` while a run is
+        active. Afterwards its history is 404 and the id can start a new thread.
+    POST   /v1/threads/{id}/stop
+        200 {runId, status} once the active run's outcome is committed (``interrupted``, cause
+        ``stopped``, unless it reached another outcome first); its stream, on whichever protocol
+        and transport, ends with the protocol's terminal event for a stop. 204 when nothing runs.
+
+Every route on a thread answers 404 ``UNKNOWN_THREAD`` for a thread the caller may not see
+(``access.visible_thread``), exactly as for one that does not exist. 503 ``STORE_UNAVAILABLE``
+when the ledger does not answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from quart import Response, jsonify, request
+from quart_trio import QuartTrio
+
+from awaken.core.errors import (
+    AwakenError,
+    BadCursor,
+    BadLimit,
+    InputRejected,
+    StoreUnavailable,
+    UnknownThread,
+)
+from awaken.engine.access import visible_thread
+from awaken.http.auth import principal_of
+from awaken.http.context import ServerContext
+from awaken.ledger.interface import ALL_OWNERS, PendingCall, RunRecord, RunSummary, ThreadSummary
+from awaken.ledger.paging import parse_limit
+from awaken.wires.agui import adapter as agui_adapter
+from awaken.wires.aisdk import adapter as aisdk_adapter
+
+#: error class -> HTTP status, for every route here
+STATUS: dict[type[AwakenError], int] = {BadCursor: 400, BadLimit: 400, UnknownThread: 404, InputRejected: 409,
+                                        StoreUnavailable: 503}
+
+
+def run_summary(run: RunSummary | None) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    return {"runId": run.run_id, "status": str(run.status), "cause": run.cause, "errorCode": run.error_code}
+
+
+def summary(s: ThreadSummary) -> dict[str, Any]:
+    return {"threadId": s.thread_id, "title": s.title or "", "agentId": s.agent_id, "createdAt": s.created_at,
+            "updatedAt": s.updated_at, "messageCount": s.message_count, "lastRun": run_summary(s.last_run),
+            "waiting": s.waiting}
+
+
+def run_detail(run: RunRecord) -> dict[str, Any]:
+    error = {"code": run.error_code, "message": run.error_message} if run.error_code else None
+    return {"runId": run.run_id, "agentId": run.agent_id, "status": str(run.status), "cause": run.cause,
+            "errorCode": run.error_code, "createdAt": run.created_at, "updatedAt": run.updated_at,
+            "steps": run.steps, "usage": {"inputTokens": run.usage.input_tokens,
+                                          "outputTokens": run.usage.output_tokens},
+            "error": error}
+
+
+def pending_call(call: PendingCall) -> dict[str, Any]:
+    return {"toolCallId": call.tool_call_id, "runId": call.run_id, "name": call.name,
+            "arguments": call.arguments, "kind": call.kind}
+
+
+def _error(exc: AwakenError) -> tuple[Response, int]:
+    status = next(code for cls, code in STATUS.items() if isinstance(exc, cls))
+    return jsonify({"error": {"code": exc.code, "message": exc.message}}), status
+
+
+def _answering(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Classified errors become their JSON answer; anything else is a server bug (500)."""
+
+    async def route(**kwargs: Any) -> Any:
+        try:
+            return await handler(**kwargs)
+        except tuple(STATUS) as exc:
+            return _error(exc)
+
+    route.__name__ = handler.__name__
+    return route
+
+
+def add_routes(app: QuartTrio, ctx: ServerContext) -> None:
+    @app.get("/v1/threads")
+    @_answering
+    async def threads() -> Any:
+        principal = principal_of(request.scope)
+        limit = parse_limit(request.args.get("limit"))
+        owner = ALL_OWNERS if principal.is_admin else principal.subject
+        try:
+            page = await ctx.ledger.list_thread_summaries(owner, request.args.get("agent") or None,
+                                                          request.args.get("cursor") or None, limit)
+        except ValueError as exc:
+            raise BadCursor(f"{exc}; start again without a cursor") from None
+        return jsonify({"items": [summary(s) for s in page.items], "cursor": page.cursor})
+
+    @app.get("/v1/threads/<path:thread_id>")
+    @_answering
+    async def thread(thread_id: str) -> Any:
+        await visible_thread(ctx.app, principal_of(request.scope), thread_id)
+        found = await ctx.ledger.thread_summary(thread_id)
+        record = await ctx.ledger.get_thread(thread_id)
+        if found is None or record is None:  # its first run is still being admitted
+            raise UnknownThread(f"no thread {thread_id!r}")
+        detail = summary(found)
+        del detail["lastRun"]
+        runs = await ctx.ledger.list_runs(thread_id)
+        pending = await ctx.ledger.pending_calls(thread_id)
+        return jsonify({**detail, "runs": [run_detail(r) for r in runs],
+                        "pending": [pending_call(p) for p in pending], "state": record.state})
+
+    @app.delete("/v1/threads/<path:thread_id>")
+    @_answering
+    async def delete(thread_id: str) -> Any:
+        await visible_thread(ctx.app, principal_of(request.scope), thread_id)
+        if not await ctx.app.delete(thread_id):
+            raise UnknownThread(f"no thread {thread_id!r}")
+        for protocol in (agui_adapter.PROTOCOL, aisdk_adapter.PROTOCOL):  # its last request's bytes go too
+            if protocol.memo is not None:
+                protocol.memo.forget(thread_id)
+        return "", 204
+
+    @app.post("/v1/threads/<path:thread_id>/stop")
+    @_answering
+    async def stop(thread_id: str) -> Any:
+        await visible_thread(ctx.app, principal_of(request.scope), thread_id)
+        run = ctx.app.active(thread_id)
+        status = await ctx.app.stop(thread_id)
+        if run is None or status is None:
+            return "", 204
+        return jsonify({"runId": run.run_id, "status": str(status)})  # the id as committed

@@ -1,0 +1,202 @@
+"""A bounded LRU of hot threads' admission state, so a turn on a thread the server just served reads
+nothing from the store at admission (issue 18).
+
+What one entry holds is exactly what ``Ledger.admission_view`` answers from: the thread record, its
+latest messages (at least the ``tail`` admission asks for), its pending calls and the set of every
+committed message id (the dedup of a replayed history is then a set lookup per id, no SQL). A
+ledger that owns its store alone (SQLite: one process holds the file) keeps entries exact by
+applying every write to them in the same worker-thread call that committed it (``appended``,
+``pending``, ``state``), and drops an entry whenever a write's outcome is unknown or the thread is
+deleted. Entries are evicted least recently used first so that their estimated size
+(``entry_cost``) stays under ``budget`` bytes (``[ledger] options = { cache_bytes = N }``); a thread
+whose entry would take more than a quarter of the budget is not cached (its admissions read the
+store, bounded as before).
+
+Reads happen on the event loop, writes in the ledger's worker thread; every operation on the LRU is
+one call on an ``OrderedDict`` (atomic under the GIL), and an entry is only read at a thread's
+admission, which holds the thread's claim, so no write of that thread can run meanwhile.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from awaken.core.messages import Message, result_id
+from awaken.ledger.dedup import Confirmed, asked_with, known_ids
+from awaken.ledger.interface import PendingCall, ThreadRecord, ThreadView, resolve_answered
+
+#: the default ``cache_bytes`` of the ledgers that keep hot threads
+DEFAULT_BUDGET = 8 * 1024 * 1024
+#: the fewest latest messages an entry keeps (admission's ``tail`` is the agent's history budget)
+MIN_KEEP = 200
+#: estimated bytes per committed id beyond the string itself (its set slot, amortised)
+_ID_OVERHEAD = 40
+
+
+def message_cost(m: Message) -> int:
+    """Roughly the heap bytes one decoded message holds."""
+    size = 240 + sys.getsizeof(m.id) + (sys.getsizeof(m.run_id) if m.run_id else 0)
+    for part in m.parts:
+        size += 140
+        for value in attrs.astuple(part, recurse=False):
+            if isinstance(value, str):
+                size += sys.getsizeof(value)
+    return size
+
+
+def id_cost(message_id: str) -> int:
+    return sys.getsizeof(message_id) + _ID_OVERHEAD
+
+
+@attrs.define(eq=False)
+class HotThread:
+    thread: ThreadRecord
+    #: the thread's latest messages, oldest first, at most ``keep`` (all of them if fewer)
+    tail: list[Message]
+    keep: int
+    pending: tuple[PendingCall, ...]
+    ids: set[str]
+    tail_costs: list[int]
+    ids_cost: int
+    #: the largest request id set last found wholly in ``ids``, by serial (``dedup.known_ids``)
+    confirmed: Confirmed | None = None
+
+    @property
+    def cost(self) -> int:
+        return 200 + self.ids_cost + sum(self.tail_costs)
+
+
+def entry_for(thread: ThreadRecord, tail: Sequence[Message], keep: int, pending: Iterable[PendingCall],
+              ids: Iterable[str]) -> HotThread:
+    held = set(ids)
+    return HotThread(thread, list(tail), keep, tuple(pending), held, [message_cost(m) for m in tail],
+                     sum(id_cost(i) for i in held))
+
+
+class HotThreads:
+    """The LRU: thread id -> ``HotThread``, at most ``budget`` estimated bytes."""
+
+    def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
+        self.budget = max(0, int(budget))
+        self.total = 0
+        self._entries: OrderedDict[str, HotThread] = OrderedDict()
+        self._costs: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def fits(self, messages: int) -> bool:
+        """Whether a thread of ``messages`` messages may be cached (a cheap bound before loading it)."""
+        return self.budget > 0 and (messages * (_ID_OVERHEAD + 60) + 4096) * 4 <= self.budget
+
+    def most_messages(self) -> int:
+        """The longest thread ``fits`` takes."""
+        return max(0, (self.budget // 4 - 4096) // (_ID_OVERHEAD + 60))
+
+    def get(self, thread_id: str) -> HotThread | None:
+        entry = self._entries.get(thread_id)
+        if entry is not None:
+            try:
+                self._entries.move_to_end(thread_id)
+            except KeyError:  # evicted meanwhile
+                return None
+        return entry
+
+    def put(self, thread_id: str, entry: HotThread) -> None:
+        self.drop(thread_id)
+        cost = entry.cost
+        if cost * 4 > self.budget:
+            return
+        self._entries[thread_id] = entry
+        self._costs[thread_id] = cost
+        self.total += cost
+        self._evict()
+
+    def drop(self, thread_id: str) -> None:
+        entry = self._entries.pop(thread_id, None)
+        if entry is not None:
+            self.total -= self._costs.pop(thread_id)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._costs.clear()
+        self.total = 0
+
+    def started(self, thread: ThreadRecord, appended: Sequence[Message], new: bool) -> None:
+        """``start_run`` committed ``appended`` to ``thread`` (``new``: it created the thread)."""
+        if new:
+            self.put(thread.thread_id, entry_for(thread, appended, MIN_KEEP, (), (m.id for m in appended)))
+        else:
+            self.committed(thread.thread_id, appended, (), (), None)
+
+    def committed(self, thread_id: str, appended: Sequence[Message], pending: Sequence[PendingCall],
+                  resolved: Collection[str], state: dict[str, Any] | None) -> None:
+        """A write committed to the thread: apply it to its entry, if cached."""
+        entry = self._entries.get(thread_id)
+        if entry is None:
+            return
+        if appended:
+            entry.tail.extend(appended)
+            entry.tail_costs.extend(message_cost(m) for m in appended)
+            over = len(entry.tail) - entry.keep
+            if over > 0:
+                del entry.tail[:over]
+                del entry.tail_costs[:over]
+            for m in appended:
+                entry.ids.add(m.id)
+                entry.ids_cost += id_cost(m.id)
+            entry.thread = attrs.evolve(entry.thread, last_seq=appended[-1].seq)
+        if state is not None:
+            entry.thread = attrs.evolve(entry.thread, state=dict(state))
+        if pending or resolved:
+            gone = frozenset(resolved)
+            entry.pending = tuple(p for p in entry.pending if p.tool_call_id not in gone) + tuple(
+                attrs.evolve(p, thread_id=thread_id) for p in pending)
+        cost = entry.cost
+        self.total += cost - self._costs[thread_id]
+        self._costs[thread_id] = cost
+        if cost * 4 > self.budget:
+            self.drop(thread_id)
+        else:
+            self._evict()
+
+    def _evict(self) -> None:
+        while self.total > self.budget and self._entries:
+            thread_id, _ = self._entries.popitem(last=False)
+            self.total -= self._costs.pop(thread_id)
+
+
+def cached_view(entry: HotThread, message_ids: Collection[str], calls: Mapping[str, str | None],
+                tail: int) -> ThreadView | None:
+    """``Ledger.admission_view`` answered from ``entry``, or None when the entry cannot answer (a
+    longer tail than it keeps, or a call whose answer only a scan of the history finds)."""
+    if tail > len(entry.tail) and len(entry.tail) < entry.thread.last_seq:
+        return None
+    messages = tuple(entry.tail[max(0, len(entry.tail) - tail):]) if tail > 0 else ()
+    pending = entry.pending
+    known, whole, answered, unresolved = answer_asks(entry.ids, entry, message_ids, calls, pending, messages)
+    if unresolved:
+        return None
+    return ThreadView(entry.thread, messages, pending, known, answered, whole)
+
+
+def answer_asks(held: Collection[str], holder: Any, message_ids: Collection[str], calls: Mapping[str, str | None],
+                pending: Iterable[PendingCall], tail: Sequence[Message],
+                ) -> tuple[frozenset[str], int | None, frozenset[str], frozenset[str]]:
+    """The dedup answers of an admission view from a thread's committed ids ``held`` (kept by ``holder``:
+    ``dedup.known_ids``), its ``pending`` calls and its latest messages ``tail``: the asked ids that are
+    committed, the serial of the request's wholly committed base (``ThreadView.known_whole``), the
+    answered calls, and the calls only a scan of the history can answer."""
+    waiting = {p.tool_call_id for p in pending}
+    candidates = {c: result_id(c) for c in calls if c not in waiting}
+    carriers = {m for m in calls.values() if m is not None}
+    # set operations in C, and for a replayed history only on the ids the client added (``dedup``)
+    known, whole = known_ids(asked_with(message_ids, carriers), held, holder)
+    answered, unresolved = resolve_answered(
+        candidates, calls, known.union(r for r in candidates.values() if r in held) if candidates else known, tail)
+    return known, whole, answered, unresolved

@@ -1,0 +1,519 @@
+"""The Ledger interface: the storage plugin boundary and the only history authority.
+
+A backend stores threads, messages (per-thread sequence, client-supplied id, role, parts, run id),
+runs (status, agent, timestamps, error code, usage) and pending tool calls. Backends live in
+``storage_backends/`` or in any package registering a class under the ``awaken.ledgers`` entry-point
+group; ``open_ledger`` picks one by the name in ``config.toml``.
+
+Semantics every backend promises (the importable conformance suite ``awaken.ledger.testkit.conformance``
+and crash test ``awaken.ledger.testkit.crash`` check them; a backend's own tests run both with one import
+and one ``ledger_factory`` fixture):
+
+* **Atomic commits.** ``start_run`` and ``commit`` are each one transaction: after a crash or a
+  ``trio.Cancelled`` during the call, either all of it is visible on reopen or none of it is.
+* **Acknowledged means durable.** Once ``commit`` returns, the data survives a process kill.
+* **Per-thread order.** Messages get ``seq`` 1, 2, 3… per thread in commit order; ids are unique per
+  thread (a duplicate id in a commit raises ``ValueError`` and commits nothing).
+* **Recovery.** ``open`` commits runs left ``running`` by a dead process as ``interrupted`` with
+  cause ``RESTART_CAUSE`` (``"server_restart"``).
+* **Causes.** A run's ``cause`` (why it was interrupted) is stored with its status by ``commit``
+  and returned by ``get_run``/``list_runs``.
+* **Errors.** Any failure to reach the store raises ``StoreUnavailable``; nothing partial is left.
+  A caller's mistake raises ``ValueError`` and writes nothing: a duplicate message id, a commit to
+  a run that does not exist (or belongs to another thread), a pending call id that is already
+  pending, an ``import_thread`` onto an existing thread (``DuplicateRun`` for a taken run id).
+* **Listing.** Every thread has an owner (or None), a title, the agent of its latest run, an
+  ``updated_at`` moved by every ``start_run``/``commit`` and a message count, kept cheap to list:
+  ``list_thread_summaries`` pages them newest first by keyset, ``thread_summary`` answers for one.
+* **Deletion.** ``delete_thread`` removes a thread wholly, atomically, and frees its id.
+* ``aclose`` is idempotent.
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+import enum
+import json
+import time
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Literal
+
+import attrs
+
+from awaken.core.errors import ConfigError
+from awaken.core.messages import Message, Usage, result_id
+from awaken.engine.claims import LocalClaims, ThreadClaims
+from awaken.engine.state import RunStatus
+from awaken.models import ToolSpec
+
+
+@attrs.frozen
+class ThreadRecord:
+    thread_id: str
+    created_at: int
+    state: dict[str, Any] = attrs.field(factory=dict)
+    last_seq: int = 0
+    #: the subject that started the thread; None for threads created without authentication
+    #: (visible to admins only)
+    owner: str | None = None
+
+
+@attrs.frozen
+class RunRecord:
+    run_id: str
+    thread_id: str
+    agent_id: str
+    status: RunStatus
+    created_at: int
+    updated_at: int
+    error_code: str | None = None
+    error_message: str | None = None
+    usage: Usage = Usage()
+    steps: int = 0
+    #: why an ``interrupted`` run stopped (``runstate.Cause`` value), None for every other status
+    cause: str | None = None
+    #: tools the client declared for this run (AG-UI ``tools``): stored with the run so a resume,
+    #: also after a restart, still offers them and knows a call to one is the client's
+    tools: tuple[ToolSpec, ...] = ()
+
+
+def tools_to_json(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    """A run's tools as JSON (what a backend stores)."""
+    return [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
+
+
+def tools_from_json(data: Any) -> tuple[ToolSpec, ...]:
+    return tuple(ToolSpec(t["name"], t["description"], t["parameters"]) for t in data or ())
+
+
+PendingKind = Literal["approval", "client"]
+
+
+@attrs.frozen
+class PendingCall:
+    """A tool call the run waits on: a permission gate (``approval``) or a client-executed tool."""
+
+    tool_call_id: str
+    run_id: str
+    thread_id: str
+    name: str
+    arguments: str
+    kind: PendingKind
+    message_id: str
+
+
+@attrs.frozen
+class Commit:
+    """Everything one step (or one status change) writes, applied in a single transaction.
+
+    ``messages`` are appended to the thread; ``pending`` calls are added and ``resolved`` call ids
+    removed; ``state`` (when not None) replaces the thread's agent state; ``usage`` is added to the
+    run's totals; ``status`` becomes the run's status (with ``error_code``/``error_message``).
+    """
+
+    status: RunStatus
+    messages: tuple[Message, ...] = ()
+    pending: tuple[PendingCall, ...] = ()
+    resolved: tuple[str, ...] = ()
+    state: dict[str, Any] | None = None
+    usage: Usage = Usage()
+    steps: int = 0
+    error_code: str | None = None
+    error_message: str | None = None
+    #: why the run was interrupted (``runstate.Cause`` value); stored with the status
+    cause: str | None = None
+
+
+@attrs.frozen
+class ThreadView:
+    """What a run needs to start on a thread: the thread (None if new), its committed history, and
+    the pending calls of its waiting run (empty if none).
+
+    ``thread_view`` gives the whole history. ``admission_view`` gives a bounded **tail** (the latest
+    messages) and answers the dedup questions only for the ids the request carries: ``known_ids``
+    (which of them are committed) and ``known_answered`` (which of its tool call ids have a committed
+    result). Either way ``message_ids``/``answered_calls`` answer every question an adapter asks
+    about the request's own ids the same.
+    """
+
+    thread: ThreadRecord | None
+    messages: tuple[Message, ...]
+    pending: tuple[PendingCall, ...]
+    #: a tail view: of the asked message ids, those committed (None: ``messages`` is the whole history)
+    known_ids: frozenset[str] | None = None
+    #: a tail view: of the asked tool call ids, those with a committed result
+    known_answered: frozenset[str] | None = None
+    #: a tail view: the serial of the request id set the asked ids were built on, when all of it is
+    #: committed (``awaken.ledger.dedup``: the request's scan then skips those ids)
+    known_whole: int | None = None
+
+    def message_ids(self) -> frozenset[str]:
+        """The committed message ids an adapter may ask about (what it drops as replayed history)."""
+        if self.known_ids is not None:
+            return self.known_ids
+        return frozenset(m.id for m in self.messages)
+
+    def answered_calls(self) -> frozenset[str]:
+        """The tool call ids with a committed result (under whatever message id it was committed)
+        that an adapter may ask about."""
+        if self.known_answered is not None:
+            return self.known_answered
+        return answered_in(self.messages)
+
+
+def answered_in(messages: Iterable[Message]) -> frozenset[str]:
+    """The tool call ids ``messages`` hold a result for."""
+    return frozenset(m.tool_result.tool_call_id for m in messages if m.tool_result is not None)
+
+
+def model_window(messages: Sequence[Message], budget: int) -> tuple[Message, ...]:
+    """The latest at most ``budget`` of ``messages`` for a model, never starting with a tool result
+    cut off from its call (leading tool results of the window are dropped with their call)."""
+    start = max(0, len(messages) - budget)
+    if start:
+        while start < len(messages) and messages[start].role == "tool":
+            start += 1
+    return tuple(messages[start:])
+
+
+def resolve_answered(
+    candidates: Mapping[str, str], calls: Mapping[str, str | None], committed: Collection[str],
+    tail: Sequence[Message],
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Which candidate call ids (call id -> its engine result id; none of them pending) are answered:
+    those whose engine result id is committed or whose result is in ``tail``. Returned unresolved:
+    the others, unless the request message carrying them (``calls``) is committed (never asked)."""
+    if not candidates:
+        return frozenset(), frozenset()
+    in_tail = answered_in(tail)
+    answered = frozenset(c for c, rid in candidates.items() if rid in committed or c in in_tail)
+    unresolved = frozenset(c for c in candidates if c not in answered and calls.get(c) not in committed)
+    return answered, unresolved
+
+
+#: the cause of a run that ``open`` found ``running`` (its process died) and committed ``interrupted``
+RESTART_CAUSE = "server_restart"
+
+
+class AllOwners(enum.Enum):
+    """The owner filter of a listing that shows every thread (an admin's)."""
+
+    ALL = "all"
+
+
+ALL_OWNERS = AllOwners.ALL
+#: whose threads a listing shows: one subject's, the unowned ones (None), or everyone's (``ALL_OWNERS``)
+OwnerFilter = str | None | AllOwners
+
+#: a thread title is its first user text, whitespace collapsed, at most this many characters
+TITLE_LIMIT = 100
+
+
+def thread_title(messages: Iterable[Message]) -> str | None:
+    """The title a thread gets from ``messages``: the first non-blank user text, trimmed, or None."""
+    for m in messages:
+        if m.role == "user":
+            text = " ".join(m.text.split())
+            if text:
+                return text[:TITLE_LIMIT]
+    return None
+
+
+@attrs.frozen
+class RunSummary:
+    """The outcome of a thread's latest run (the last of ``list_runs``)."""
+
+    run_id: str
+    status: RunStatus
+    cause: str | None = None
+    error_code: str | None = None
+
+
+@attrs.frozen
+class ThreadSummary:
+    """One row of a thread listing; times in ms since the epoch."""
+
+    thread_id: str
+    title: str | None  # the first user text, trimmed (``thread_title``); None before there is one
+    agent_id: str | None  # the agent of the thread's latest run
+    created_at: int
+    updated_at: int  # the last write to the thread (a run started or a step committed)
+    message_count: int
+    last_run: RunSummary | None
+    waiting: bool  # pending tool calls exist: the thread waits on a person or a client
+    owner: str | None
+
+
+@attrs.frozen
+class ThreadPage:
+    """A page of a listing, most recently updated first; ``cursor`` asks for the next (None: no more)."""
+
+    items: tuple[ThreadSummary, ...]
+    cursor: str | None
+
+
+def encode_cursor(updated_at: int, thread_id: str) -> str:
+    """The opaque cursor after the thread ``(updated_at, thread_id)`` of a listing."""
+    raw = json.dumps([updated_at, thread_id], separators=(",", ":")).encode("utf-8", "surrogatepass")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    """``(updated_at, thread_id)`` of a cursor; anything not made by ``encode_cursor`` raises ValueError."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated_at, thread_id = json.loads(raw.decode("utf-8", "surrogatepass"))
+    except (ValueError, TypeError, UnicodeDecodeError):
+        raise ValueError("the cursor is not one this listing returned") from None
+    if type(updated_at) is not int or not isinstance(thread_id, str):
+        raise ValueError("the cursor is not one this listing returned")
+    return updated_at, thread_id
+
+
+def check_limit(limit: int) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"a listing limit must be a positive integer, not {limit!r}")
+
+
+class DuplicateRun(ValueError):
+    """``start_run`` was given a run id the ledger already holds."""
+
+
+class Ledger(abc.ABC):
+    """The storage plugin boundary. All methods are async and safe to call from many Trio tasks."""
+
+    #: whether several server processes may open this ledger at once (``[server] workers > 1``); a
+    #: backend that says so stores its thread claims where every process sees them (``claims``)
+    shared_by_processes: bool = False
+
+    def claims(self) -> ThreadClaims:
+        """Who may run on a thread now. An embedded ledger (one process owns it) keeps the default:
+        the server's own registry of active runs decides (``LocalClaims``)."""
+        return LocalClaims()
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Open (creating if needed) the store and recover runs left ``running`` by a crash."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Release the store. Idempotent."""
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Return if the store answers; raise ``StoreUnavailable`` if not."""
+
+    async def probe_write(self) -> None:
+        """Return if the store can commit now (``/readyz``); raise ``StoreUnavailable`` if not.
+        Backends override it with a real write; the default only pings."""
+        await self.ping()
+
+    @abc.abstractmethod
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        """The thread, or None if nothing was ever committed to it."""
+
+    @abc.abstractmethod
+    async def start_run(
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+    ) -> list[Message]:
+        """Create the thread if needed, record ``run`` and append ``inputs``, atomically.
+
+        A new thread belongs to ``owner`` (the authenticated subject, None without authentication);
+        an existing thread keeps its owner (the caller checks it). Returns the inputs with their
+        ``seq``. Raises ``DuplicateRun`` if the run id is taken.
+        """
+
+    @abc.abstractmethod
+    async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
+        """Apply one ``Commit`` atomically; return the appended messages with their ``seq``."""
+
+    @abc.abstractmethod
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or None."""
+
+    @abc.abstractmethod
+    async def list_runs(self, thread_id: str) -> list[RunRecord]:
+        """Every run of the thread, oldest first."""
+
+    @abc.abstractmethod
+    async def pending_calls(self, thread_id: str) -> list[PendingCall]:
+        """The thread's pending tool calls, in the order they were committed.
+
+        The engine keeps at most one run per thread with pending calls (its waiting run) and
+        resolves every call before the run leaves ``waiting``.
+        """
+
+    @abc.abstractmethod
+    async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
+        """Up to ``limit`` messages with ``seq > after_seq``, oldest first."""
+
+    async def thread_view(self, thread_id: str) -> ThreadView:
+        """The thread, its history and its pending calls, read consistently.
+
+        The default composes the single reads; a backend overrides it to answer in one round trip
+        (this is on the path to a run's first delta).
+        """
+        thread = await self.get_thread(thread_id)
+        if thread is None:
+            return ThreadView(None, (), ())
+        messages = await self.read_messages(thread_id, 0, thread.last_seq + 1)
+        pending = await self.pending_calls(thread_id)
+        return ThreadView(thread, tuple(messages), tuple(pending))
+
+    async def committed_ids(self, thread_id: str, ids: Collection[str]) -> frozenset[str]:
+        """Which of ``ids`` are committed message ids of the thread.
+
+        A backend answers from an index, reading no message body (this is on the path to a run's
+        first delta, once per message a client replays). The default reads the whole history.
+        """
+        wanted = frozenset(ids)
+        if not wanted:
+            return frozenset()
+        found: set[str] = set()
+        async for page in self._pages(thread_id):
+            found.update(m.id for m in page if m.id in wanted)
+        return frozenset(found)
+
+    async def admission_view(
+        self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
+    ) -> ThreadView:
+        """What admission reads: the thread, its latest ``tail`` messages, its pending calls, and the
+        dedup answers for the request's own ``message_ids`` (``known_ids``: which are committed) and
+        tool ``calls`` (call id -> the id of the request message carrying it, or None;
+        ``known_answered``: which have a committed result). A call whose carrying message is committed
+        is not asked about (an adapter drops that message as replayed).
+
+        Its cost does not grow with the thread's length, except for a call that is neither pending
+        nor answered under the engine's result id (``result_id``) nor in the tail: that case (a
+        decision for a call not waiting, or a client tool answered under the client's own message
+        id, replayed over another protocol) reads the history.
+
+        The default composes ``get_thread``, ``read_messages``, ``pending_calls`` and
+        ``committed_ids``; a backend overrides it to answer in one round trip.
+        """
+        thread = await self.get_thread(thread_id)
+        if thread is None:
+            return ThreadView(None, (), (), frozenset(), frozenset())
+        messages = tuple(await self.read_messages(thread_id, max(0, thread.last_seq - tail), tail)) if tail > 0 else ()
+        pending = tuple(await self.pending_calls(thread_id))
+        waiting = {p.tool_call_id for p in pending}
+        candidates = {c: result_id(c) for c in calls if c not in waiting}
+        found = await self.committed_ids(thread_id, {*message_ids, *calls.values(), *candidates.values()} - {None})
+        answered, unresolved = resolve_answered(candidates, calls, found, messages)
+        if unresolved:
+            answered |= await self._answered_by_scan(thread_id, unresolved)
+        asked = frozenset(message_ids) | {m for m in calls.values() if m is not None}
+        return ThreadView(thread, messages, pending, found & asked, answered)
+
+    async def _pages(self, thread_id: str, size: int = 500) -> AsyncIterator[list[Message]]:
+        after = 0
+        while True:
+            page = await self.read_messages(thread_id, after, size)
+            if not page:
+                return
+            yield page
+            after = page[-1].seq
+
+    async def _answered_by_scan(self, thread_id: str, call_ids: Collection[str]) -> frozenset[str]:
+        wanted = frozenset(call_ids)
+        found: set[str] = set()
+        async for page in self._pages(thread_id):
+            found |= answered_in(page) & wanted
+        return frozenset(found)
+
+    @abc.abstractmethod
+    async def list_threads(self) -> list[ThreadRecord]:
+        """Every thread (used by ``awaken ledger copy``)."""
+
+    @abc.abstractmethod
+    async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
+        """The listing row of one thread, or None if it does not exist."""
+
+    @abc.abstractmethod
+    async def list_thread_summaries(
+        self, owner: OwnerFilter, agent: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> ThreadPage:
+        """Up to ``limit`` threads of ``owner`` (and of ``agent`` if given), most recently updated first
+        (ties by thread id, descending), after ``cursor`` (a previous page's).
+
+        Keyset-paged on ``(updated_at, thread_id)``: paging never repeats a thread, and never skips one
+        that was not updated meanwhile (an updated thread moves to the first page). The cost of a page
+        does not grow with the number of threads. A bad cursor or limit raises ``ValueError``.
+        """
+
+    @abc.abstractmethod
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Remove the thread and everything of it (messages, runs, pending calls, state) atomically:
+        after a crash it is wholly present or wholly gone. Returns False if there was no such thread.
+        Afterwards the id can start a new thread. (The caller refuses while a run is active.)"""
+
+    @abc.abstractmethod
+    async def import_thread(
+        self,
+        thread: ThreadRecord,
+        runs: Sequence[RunRecord],
+        messages: Sequence[Message],
+        pending: Sequence[PendingCall],
+        updated_at: int | None = None,
+    ) -> None:
+        """Write a whole thread as copied from another ledger (keeping ids, seqs and owner), atomically.
+
+        ``updated_at`` is the source's (its ``thread_summary``); None takes the latest of the thread's
+        creation, its runs' ``updated_at`` and its messages' ``created_at``."""
+
+
+LEDGER_GROUP = "awaken.ledgers"
+
+
+def known_backends() -> dict[str, EntryPoint]:
+    """Backend name -> where its class lives: every entry point of the ``awaken.ledgers`` group
+    (the built-in ``sqlite`` and ``files`` are registered there by Awaken's own package metadata)."""
+    return {ep.name: ep for ep in entry_points(group=LEDGER_GROUP)}
+
+
+def ledger_class(name: str) -> type[Ledger]:
+    """Resolve a backend name from config to its class; unknown names raise ``ConfigError``."""
+    backends = known_backends()
+    if name not in backends:
+        raise ConfigError(
+            f"ledger.backend: unknown backend {name!r}; known backends: {', '.join(sorted(backends))}"
+        )
+    try:
+        return backends[name].load()
+    except ImportError as exc:  # e.g. postgres without its extra: pip install 'awaken[postgres]'
+        raise ConfigError(f"ledger.backend: the {name} backend cannot be loaded: {exc}") from None
+
+
+def imported_updated_at(thread: ThreadRecord, runs: Sequence[RunRecord], messages: Sequence[Message]) -> int:
+    """The ``updated_at`` of an imported thread whose source did not say."""
+    return max([thread.created_at, *(r.updated_at for r in runs), *(m.created_at for m in messages)])
+
+
+def last_run_of(runs: Iterable[RunRecord]) -> RunRecord | None:
+    """The last of ``runs`` in ``list_runs`` order (by ``created_at``, then insertion order)."""
+    latest: RunRecord | None = None
+    for run in runs:
+        if latest is None or run.created_at >= latest.created_at:
+            latest = run
+    return latest
+
+
+def run_summary(run: RunRecord | None) -> RunSummary | None:
+    return None if run is None else RunSummary(run.run_id, run.status, run.cause, run.error_code)
+
+
+class WriteClock:
+    """A ledger's clock for ``updated_at``: wall-clock ms, but strictly increasing per ledger, so the
+    newest write is always listed first (ties cannot hide the order of two writes)."""
+
+    def __init__(self, last: int = 0) -> None:
+        self.last = last
+
+    def advance_to(self, seen: int) -> None:
+        self.last = max(self.last, seen)
+
+    def now(self) -> int:
+        self.last = max(int(time.time() * 1000), self.last + 1)
+        return self.last

@@ -1,0 +1,285 @@
+"""One request → one run → one stream, for any protocol over any transport.
+
+``exchange`` joins a ``Protocol`` (AG-UI, AI SDK: parse, dedup, encoder, stream ends, refusals), a
+``Transport`` (SSE, WebSocket: frames bytes) and the engine (``RunApplication``). It is the only
+place that admits runs for a wire: refusals become the protocol's refusal stream (no run started,
+nothing committed); admitted runs stream until their committed outcome, and the protocol's
+``closing`` follows a stream that ended with its terminal event. A thread the caller may not see
+(another user's) is refused as not found: HTTP 404 with the JSON error the read routes give, or on
+a socket, which has no status per request, the refusal stream with code ``UNKNOWN_THREAD``.
+
+The transports know nothing of this module: ``sse_route``/``ws_route`` hand them what to run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+from typing import Protocol as TypingProtocol
+
+import trio
+
+from awaken.core.errors import AwakenError, InputRejected, RateLimited, StoreUnavailable, UnknownThread
+from awaken.core.ids import check_id, check_request_ids
+from awaken.core.principal import ANONYMOUS, Principal, principal_of
+from awaken.engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
+from awaken.engine.state import Cause, Interruptible
+from awaken.ledger.interface import ThreadView
+from awaken.streams.broadcast import RunBroadcast, Watcher
+from awaken.streams.host import StreamHost
+from awaken.transports import sse, ws
+from awaken.transports.body import LARGE_BODY, Body, Refused, read_body_or_answer
+from awaken.wires.encoding import WireEvent
+from awaken.wires.protocol import Protocol, RunRequest, new_id
+
+log = logging.getLogger("awaken.streams.exchange")
+#: the largest request body accepted (base64 images make bodies large)
+MAX_BODY = 32 * 1024 * 1024
+#: a body at least this large is parsed in a worker thread (``trio.to_thread``): decoding and
+#: validating a replayed history of hundreds of KB takes milliseconds that other streams' deltas
+#: would otherwise wait behind on the event loop. It is also a large body for ``server.max_large_bodies``.
+OFF_LOOP_BODY = LARGE_BODY
+#: a body up to this size is first offered to ``Protocol.parse_known`` on the loop: finding a known
+#: prefix is a byte search and a compare, a millisecond at most at this size
+KNOWN_ON_LOOP = 4 * 1024 * 1024
+
+#: a transport's writer of one encoded wire event: ``deliver(position or None, payload)``
+Deliver = Callable[[bytes | None, bytes], None]
+
+
+class Transport(TypingProtocol):
+    async def stream(self, producer: Callable[[Deliver], Awaitable[None]], run: Interruptible) -> None:
+        """Write what ``producer(deliver)`` delivers until it returns. A disconnect cancels the
+        producer; a transport that must stop the run for its own reason calls ``run.cancel(cause)``."""
+
+    async def reject(self, wire: list[WireEvent], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        """Write a whole refusal stream (``headers``: added to an HTTP response's, e.g. ``Retry-After``)."""
+
+    async def not_found(self, error: AwakenError, wire: list[WireEvent]) -> None:
+        """Refuse a request naming a thread the caller may not see: ``error`` where the transport has a
+        status (HTTP 404 and its JSON), else the refusal stream ``wire``."""
+
+
+class Detached:
+    """The ``Interruptible`` a transport gets for a run it does not own: stopping it only ends this
+    connection's watching (the transport cancels its own producer), never the run."""
+
+    def cancel(self, cause: Cause) -> None:
+        return None
+
+    def blame(self, cause: Cause) -> None:
+        return None
+
+
+DETACHED = Detached()
+
+
+async def exchange(
+    ctx: StreamHost,
+    protocol: Protocol,
+    transport: Transport,
+    body: Body,
+    content_type: str | None,
+    agent_id: str | None,
+    principal: Principal = ANONYMOUS,
+) -> None:
+    """Serve one request ``body`` (``too_large``: over ``MAX_BODY``) as one stream on ``transport``.
+
+    The body's bytes are taken from it and dropped once parsed, and its large-body slot given back
+    then: a run never keeps its request's bytes alive.
+
+    The run executes in the server's nursery (``RunApplication.launch``) into its broadcast; this
+    connection is its first watcher. When the connection goes while the run streams, an agent with
+    ``on_disconnect = "cancel"`` takes the run along (``client_gone``, or the transport's own cause);
+    a ``continue`` agent's run goes on to its committed outcome, rejoinable.
+
+    Neither the raw body nor its parse is kept while the run streams (a replayed history of hundreds
+    of KB would otherwise stay in memory per stream): the caller passes the body on without keeping
+    it, and both are dropped here once the run is admitted.
+    """
+    encoder = protocol.encoder(None)
+    data = body.take()
+    refused: InputRejected | None = None
+    try:
+        if data is None:
+            raise InputRejected(f"the body is larger than {MAX_BODY} bytes", code="BODY_TOO_LARGE")
+        if len(data) < OFF_LOOP_BODY:  # on the loop (``parse`` splits a known history itself)
+            parsed = parse_body(protocol, data, content_type)
+        else:
+            # a large replayed history the protocol keeps is split on the loop when little is new;
+            # otherwise (or when only a little is known) the parse goes to a worker thread
+            parsed = parse_body(protocol, data, content_type, known=True) if len(data) <= KNOWN_ON_LOOP else None
+            if parsed is None:
+                parsed = await trio.to_thread.run_sync(parse_body, protocol, data, content_type)
+        del data
+        if isinstance(parsed, InputRejected):
+            raise parsed
+        encoder = protocol.encoder(parsed)
+        thread, agent = protocol.target(parsed, agent_id)
+        thread_id = thread or new_id("thread")
+        check_id("threadId", thread_id)
+    except InputRejected as exc:
+        refused = exc.with_traceback(None)
+    if refused is not None:
+        data = parsed = None  # noqa: F841 - nothing of the body outlives its refusal
+        await body.release()
+        await transport.reject(protocol.refusal(refused.code, refused.message, encoder))
+        return
+    await body.release()
+
+    def build(view: ThreadView) -> RunRequest:
+        request = protocol.to_run_request(parsed, thread_id, agent, view)
+        check_request_ids(thread_id, request.run_id, [m.id for m in request.inputs]
+                          + [d.message_id for d in request.decisions])
+        return request
+
+    first: list[Watcher] = []
+
+    def broadcast(run: AdmittedRun) -> RunBroadcast:
+        out = RunBroadcast(run.run_id, thread_id, ctx.config.server.replay_bytes, run.owner)
+        # the origin watches from before the run's first event: a frame larger than the replay
+        # (a 5 MB delta) may push the first frames out of it before the transport is ready
+        first.append(out.open_channel(protocol, encoder).watch(_unattached, 0, hold=True))
+        return out
+
+    async with trio.open_nursery() as local:  # holds the run only when the server hosts none
+        try:
+            run = await ctx.app.launch(thread_id, agent, build, broadcast, local, protocol.asks(parsed), principal)
+        except UnknownThread as exc:
+            await transport.not_found(exc, protocol.refusal(exc.code, exc.message, encoder))
+            return
+        except RateLimited as exc:  # the stream's refusal, with Retry-After where headers can go
+            await transport.reject(protocol.refusal(exc.code, exc.message, encoder), exc.headers)
+            return
+        except (InputRejected, StoreUnavailable) as exc:
+            await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
+            return
+        attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
+        parsed = None  # admitted: the run holds what it needs (``build``'s request), not the body's parse
+        await origin(run, protocol, transport, first[0], attached=attached)
+
+
+def parse_body(protocol: Protocol, data: bytes, content_type: str | None, *, known: bool = False) -> Any:
+    """``protocol.parse(data)`` (``known``: ``protocol.parse_known``, None when the protocol does not
+    know the body), or the ``InputRejected`` it raised, returned without its traceback.
+
+    A refusal's traceback holds the parser's frames and so what they decoded (hundreds of MB for a
+    large body); raised out of a worker thread it also sits in a reference cycle with trio's result
+    objects, which only a full garbage collection frees. Returned bare, nothing of the body survives it.
+    """
+    try:
+        return protocol.parse_known(data, content_type) if known else protocol.parse(data, content_type)
+    except InputRejected as exc:
+        return exc.with_traceback(None)
+
+
+def _unattached(position: bytes, payload: bytes) -> None:
+    raise AssertionError("a holding watcher delivered before it was attached")
+
+
+async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, watcher: Watcher, *,
+                 attached: bool) -> None:
+    """Watch ``run`` on ``transport`` through ``watcher`` (made holding, before the run's first event);
+    an ``attached`` watcher that goes before the run ended stops it (``client_gone`` unless a cause was
+    recorded first) and waits for its outcome."""
+    assert run.broadcast is not None
+    channel = run.broadcast.open_channel(protocol)
+
+    async def produce(deliver: Deliver) -> None:
+        watcher.attach(deliver)
+        try:
+            await watcher.done.wait()
+        finally:
+            watcher.leave()
+            if attached and not channel.closed:
+                run.cancel(Cause.CLIENT_GONE)
+                with trio.move_on_after(FINAL_COMMIT_TIMEOUT + 1, shield=True):
+                    await run.settled()
+
+    try:
+        await transport.stream(produce, run if attached else DETACHED)
+    finally:
+        if watcher.held is not None:  # the transport ended before producing: stop holding frames
+            watcher.leave()
+            if attached and not channel.closed:
+                run.cancel(Cause.CLIENT_GONE)
+
+
+def header_of(scope: dict[str, Any], header: bytes) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == header:
+            return value.decode("latin-1")
+    return None
+
+
+def content_type_of(scope: dict[str, Any]) -> str | None:
+    return header_of(scope, b"content-type")
+
+
+async def sse_exchange(ctx: StreamHost, protocol: Protocol, scope: dict, receive: sse.ASGIReceive,
+                       send: sse.ASGISend, agent_id: str | None) -> None:
+    """Read the body and run one exchange over SSE (shared by every protocol's POST route)."""
+    server = ctx.config.server
+    body = await read_body_or_answer(scope, receive, send, limit=MAX_BODY, seconds=server.body_timeout_seconds,
+                                     bodies=ctx.large_bodies)
+    if body is None:
+        return
+    # a body refused unread (over the limit) leaves the connection unusable: it is closed after the answer
+    extra = [(b"connection", b"close")] if body.too_large else []
+    transport = sse.SseTransport(send, receive, sse.sse_headers(protocol.sse_headers + extra),
+                                 keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes,
+                                 scope=scope)
+    try:
+        await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, principal_of(scope))
+    finally:
+        with trio.CancelScope(shield=True):
+            await body.release()
+
+
+def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
+    """The ASGI handler of a protocol's POST route over SSE: ``route(ctx, scope, receive, send, agent_id)``."""
+
+    async def route(ctx: StreamHost, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
+                    params: dict[str, str]) -> None:
+        await sse_exchange(ctx, protocol, scope, receive, send, params.get("agent"))
+
+    return route
+
+
+async def serve_websocket(ctx: StreamHost, protocol: Protocol, scope: dict, receive: ws.ASGIReceive,
+                          send: ws.ASGISend, agent_id: str | None) -> None:
+    """Accept one websocket and serve ``protocol`` requests on it until either side closes it."""
+    server = ctx.config.server
+
+    async def handle(request: ws.RequestStream, body: bytes) -> None:
+        # a large message takes one of the server's large-body slots until it is parsed, as a POST
+        # body does (hypercorn has read it whole already: what the cap bounds here is the parsing)
+        bodies = ctx.large_bodies if len(body) > ctx.large_bodies.threshold else None
+        if bodies is not None:
+            try:
+                bodies.take()
+            except Refused as refused:
+                await request.reject(protocol.refusal(refused.code, refused.message, protocol.encoder(None)))
+                return
+        message = Body(body if len(body) <= MAX_BODY else None, bodies)
+        served = exchange(ctx, protocol, request, message, ws.CONTENT_TYPE, agent_id, principal_of(scope))
+        del body  # exchange drops it once parsed: this frame must not keep it for the stream's life
+        try:
+            await served
+        finally:
+            with trio.CancelScope(shield=True):
+                await message.release()
+
+    await ws.serve_websocket(scope, receive, send, handle, protocol.refusal, ping_seconds=server.ws_ping_seconds,
+                             max_buffered=server.max_buffered_bytes)
+
+
+def ws_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
+    """The ASGI handler serving ``protocol`` over WebSocket: ``route(ctx, scope, receive, send, agent_id)``."""
+
+    async def route(ctx: StreamHost, scope: dict, receive: ws.ASGIReceive, send: ws.ASGISend,
+                    params: dict[str, str]) -> None:
+        await serve_websocket(ctx, protocol, scope, receive, send, params.get("agent"))
+
+    return route

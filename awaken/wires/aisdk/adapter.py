@@ -1,0 +1,148 @@
+"""The AI SDK protocol adapter: validate, deduplicate, split input from decisions, pick the encoder.
+
+It decides no run state. ``to_run_request`` (pure, over the thread's committed view) drops what the
+ledger already holds — user/system messages by id, and tool parts whose call already has a committed
+result (replayed history) — and turns the rest of the continued assistant message's tool parts into
+``ToolDecision``s:
+
+* ``output-available`` → ``ok`` with the JSON text of ``output``; ``output-error`` → ``error`` with
+  ``errorText``; ``approval-responded`` → ``approve``/``deny`` (the denial ``reason`` is kept), after
+  checking that ``approval.id`` is the ``approvalId`` this server issued (``wire.approval_id``).
+* A call counts as answered when a committed tool result names it, under whatever message id
+  (``tr_<toolCallId>`` for the engine's own, the client's id for a call answered over AG-UI).
+* A decision for a call that is not pending reaches the engine, which refuses it
+  (``TOOL_CALL_NOT_PENDING`` / ``NO_PENDING_RUN``): one ``error`` + ``finish{error}`` stream, nothing
+  committed.
+
+``PROTOCOL`` is what the SSE and WebSocket routes serve; ``read_history`` answers the history route (``{items, cursor}``,
+paging that never splits one run's assistant UIMessage).
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from awaken.core.errors import InputRejected
+from awaken.core.messages import Message
+from awaken.ledger.interface import Ledger, ThreadView
+from awaken.ledger.paging import encode_cursor, read_page
+from awaken.wires.aisdk.encoder import AiSdkEncoder
+from awaken.wires.aisdk.history import project_history, same_group
+from awaken.wires.aisdk.request import AiSdkInput, ToolPartAnswer, scan_chat_request, scan_known_chat_request
+from awaken.wires.aisdk.wire import DONE, approval_id
+from awaken.wires.encoding import WireEvent
+from awaken.wires.memo import ON_LOOP_REST, ReplayMemo
+from awaken.wires.protocol import Asks, Protocol, RunRequest, ToolDecision
+
+#: ``UI_MESSAGE_STREAM_HEADERS`` beyond what the SSE transport sends itself
+EXTRA_HEADERS = [(b"connection", b"keep-alive"), (b"x-vercel-ai-ui-message-stream", b"v1")]
+#: messages read per ledger call when a history page is extended to a run boundary
+_EXTEND_BATCH = 64
+
+
+def decision_of(answer: ToolPartAnswer) -> ToolDecision:
+    """The engine's decision for one answered tool part (``message_id`` None: committed as ``tr_<id>``)."""
+    if answer.state == "approval-responded":
+        if answer.approved:
+            return ToolDecision(answer.tool_call_id, "approve")
+        return ToolDecision(answer.tool_call_id, "deny", answer.reason or "")
+    if answer.state == "output-error":
+        return ToolDecision(answer.tool_call_id, "error", answer.error_text)
+    return ToolDecision(answer.tool_call_id, "ok", orjson.dumps(answer.output).decode())
+
+
+class AiSdkProtocol(Protocol):
+    sse_headers = EXTRA_HEADERS
+
+    def closing(self) -> list[WireEvent]:
+        """Every AI SDK stream, a run's or a refusal's, ends with ``[DONE]`` after its ``finish``."""
+        return [DONE]
+
+    def __init__(self) -> None:
+        #: the replayed histories of recent requests, as bytes (a pure parse cache: see replaymemo.py)
+        self.memo = ReplayMemo()
+
+    def parse(self, body: bytes, content_type: str | None) -> AiSdkInput:
+        # messages are decoded at admission, only those the thread does not hold (``fresh_inputs``)
+        return scan_known_chat_request(body, content_type, self.memo) or scan_chat_request(body, content_type, self.memo)
+
+    def parse_known(self, body: bytes, content_type: str | None) -> AiSdkInput | None:
+        return scan_known_chat_request(body, content_type, self.memo, most=ON_LOOP_REST)
+
+    def encoder(self, parsed: AiSdkInput | None) -> AiSdkEncoder:
+        return AiSdkEncoder(parsed.continued_id if parsed is not None else None)
+
+    def target(self, parsed: AiSdkInput, route_agent: str | None) -> tuple[str | None, str | None]:
+        return parsed.thread_id, route_agent or parsed.agent_id  # the route's agent wins over the body's
+
+    def asks(self, parsed: AiSdkInput) -> Asks:
+        return Asks(parsed.message_ids(), dict.fromkeys(a.tool_call_id for a in parsed.answers))
+
+    def to_run_request(self, parsed: AiSdkInput, thread_id: str, agent_id: str | None,
+                       view: ThreadView) -> RunRequest:
+        committed = view.message_ids()
+        answered = view.answered_calls()
+        inputs = tuple(Message(m.id, m.role, m.parts) for m in parsed.fresh_inputs(committed, view.known_whole) if m.parts)
+        answers = [a for a in parsed.answers if a.tool_call_id not in answered]
+        for a in answers:
+            if a.state == "approval-responded" and a.approval_id != approval_id(a.tool_call_id):
+                raise InputRejected(
+                    f"approval {a.approval_id!r} was not issued for tool call {a.tool_call_id!r}; "
+                    "answer the approval request the server sent",
+                    code="TOOL_CALL_NOT_PENDING",
+                )
+        if not inputs and not answers and parsed.trigger == "regenerate-message":
+            raise InputRejected("regenerating a committed answer is not supported; send the question again "
+                                "as a new message", code="NO_NEW_INPUT")
+        return RunRequest(thread_id, agent_id, inputs, tuple(decision_of(a) for a in answers))
+
+
+PROTOCOL = AiSdkProtocol()
+
+
+async def read_history(ledger: Ledger, thread_id: str, cursor: str | None, limit: int) -> tuple[list[dict], str]:
+    """One page of UIMessages and the cursor after it.
+
+    Paging never splits one run's assistant UIMessage: a page that would end inside one is
+    **extended** forward to the run's boundary (so a page may hold more than ``limit`` messages;
+    extending, unlike cutting before, always makes progress). A page that starts inside one — the
+    run went on after the previous page was read, e.g. a waiting run was resumed — re-sends that
+    UIMessage **whole**, with the same id: a client replaces messages by id. The cursor still marks the
+    last committed message the page holds, with the AG-UI route's 400/404/503 rules.
+    """
+    messages, next_cursor = await read_page(ledger, thread_id, cursor, limit)
+    if messages and messages[-1].role in ("assistant", "tool"):
+        run_id = messages[-1].run_id
+        while True:
+            more = await ledger.read_messages(thread_id, messages[-1].seq, _EXTEND_BATCH)
+            taken = 0
+            for m in more:
+                if not same_group(m, run_id):
+                    break
+                messages.append(m)
+                taken += 1
+            if taken < _EXTEND_BATCH:
+                break
+        next_cursor = encode_cursor(thread_id, messages[-1].seq)
+    if messages and messages[0].role in ("assistant", "tool"):
+        messages = await _group_head(ledger, thread_id, messages[0]) + messages
+    pending = await ledger.pending_calls(thread_id)
+    usage = {r.run_id: r.usage for r in await ledger.list_runs(thread_id)}
+    thread = await ledger.get_thread(thread_id)
+    last = thread is not None and bool(messages) and messages[-1].seq == thread.last_seq
+    return project_history(messages, pending, usage, thread.state if last and thread else None), next_cursor
+
+
+async def _group_head(ledger: Ledger, thread_id: str, first: Message) -> list[Message]:
+    """The earlier messages of the assistant UIMessage ``first`` belongs to (read backward in windows)."""
+    head: list[Message] = []
+    end = first.seq - 1
+    while end > 0:
+        start = max(0, end - _EXTEND_BATCH)
+        window = [m for m in await ledger.read_messages(thread_id, start, end - start) if m.seq <= end]
+        for m in reversed(window):
+            if not same_group(m, first.run_id):
+                return head
+            head.insert(0, m)
+        end = start
+    return head

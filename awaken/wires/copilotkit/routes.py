@@ -1,0 +1,165 @@
+"""The ASGI handler of ``/v1/copilotkit``: reads the request, names its call (``runtime.py``), answers.
+
+Every POST but ``stop`` must say ``Content-Type: application/json`` (the media type itself, parameters
+allowed: ``jsonbody.is_json_media_type``), checked before its body is read; a ``stop`` may have no
+body, and one with a body must say it too. Anything else is 415 in the runtime's error shape.
+
+``run`` is an AG-UI exchange over SSE (the same adapter, engine and ledger as ``/v1/ag-ui``);
+``connect`` streams the thread's committed history (``replay.py``), then the active run's events
+through ``rejoin.watch_thread`` to its end (only to the thread's owner, or an admin; anyone else gets
+the empty replay of an unknown thread); ``stop`` stops the
+thread's active run through ``RunApplication.stop``; ``info`` lists the config's agents.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import orjson
+import trio
+
+from awaken.core.errors import InputRejected, StoreUnavailable
+from awaken.core.jsonbody import is_json_media_type, load_json_object
+from awaken.http.auth import principal_of
+from awaken.http.context import ServerContext
+from awaken.streams.exchange import DETACHED, MAX_BODY, Deliver, content_type_of, exchange
+from awaken.streams.rejoin import watch_thread
+from awaken.transports import sse
+from awaken.transports.body import Body, read_body_or_answer
+from awaken.wires.agui.adapter import PROTOCOL as AGUI
+from awaken.wires.agui.capabilities import capabilities
+from awaken.wires.copilotkit import runtime
+from awaken.wires.copilotkit.replay import Joined, replay_events
+from awaken.wires.encoding import sse_frames, text_payload
+
+PREFIX = "/v1/copilotkit"
+_JSON = [(b"content-type", b"application/json")]
+
+
+async def _json(send: sse.ASGISend, status: int, answer: dict[str, Any]) -> None:
+    await sse.send_once(send, _JSON, orjson.dumps(answer), status)
+
+
+async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
+                agent_id: str | None = None) -> None:
+    """Serve one request under ``PREFIX`` (``scope["path"]`` is already percent-decoded)."""
+    method = scope.get("method", "GET")
+    found = runtime.route(method, scope["path"][len(PREFIX):])
+    if found is None:
+        await _json(send, 404, {"error": "not_found", "message": f"{method} {scope['path']} is not a runtime route"})
+        return
+    body = Body(b"")
+    if method == "POST" and (found == "envelope" or found.kind != "stop") \
+            and not is_json_media_type(content_type_of(scope)):
+        # refused before the body is read (the connection is closed after the answer: transports/early.py)
+        error = runtime.unsupported_media_type(content_type_of(scope), "Single-route endpoint expects JSON payloads"
+                                               if found == "envelope" else None)
+        await _json(send, error.status, error.answer)
+        return
+    if method == "POST":
+        read = await read_body_or_answer(scope, receive, send, limit=MAX_BODY,
+                                         seconds=ctx.config.server.body_timeout_seconds, bodies=ctx.large_bodies)
+        if read is None:
+            return
+        body = read
+        if body.too_large:  # refused as soon as it passed the limit: the rest is never read
+            await sse.send_once(send, [*_JSON, (b"connection", b"close")], orjson.dumps(
+                {"error": "invalid_request", "message": f"the body is larger than {MAX_BODY} bytes"}), 413)
+            return
+    try:
+        data = body.take() or b""
+        call = runtime.parse_envelope(data, content_type_of(scope)) if found == "envelope" else \
+            attrs.evolve(found, body=data)
+        if call.kind == "stop" and call.body.strip() and found != "envelope" \
+                and not is_json_media_type(content_type_of(scope)):
+            raise runtime.unsupported_media_type(content_type_of(scope))
+        del data
+        if call.kind == "run":  # its input goes to exchange in ``body``: no copy stays alive past the parse
+            body.data, call = call.body, attrs.evolve(call, body=b"")
+        else:
+            await body.release()
+        await _serve(ctx, call, body, scope, receive, send)
+    except runtime.RuntimeError_ as exc:
+        await _json(send, exc.status, exc.answer)
+    finally:
+        with trio.CancelScope(shield=True):
+            await body.release()
+
+
+async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, body: Body, scope: dict,
+                 receive: sse.ASGIReceive, send: sse.ASGISend) -> None:
+    """Answer ``call``; ``body`` holds its large-body slot, given back once the run's input is parsed."""
+    if call.kind == "info":
+        await _json(send, 200, runtime.info_document(
+            [(a.id, a.config.description, capabilities(a)) for a in ctx.agents.all()]))
+        return
+    try:
+        ctx.agents.get(call.agent_id)
+    except InputRejected as exc:
+        raise runtime.RuntimeError_(404, exc.message, "not_found") from None
+    if call.kind == "run":
+        server = ctx.config.server
+        transport = sse.SseTransport(send, receive, sse.sse_headers(AGUI.sse_headers),
+                                     keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes,
+                                     scope=scope)
+        await exchange(ctx, AGUI, transport, body, "application/json", call.agent_id, principal_of(scope))
+    elif call.kind == "connect":
+        await _connect(ctx, call, scope, receive, send)
+    else:
+        await _stop(ctx, call, scope, send)
+
+
+async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, receive: sse.ASGIReceive,
+                   send: sse.ASGISend) -> None:
+    try:
+        data = load_json_object(call.body)
+    except InputRejected as exc:
+        raise runtime.RuntimeError_(400, exc.message) from None
+    thread_id = data.get("threadId")
+    if not isinstance(thread_id, str) or not thread_id:
+        raise runtime.RuntimeError_(400, "threadId must be a non-empty string")
+    principal = principal_of(scope)
+    try:
+        live = await watch_thread(ctx, AGUI, thread_id, principal)  # first: a run ending now is in the view
+        view = await ctx.ledger.thread_view(thread_id)
+        _exists, owner = await ctx.app.owner_of(thread_id)
+    except StoreUnavailable as exc:
+        await _json(send, 503, {"error": exc.code, "message": exc.message})
+        return
+    if view.thread is not None and not principal.may_see(owner):
+        view = attrs.evolve(view, thread=None)  # another subject's thread replays as an unknown one
+    active = ctx.app.active(thread_id)
+    history = replay_events(view, active.run_id if live is not None and active is not None else None)
+    if live is None:
+        await sse.send_once(send, sse.sse_headers(AGUI.sse_headers), sse_frames(history))
+        return
+    joined = Joined.of(view.messages)
+
+    async def produce(deliver: Deliver) -> None:
+        for wire in history:
+            deliver(None, text_payload(wire))
+        await live(lambda at, payload: deliver(at, payload) if joined.keeps(orjson.loads(payload)) else None)
+
+    server = ctx.config.server
+    transport = sse.SseTransport(send, receive, sse.sse_headers(AGUI.sse_headers),
+                                 keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
+    await transport.stream(produce, DETACHED)
+
+
+async def _stop(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send: sse.ASGISend) -> None:
+    assert call.thread_id is not None
+    run_id = runtime.stop_scope(call.body)
+    active = ctx.app.active(call.thread_id)
+    if active is not None:  # another subject's run is not there for this caller: nothing stops
+        _exists, owner = await ctx.app.owner_of(call.thread_id)
+        if not principal_of(scope).may_see(owner):
+            active = None
+    stopped = active is not None and (run_id is None or active.run_id == run_id)
+    if stopped:
+        try:
+            await ctx.app.stop(call.thread_id)
+        except StoreUnavailable as exc:  # its last outcome still waits for the store
+            await _json(send, 503, {"error": exc.code, "message": exc.message})
+            return
+    await _json(send, 200, runtime.stop_answer(stopped, call.thread_id, run_id))

@@ -1,0 +1,158 @@
+"""useChat in headless Chromium, from another origin (issue 13 item 6, issue 17 item 6): every flow runs
+with AI SDK v6 (``usechat``: ai@6, @ai-sdk/react 3) and v7 (``usechat7``: ai@7, @ai-sdk/react 4).
+
+The page (tests/browser/pages/common_usechat.tsx) is served from ``http://localhost:<port>`` and its
+``DefaultChatTransport`` posts to ``http://127.0.0.1:<port>/v1/ai-sdk/agents/{agent}/chat``: every
+request is cross-origin and passes only through CORS. Each test types into the page, clicks its
+buttons, waits for what the page shows, and compares the page's messages with the history route.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.browser_harness import Tab, read_history
+from tests.helpers import default_config_data, live_server, make_config
+
+CALC = '/call calculator {"expression":"6*7"}'
+
+
+#: the useChat pages, one per AI SDK generation
+PAGES = ["usechat", "usechat7"]
+
+
+async def open_chat(browser, server, thread: str, agent: str = "assistant", page: str = "usechat") -> Tab:  # noqa: ANN001
+    tab = browser.tab(page)
+    await tab.open(page, server=server.base_url, thread=thread, agent=agent)
+    await tab.wait_for_state(f"s => s.page === '{page}' && s.thread === " + repr(thread))
+    return tab
+
+
+async def send(tab: Tab, text: str) -> None:
+    await tab.fill("#input", text)
+    await tab.click("#send")
+
+
+async def settled(tab: Tab, messages: int) -> dict[str, Any]:
+    """The page's state once it holds ``messages`` messages and the chat is idle again."""
+    state = await tab.wait_for_state(f"s => s.messages.length === {messages} && s.status === 'ready'")
+    assert state["error"] is None
+    return state
+
+
+async def history(server, thread: str) -> list[dict[str, Any]]:  # noqa: ANN001
+    async with server.client() as client:
+        return await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
+
+
+def tool_part(message: dict[str, Any]) -> dict[str, Any]:
+    (part,) = [p for p in message["parts"] if p["type"].startswith("tool-")]
+    return part
+
+
+@pytest.mark.parametrize("page", PAGES)
+async def test_text(browser, cross_origin_server, page):
+    tab = await open_chat(browser, cross_origin_server, f"uc-text-{page}", page=page)
+    assert (await tab.state())["historyStatus"] == 404
+    await send(tab, "hello from the browser")
+    state = await settled(tab, 2)
+    shown = await tab.text("#messages")
+    assert shown == 'user\nhello from the browser\nassistant\nYou said: "hello from the browser".'
+    assert state["messages"] == await history(cross_origin_server, f"uc-text-{page}")
+    await tab.screenshot(f"{page}-text")
+    assert await tab.page_errors() == []
+
+
+@pytest.mark.parametrize("page", PAGES)
+async def test_server_tool(browser, cross_origin_server, page):
+    tab = await open_chat(browser, cross_origin_server, f"uc-tool-{page}", page=page)
+    await send(tab, CALC)
+    state = await settled(tab, 2)
+    part = tool_part(state["messages"][1])
+    assert (part["state"], part["input"], part["output"]) == ("output-available", {"expression": "6*7"}, {"result": 42})
+    shown = await tab.text("#messages .message[data-role=assistant]")
+    assert shown == ('assistant\ncalculator({"expression":"6*7"}) → {"result":42}\n'
+                     'Here is what the tools said: calculator returned {"result":42}.')
+    assert state["messages"] == await history(cross_origin_server, f"uc-tool-{page}")
+    await tab.screenshot(f"{page}-server-tool")
+
+
+@pytest.mark.parametrize("page", PAGES)
+async def test_approval_runs_the_tool(browser, cross_origin_server, page):
+    tab = await open_chat(browser, cross_origin_server, f"uc-approve-{page}", agent="guarded", page=page)
+    await send(tab, CALC)
+    await tab.wait_for("() => document.querySelector('.tool[data-state=approval-requested] button.approve')")
+    await tab.screenshot(f"{page}-approval-requested")
+    await tab.click("button.approve")
+    state = await tab.wait_for_state("s => s.status === 'ready' && s.messages[1].parts.at(-1).type === 'text'")
+    part = tool_part(state["messages"][1])
+    assert (part["state"], part["output"], part["approval"]["approved"]) == ("output-available", {"result": 42}, True)
+    assert (await tab.text(".message[data-role=assistant] .part.text")) == (
+        'Here is what the tools said: calculator returned {"result":42}.')
+    assert state["messages"] == await history(cross_origin_server, f"uc-approve-{page}")
+    runs = await cross_origin_server.ctx.ledger.list_runs(f"uc-approve-{page}")
+    assert [r.status.value for r in runs] == ["completed"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+async def test_denial_does_not_run_the_tool(browser, cross_origin_server, page):
+    tab = await open_chat(browser, cross_origin_server, f"uc-deny-{page}", agent="guarded", page=page)
+    await send(tab, CALC)
+    await tab.click(".tool[data-state=approval-requested] button.deny")
+    state = await tab.wait_for_state("s => s.status === 'ready' && s.messages[1].parts.at(-1).type === 'text'")
+    part = tool_part(state["messages"][1])
+    assert (part["state"], part["approval"]["approved"]) == ("output-denied", False)
+    assert "output" not in part
+    shown = await tab.text(".message[data-role=assistant]")
+    assert "denied: the user did not allow this call" in shown and "42" not in shown
+    assert state["messages"] == await history(cross_origin_server, f"uc-deny-{page}")
+    await tab.screenshot(f"{page}-denied")
+
+
+@pytest.mark.parametrize("page", PAGES)
+async def test_client_tool_answered_by_the_page(browser, cross_origin_server, page):
+    tab = await open_chat(browser, cross_origin_server, f"uc-client-{page}", agent="frontend", page=page)
+    await send(tab, '/call ask_user {"question":"Favourite colour?"}')
+    await tab.fill(".tool[data-tool=ask_user][data-state=input-available] input.answer-text", "blue")
+    await tab.click(".tool[data-tool=ask_user] button.answer")
+    state = await tab.wait_for_state("s => s.status === 'ready' && s.messages[1].parts.at(-1).type === 'text'")
+    part = tool_part(state["messages"][1])
+    assert (part["state"], part["output"]) == ("output-available", {"answer": "blue"})
+    assert (await tab.text(".message[data-role=assistant] .part.text")) == (
+        'Here is what the tools said: ask_user returned {"answer":"blue"}.')
+    assert state["messages"] == await history(cross_origin_server, f"uc-client-{page}")
+
+
+@pytest.mark.parametrize("page", PAGES)
+async def test_history_reload_shows_the_conversation(browser, cross_origin_server, page):
+    tab = await open_chat(browser, cross_origin_server, f"uc-reload-{page}", page=page)
+    await send(tab, "first")
+    await settled(tab, 2)
+    await send(tab, CALC)
+    await settled(tab, 4)
+    before = await tab.text("#messages")
+    await tab.reload()
+    state = await tab.wait_for_state("s => s.historyStatus === 200 && s.messages.length === 4")
+    assert await tab.text("#messages") == before
+    assert state["messages"] == await history(cross_origin_server, f"uc-reload-{page}")
+    await tab.screenshot(f"{page}-reloaded")
+    # the reloaded chat goes on: it resends the history it loaded, the server keeps only the new turn
+    await send(tab, "after the reload")
+    state = await settled(tab, 6)
+    assert state["messages"][-1]["parts"][-1]["text"] == 'You said: "after the reload".'
+    assert state["messages"] == await history(cross_origin_server, f"uc-reload-{page}")
+    assert await tab.page_errors() == []
+
+
+async def test_a_page_on_an_origin_not_allowed_is_blocked(browser, tmp_path):
+    """The same page against a server whose cors_origins lacks the page's origin: Chromium itself
+    refuses to hand the page the answer, so CORS is what the tests above pass through."""
+    server = dict(default_config_data()["server"], cors_origins=["http://localhost:1"])
+    async with live_server(make_config(tmp_path, server=server)) as srv:
+        tab = browser.tab("usechat")
+        await tab.open("usechat", server=srv.base_url, thread="uc-blocked", agent="assistant")
+        state = await tab.wait_for_state("s => s.fatal")
+    assert state["fatal"] == "TypeError: Failed to fetch"
+    assert any("has been blocked by CORS policy" in e for e in await tab.console_errors())

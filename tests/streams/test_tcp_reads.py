@@ -1,0 +1,58 @@
+"""A connection reads what has arrived, up to ``READ_SIZE`` at a time (``awaken.runtime.tcp``).
+
+hypercorn's own loop reads 64 KiB at a time, and each read goes through h11, hypercorn's stream and
+the app's queue: a 684 KB replayed history took eleven such trips. The connection's read loop asks
+for up to 256 KiB, hands every read on whole, ends at the client's EOF (telling the protocol the
+connection closed, and stopping the idle task so the connection does not wait out its keep-alive).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+from hypercorn.config import Config
+from hypercorn.events import Closed, RawData
+
+from awaken.runtime.tcp import READ_SIZE, WriteDeadlineServer
+
+
+class ArrivingStream:
+    """A socket stream on which ``pieces`` have arrived, then EOF; it records each read's size."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = list(pieces)
+        self.asked: list[int] = []
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        await trio.lowlevel.checkpoint()
+        self.asked.append(max_bytes)
+        if not self.pieces:
+            return b""
+        data = b"".join(self.pieces)
+        self.pieces.clear()
+        taken, rest = data[:max_bytes], data[max_bytes:]
+        if rest:
+            self.pieces.append(rest)
+        return taken
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    async def handle(self, event: Any) -> None:
+        self.events.append(event)
+
+
+async def test_a_large_body_that_has_arrived_is_read_in_few_reads():
+    body = b"POST / HTTP/1.1\r\ncontent-length: 700000\r\n\r\n" + b"x" * 700_000
+    stream = ArrivingStream([body])
+    server = WriteDeadlineServer(lambda *a: None, Config(), None, None, stream)
+    server.protocol = Recorder()  # type: ignore[assignment]
+    await server._read_data()
+    data = [e.data for e in server.protocol.events if isinstance(e, RawData)]
+    assert b"".join(data) == body
+    assert [len(d) for d in data] == [READ_SIZE, READ_SIZE, len(body) - 2 * READ_SIZE, 0]
+    assert set(stream.asked) == {READ_SIZE}
+    assert isinstance(server.protocol.events[-1], Closed)

@@ -1,0 +1,201 @@
+"""WebSocket transport without a network: the ``Outbox``, write slicing, the plain-ASGI fallback wire,
+and refusals that wait for the running stream."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+import trio
+import trio.testing
+
+from awaken.core.principal import ANONYMOUS, PRINCIPAL_KEY
+from awaken.http.context import ServerContext
+from awaken.streams.exchange import serve_websocket
+from awaken.transports import ws as ws_module
+from awaken.transports.ws import AsgiWire, Batch, Close, HypercornWire, Outbox, slices
+from awaken.wires.agui.adapter import PROTOCOL as AGUI
+from tests.helpers import agui_body, default_config_data, held, make_config, open_gate
+
+
+def test_outbox_hands_over_everything_queued_as_one_batch_in_order():
+    box = Outbox(100, lambda: pytest.fail("no overflow expected"))
+    box.put("a", 1)
+    box.put("b", 1)
+    box.ping()
+
+    async def take() -> Batch:
+        return await box.take()
+
+    assert trio.run(take) == Batch(True, ["a", "b"], None)
+
+
+def test_outbox_overflow_fires_once_and_a_dropping_close_discards_the_queue():
+    calls: list[int] = []
+    box = Outbox(10, lambda: calls.append(1) or box.close(4008, "too slow", drop=True))
+    box.put("x" * 6, 6)
+    box.put("y" * 6, 6)  # 12 > 10: overflow, and the close drops both
+    box.put("z", 1)  # after close: ignored
+    box.ping()  # likewise
+    assert calls == [1] and box.closing and box.dropped
+
+    async def take() -> Batch:
+        return await box.take()
+
+    assert trio.run(take) == Batch(False, [], Close(4008, "too slow"))
+
+
+async def test_outbox_graceful_close_sends_the_queue_first_and_nothing_after(autojump_clock):
+    box = Outbox(100, lambda: None)
+    box.put("last", 4)
+    box.close(1001, "bye", drop=False)
+    assert not box.dropped
+    assert await box.take() == Batch(False, ["last"], Close(1001, "bye"))
+    with trio.move_on_after(60) as waited:
+        await box.take()  # the close batch was the last one
+    assert waited.cancelled_caught
+
+
+async def test_outbox_take_waits_for_a_put(autojump_clock):
+    box = Outbox(100, lambda: None)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_put_later, box)
+        assert (await box.take()).texts == ["late"]
+
+
+async def _put_later(box: Outbox) -> None:
+    await trio.sleep(5)
+    box.put("late", 4)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "limit", "expected"),
+    [([10] * 25, 100, [10, 10, 5]), ([], 5, []), ([500, 1], 100, [1, 1]), ([3, 3, 3], 100, [3])],
+)
+def test_slices_keep_order_and_bound_each_write(sizes, limit, expected):
+    texts = [f"{i:0{n}d}"[:n] for i, n in enumerate(sizes)]
+    chunks = list(slices(texts, limit))
+    assert [len(c) for c in chunks] == expected
+    assert [t for c in chunks for t in c] == texts
+
+
+async def test_plain_asgi_server_gets_one_send_per_event_and_no_hypercorn_extras(tmp_path):
+    """Under a server that is not hypercorn the transport still works: one ``websocket.send`` per
+    wire event, no pings, and a disconnect ends the connection (``AsgiWire``)."""
+    config = make_config(tmp_path, server={**default_config_data()["server"], "ws_ping_seconds": 0.01})
+    ctx = ServerContext.build(config)
+    await ctx.open()
+    to_app, app_inbox = trio.open_memory_channel[dict[str, Any]](10)
+    sent: list[dict[str, Any]] = []
+    finished = trio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message.get("text") and orjson.loads(message["text"])["type"] == "RUN_FINISHED":
+            finished.set()
+
+    assert type(HypercornWire.of(send)) is AsgiWire
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_websocket, ctx, AGUI, {"type": "websocket", PRINCIPAL_KEY: ANONYMOUS}, app_inbox.receive, send, None)
+            await to_app.send({"type": "websocket.connect"})
+            body = agui_body("t-u", "r-u", [{"id": "u1", "role": "user", "content": "plain"}])
+            await to_app.send({"type": "websocket.receive", "text": orjson.dumps(body).decode()})
+            with trio.fail_after(5):
+                await finished.wait()
+            await trio.sleep(0.05)  # five ping intervals: nothing may be sent
+            await to_app.send({"type": "websocket.disconnect", "code": 1000})
+    finally:
+        await ctx.aclose()
+    assert sent[0] == {"type": "websocket.accept"}
+    events = [orjson.loads(m["text"]) for m in sent[1:]]
+    assert all(m["type"] == "websocket.send" for m in sent[1:])
+    assert [e["type"] for e in events][0] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED"
+    assert "".join(e.get("delta", "") for e in events) == 'You said: "plain".'
+
+
+# -- refusals wait for the running stream (no network: the plain-ASGI wire records every send) ---------
+
+
+async def serve_one_run_with_messages_mid_run(
+    tmp_path, mid_run: list[dict[str, Any]], done: Callable[[list[dict[str, Any]]], bool]
+) -> list[dict[str, Any]]:
+    """One socket under a plain ASGI server: a run that streams 12 deltas, ``mid_run`` (ASGI receive
+    messages) delivered once its first delta was sent and read before the run goes on past it; every ``send`` after the accept, until
+    ``done(sent)`` holds and 50 ms more pass (whatever else the socket sends then is included too)."""
+    ctx = ServerContext.build(make_config(tmp_path))
+    await ctx.open()
+    to_app, app_inbox = trio.open_memory_channel[dict[str, Any]](100)
+    sent: list[dict[str, Any]] = []
+    streaming = trio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message.get("text") and orjson.loads(message["text"]).get("type") == "TEXT_MESSAGE_CONTENT":
+            streaming.set()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_websocket, ctx, AGUI, {"type": "websocket", PRINCIPAL_KEY: ANONYMOUS}, app_inbox.receive, send,
+                               None)
+            await to_app.send({"type": "websocket.connect"})
+            slow = {"id": "u1", "role": "user", "content": held("mid-run", 12)}
+            body = agui_body("t-slow", "r-slow", [slow])
+            await to_app.send({"type": "websocket.receive", "text": orjson.dumps(body).decode()})
+            with trio.fail_after(5):
+                await streaming.wait()  # the run holds after its first delta until the gate opens
+            for message in mid_run:
+                await to_app.send(message)
+            with trio.fail_after(5):  # the socket has taken every mid-run message and is waiting again
+                await trio.testing.wait_all_tasks_blocked()
+            assert to_app.statistics().current_buffer_used == 0
+            open_gate(ctx, "mid-run")
+            with trio.fail_after(5):
+                while not done(sent):
+                    await trio.sleep(0.005)
+            await trio.sleep(0.05)
+            await to_app.send({"type": "websocket.disconnect", "code": 1000})
+    finally:
+        await ctx.aclose()
+    assert sent[0] == {"type": "websocket.accept"}
+    return sent[1:]
+
+
+def busy(i: int) -> dict[str, Any]:
+    body = agui_body(f"t-{i}", f"r-{i}", [{"id": f"u-{i}", "role": "user", "content": "hi"}])
+    return {"type": "websocket.receive", "text": orjson.dumps(body).decode()}
+
+
+async def test_refusals_mid_run_follow_the_terminal_event_in_arrival_order(tmp_path):
+    """Nothing is interleaved: the run's events, its RUN_FINISHED, then one RUN_ERROR per message that
+    arrived mid-run, in arrival order (a binary message waits like a request does)."""
+    binary = {"type": "websocket.receive", "bytes": b"\x00"}
+    def three_refusals(sent: list[dict[str, Any]]) -> bool:
+        return sum('"RUN_ERROR"' in m.get("text", "") for m in sent) == 3
+
+    sent = await serve_one_run_with_messages_mid_run(tmp_path, [busy(1), binary, busy(2)], three_refusals)
+    events = [orjson.loads(m["text"]) for m in sent]
+    assert all(m["type"] == "websocket.send" for m in sent)
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "RUN_STARTED" and kinds.index("RUN_FINISHED") == len(kinds) - 4
+    assert kinds.count("TEXT_MESSAGE_CONTENT") == 12 and "RUN_ERROR" not in kinds[:-3]
+    assert [e["code"] for e in events[-3:]] == ["REQUEST_BUSY", "UNSUPPORTED_MEDIA_TYPE", "REQUEST_BUSY"]
+
+
+async def test_more_than_max_deferred_mid_run_closes_with_1008_after_the_run_and_the_refusals(
+        tmp_path, monkeypatch):
+    """``MAX_DEFERRED`` refusals wait; the next message closes the socket with 1008 once they and the run
+    are out; later messages are ignored."""
+    monkeypatch.setattr(ws_module, "CLOSE_TIMEOUT", 0.01)
+    limit = ws_module.MAX_DEFERRED
+    sent = await serve_one_run_with_messages_mid_run(
+        tmp_path, [busy(i) for i in range(limit + 3)], lambda sent: sent[-1]["type"] == "websocket.close")
+    close = sent[-1]
+    assert close == {"type": "websocket.close", "code": ws_module.CLOSE_POLICY,
+                     "reason": "too many requests while a run was streaming"}
+    events = [orjson.loads(m["text"]) for m in sent[:-1]]
+    assert [e["type"] for e in events[-limit - 1 :]] == ["RUN_FINISHED"] + ["RUN_ERROR"] * limit
+    assert {e["code"] for e in events[-limit:]} == {"REQUEST_BUSY"}
+    assert "RUN_ERROR" not in [e["type"] for e in events[:-limit]]
