@@ -41,6 +41,7 @@ def hypercorn_config(config: AppConfig, worker_fd: int | None = None) -> Hyperco
     # a worker serves the socket its supervisor bound and passed down
     hc.bind = [config.server.bind if worker_fd is None else f"fd://{worker_fd}"]
     hc.graceful_timeout = config.server.graceful_timeout
+    hc.backlog = config.server.backlog
     hc.accesslog = None
     hc.errorlog = "-"
     hc.keep_alive_timeout = 75
@@ -123,7 +124,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         return 2
     try:
         if config.server.workers > 1 and args.worker_fd is None:
-            trio.run(supervise, args.config, config.server.bind, config.server.workers)
+            trio.run(supervise, args.config, config.server.bind, config.server.workers, config.server.backlog)
         else:
             trio.run(serve, config, args.worker_fd)
     except StoreUnavailable as exc:

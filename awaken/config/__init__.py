@@ -68,6 +68,10 @@ class ServerConfig:
     #: bytes of recent requests' replayed histories kept so that the next replay of a thread has only
     #: its new messages parsed (``awaken.wires.memo``); 0 turns it off
     replay_memo_bytes: int = 16 * 1024 * 1024
+    #: connections the kernel may hold accepted-but-not-yet-taken on the listening socket; a burst of
+    #: clients beyond it loses SYNs (retried a second later) or is reset. Capped by the kernel's
+    #: ``net.core.somaxconn`` (4096 on current Linux)
+    backlog: int = 2048
 
 
 @attrs.frozen
@@ -295,6 +299,7 @@ def _check(config: AppConfig, source: str) -> None:
         ("max_large_bodies", server.max_large_bodies, server.max_large_bodies >= 1),
         ("replay_memo_bytes", server.replay_memo_bytes,
          isinstance(server.replay_memo_bytes, int) and server.replay_memo_bytes >= 0),
+        ("backlog", server.backlog, isinstance(server.backlog, int) and server.backlog >= 1),
     ):
         if not ok:
             raise ConfigError(f"{source}: server.{key}: {value!r} is out of range (must be positive)")

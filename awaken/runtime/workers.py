@@ -23,21 +23,21 @@ import trio
 RESTART_DELAY = 1.0
 
 
-def listening_socket(bind: str) -> socket.socket:
+def listening_socket(bind: str, backlog: int) -> socket.socket:
     host, _, port = bind.rpartition(":")
     host = host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, int(port)))
-    sock.listen(1024)
+    sock.listen(backlog)
     sock.set_inheritable(True)
     return sock
 
 
-async def supervise(config_path: str, bind: str, workers: int) -> None:
+async def supervise(config_path: str, bind: str, workers: int, backlog: int) -> None:
     """Run ``workers`` worker processes on ``bind`` until SIGINT/SIGTERM, restarting any that dies."""
-    sock = listening_socket(bind)
+    sock = listening_socket(bind, backlog)
     host, port = sock.getsockname()[:2]
     stopping = trio.Event()
     procs: list[trio.Process] = []
