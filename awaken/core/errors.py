@@ -1,95 +1,117 @@
-"""The error hierarchy and the code catalogue.
+"""The error hierarchy and the code catalogue, each code with its HTTP status.
 
-Every failure a client can see carries one code from ``CODES``. Errors are raised deep inside and
-classified once, at the adapter edge (the way h11's ``error_status_hint`` works):
+Every failure a client can see carries one code from ``CODES``, and every code carries the HTTP status
+it is answered with on a JSON route (in the manner of h11's ``error_status_hint``): the same refusal
+gets the same status on every route. Errors are raised deep inside and answered once, at the edge, by
+``error_response`` (the one writer of the JSON error ``{"error": {"code", "message"}}``). The run routes
+keep refusing inside their stream, as the contract says (AG-UI ``RUN_ERROR``, AI SDK ``error`` parts,
+HTTP 200); a run code is committed on the run that failed.
 
 * ``InputRejected`` — the client sent something we will not run. Nothing was started or committed.
   ``RateLimited`` is one: the caller is over a ``[limits]`` cap (429, ``Retry-After``).
 * ``RunFailure`` — a run was admitted and then failed; the failure is committed on the run.
-* ``StoreUnavailable`` — the ledger cannot be read or written; history answers 503.
+* ``StoreUnavailable`` — the ledger cannot be read or written (503).
 * ``BadCursor`` — a history cursor that is not in the thread's committed page sequence (400).
 * ``BadLimit`` — a history or listing ``limit`` that is not an integer in range (400).
-* ``UnknownThread`` — history for a thread the ledger has never seen (404).
+* ``UnknownThread`` — a thread the ledger has never seen, or one the caller may not see (404).
 * ``Unauthenticated`` — no credentials, or bad ones, on a ``/v1/`` route (401).
+
+``docs/errors.md`` is generated from ``CODES``: ``python -m awaken.core.errors > docs/errors.md``.
 """
 
 from __future__ import annotations
 
-#: code -> (kind, what it means). ``input`` codes start no run; ``run`` codes end an admitted run.
-CODES: dict[str, tuple[str, str]] = {
-    "INVALID_JSON": ("input", "The request body is not valid JSON."),
-    "UNSUPPORTED_MEDIA_TYPE": ("input", "The request Content-Type is not application/json."),
-    "INVALID_REQUEST": ("input", "A field has the wrong type or a required field is missing."),
-    "UNSUPPORTED_FIELD": (
-        "input",
+import sys
+from collections.abc import Iterable
+from typing import Literal, NamedTuple
+
+import orjson
+
+
+class Code(NamedTuple):
+    """One catalogue entry: its kind, the HTTP status a JSON route answers it with, what it means."""
+
+    kind: Literal["input", "run"]
+    status: int
+    description: str
+
+
+#: code -> (kind, HTTP status, what it means). ``input`` codes start no run; ``run`` codes end an
+#: admitted run (committed on it; a JSON route answers one with its status, e.g. 503 ``STORE_UNAVAILABLE``).
+CODES: dict[str, Code] = {
+    "INVALID_JSON": Code("input", 400, "The request body is not valid JSON."),
+    "UNSUPPORTED_MEDIA_TYPE": Code("input", 415, "The request Content-Type is not application/json."),
+    "INVALID_REQUEST": Code("input", 400, "A field has the wrong type or a required field is missing."),
+    "UNSUPPORTED_FIELD": Code(
+        "input", 400,
         "The request uses a field this server does not implement (non-empty forwardedProps, a state "
         "that is not an object, or any parentRunId).",
     ),
-    "UNSUPPORTED_CONTENT": ("input", "A message carries audio, video, document or binary content."),
-    "CONTENT_TOO_LARGE": ("input", "An image is over a bound: inline size, URL length or images per message."),
-    "NO_NEW_INPUT": ("input", "Every message in the request is already committed: nothing to run."),
-    "UNKNOWN_AGENT": ("input", "The request names an agent that is not published."),
-    "THREAD_BUSY": ("input", "Another run is active on this thread; retry when it ends."),
-    "RATE_LIMITED": (
-        "input",
+    "UNSUPPORTED_CONTENT": Code("input", 415, "A message carries audio, video, document or binary content."),
+    "CONTENT_TOO_LARGE": Code("input", 413, "An image is over a bound: inline size, URL length or images per message."),
+    "NO_NEW_INPUT": Code("input", 409, "Every message in the request is already committed: nothing to run."),
+    "UNKNOWN_AGENT": Code("input", 404, "The request names an agent that is not published."),
+    "THREAD_BUSY": Code("input", 409, "Another run is active on this thread; retry when it ends."),
+    "RATE_LIMITED": Code(
+        "input", 429,
         "The caller is over a [limits] cap (runs at once, or new runs per minute): the run route's refusal "
         "stream (with Retry-After on an SSE response; HTTP 429 where a route answers with a status), whose "
         "message says how many seconds to wait.",
     ),
-    "NO_PENDING_RUN": ("input", "A tool result or decision arrived but nothing on the thread is waiting."),
-    "TOOL_CALL_NOT_PENDING": ("input", "A tool result or decision names a call that is not pending."),
-    "INTERRUPT_UNKNOWN": ("input", "AG-UI resume: an interruptId names no interrupt of this thread."),
-    "INTERRUPT_MISSING": ("input", "AG-UI resume: the resume does not answer every open interrupt."),
-    "INTERRUPT_ANSWERED": ("input", "AG-UI resume: an interrupt was already answered, with another answer."),
-    "INTERRUPTS_OPEN": ("input", "AG-UI 1.0: new input arrived while interrupts are open; resume them first."),
-    "INVALID_RESUME": (
-        "input",
+    "NO_PENDING_RUN": Code("input", 409, "A tool result or decision arrived but nothing on the thread is waiting."),
+    "TOOL_CALL_NOT_PENDING": Code("input", 409, "A tool result or decision names a call that is not pending."),
+    "INTERRUPT_UNKNOWN": Code("input", 409, "AG-UI resume: an interruptId names no interrupt of this thread."),
+    "INTERRUPT_MISSING": Code("input", 409, "AG-UI resume: the resume does not answer every open interrupt."),
+    "INTERRUPT_ANSWERED": Code("input", 409, "AG-UI resume: an interrupt was already answered, with another answer."),
+    "INTERRUPTS_OPEN": Code("input", 409, "AG-UI 1.0: new input arrived while interrupts are open; resume them first."),
+    "INVALID_RESUME": Code(
+        "input", 400,
         "AG-UI resume: a payload does not match the interrupt's responseSchema, or editedArgs do not "
         "match the tool's parameters.",
     ),
-    "INVALID_CURSOR": ("input", "History: the cursor is not in this thread's committed page sequence (400)."),
-    "UNKNOWN_THREAD": (
-        "input",
-        "No such thread for this caller: nothing was committed to it, or it belongs to another user (404).",
+    "INVALID_CURSOR": Code("input", 400, "History: the cursor is not in this thread's committed page sequence."),
+    "UNKNOWN_THREAD": Code(
+        "input", 404,
+        "No such thread for this caller: nothing was committed to it, or it belongs to another user.",
     ),
-    "BODY_TOO_LARGE": ("input", "The request body is larger than the server accepts."),
-    "BODY_TIMEOUT": ("input", "The request body did not arrive within server.body_timeout_seconds (408; the "
+    "BODY_TOO_LARGE": Code("input", 413, "The request body is larger than the server accepts."),
+    "BODY_TIMEOUT": Code("input", 408, "The request body did not arrive within server.body_timeout_seconds (408; the "
                      "connection is closed)."),
-    "TOO_MANY_LARGE_BODIES": ("input", "server.max_large_bodies request bodies over 256 KiB are being read "
+    "TOO_MANY_LARGE_BODIES": Code("input", 503, "server.max_large_bodies request bodies over 256 KiB are being read "
                               "already (503 with Retry-After; nothing was started, send it again)."),
-    "INVALID_ID": ("input", "A thread, run or message id breaks the id rule (1-256 printable characters, no "
+    "INVALID_ID": Code("input", 400, "A thread, run or message id breaks the id rule (1-256 printable characters, no "
                    "surrounding whitespace, no leading /, not . or ..)."),
-    "INVALID_LIMIT": ("input", "History: limit is not an integer from 1 to 500 (400)."),
-    "NOT_FOUND": ("input", "No route has this path (404)."),
-    "METHOD_NOT_ALLOWED": ("input", "The route exists but not for this method (405, with Allow)."),
-    "NESTING_TOO_DEEP": ("input", "The request body nests arrays and objects deeper than 64 levels."),
-    "TOO_MANY_MESSAGES": ("input", "The request carries more than 10,000 messages."),
-    "REQUEST_BUSY": ("input", "A run is already streaming on this socket; send the next request after it ends."),
-    "ORIGIN_NOT_ALLOWED": ("input", "A browser preflight came from an origin not in server.cors_origins, or a state "
+    "INVALID_LIMIT": Code("input", 400, "History: limit is not an integer from 1 to 500."),
+    "NOT_FOUND": Code("input", 404, "No route has this path."),
+    "METHOD_NOT_ALLOWED": Code("input", 405, "The route exists but not for this method (405, with Allow)."),
+    "NESTING_TOO_DEEP": Code("input", 400, "The request body nests arrays and objects deeper than 64 levels."),
+    "TOO_MANY_MESSAGES": Code("input", 413, "The request carries more than 10,000 messages."),
+    "REQUEST_BUSY": Code("input", 409, "A run is already streaming on this socket; send the next request after it ends."),
+    "ORIGIN_NOT_ALLOWED": Code("input", 403, "A browser preflight came from an origin not in server.cors_origins, or a state "
                            "change (POST, DELETE) or WebSocket upgrade from an origin that is neither listed nor "
                            "the server's own (403)."),
-    "HOST_NOT_ALLOWED": ("input", "The request's Host names neither a loopback name, nor the bind address, nor a "
+    "HOST_NOT_ALLOWED": Code("input", 403, "The request's Host names neither a loopback name, nor the bind address, nor a "
                          "server.allowed_hosts entry (403; /healthz and /readyz stay open)."),
-    "UNAUTHENTICATED": (
-        "input",
+    "UNAUTHENTICATED": Code(
+        "input", 401,
         "A /v1/ route was called without valid credentials (HTTP 401 with WWW-Authenticate: Bearer; a "
         "WebSocket upgrade is refused the same way).",
     ),
-    "INVALID_POSITION": ("input", "Rejoin: Last-Event-ID is not a stream position this server writes (400)."),
-    "RUN_ON_OTHER_PROCESS": (
-        "input",
-        "Rejoin: the thread's run streams on another server process (the message names it); rejoin there (409).",
+    "INVALID_POSITION": Code("input", 400, "Rejoin: Last-Event-ID is not a stream position this server writes."),
+    "RUN_ON_OTHER_PROCESS": Code(
+        "input", 409,
+        "Rejoin: the thread's run streams on another server process (the message names it); rejoin there.",
     ),
-    "REPLAY_GONE": ("run", "Rejoin: the run's stream start is no longer held; read the history instead."),
-    "MODEL_ERROR": ("run", "The model failed or answered with something unusable."),
-    "MODEL_UNAVAILABLE": ("run", "The model endpoint could not be reached or refused the credentials."),
-    "MODEL_RATE_LIMITED": ("run", "The model endpoint rate-limited the request."),
-    "MODEL_TIMEOUT": ("run", "The model endpoint did not answer in time."),
-    "STEP_LIMIT": ("run", "The agent reached its step limit without finishing."),
-    "STORE_UNAVAILABLE": ("run", "The ledger could not be read or written; nothing partial was committed."),
-    "INTERNAL_ERROR": ("run", "An unexpected server error; the run was stopped."),
-    "STOPPED": (
-        "run",
+    "REPLAY_GONE": Code("run", 410, "Rejoin: the run's stream start is no longer held; read the history instead."),
+    "MODEL_ERROR": Code("run", 502, "The model failed or answered with something unusable."),
+    "MODEL_UNAVAILABLE": Code("run", 502, "The model endpoint could not be reached or refused the credentials."),
+    "MODEL_RATE_LIMITED": Code("run", 503, "The model endpoint rate-limited the request."),
+    "MODEL_TIMEOUT": Code("run", 504, "The model endpoint did not answer in time."),
+    "STEP_LIMIT": Code("run", 500, "The agent reached its step limit without finishing."),
+    "STORE_UNAVAILABLE": Code("run", 503, "The ledger could not be read or written; nothing partial was committed."),
+    "INTERNAL_ERROR": Code("run", 500, "An unexpected server error; the run was stopped."),
+    "STOPPED": Code(
+        "run", 409,
         "The run was stopped by POST /v1/threads/{id}/stop and committed interrupted with cause stopped "
         "(AG-UI ends the stream with RUN_ERROR carrying this code; the AI SDK stream ends with abort).",
     ),
@@ -111,6 +133,16 @@ class AwakenError(Exception):
     def message(self) -> str:
         return str(self.args[0])
 
+    @property
+    def status(self) -> int:
+        """The HTTP status of this error on a JSON route: its code's, from ``CODES``."""
+        return CODES[self.code].status
+
+    @property
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The response headers that go with this error (none but a subclass's own)."""
+        return []
+
 
 class InputRejected(AwakenError):
     """The client broke the input contract; no run was started and nothing was committed."""
@@ -123,7 +155,6 @@ class RateLimited(InputRejected):
     (HTTP 429 with ``Retry-After`` where a status can be sent)."""
 
     code = "RATE_LIMITED"
-    status = 429
 
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message)
@@ -182,5 +213,73 @@ class Unauthenticated(AwakenError):
         self.token_given = token_given
 
 
+#: the headers of every JSON error answer (beside its length and the error's own)
+JSON_ERROR_HEADERS: tuple[tuple[bytes, bytes], ...] = ((b"content-type", b"application/json"),
+                                                       (b"cache-control", b"no-store"))
+
+
+def error_body(code: str, message: str) -> bytes:
+    """The JSON error body every route answers with: ``{"error": {"code", "message"}}``."""
+    assert code in CODES, code
+    return orjson.dumps({"error": {"code": code, "message": message}})
+
+
+def error_response(error: AwakenError | str, message: str | None = None, *,
+                   headers: Iterable[tuple[bytes, bytes]] = ()) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The whole JSON answer to ``error`` as ``(status, headers, body)``: the one writer of every JSON
+    error, for raw ASGI (``send`` the three) and quart alike (``quart.Response(body, status, headers)``).
+
+    ``error`` is an ``AwakenError`` (its code, message, status and own headers, e.g. ``Retry-After``),
+    or a code of ``CODES`` with ``message``. The status is always the code's: the same refusal gets
+    the same status on every route. ``headers`` are added after the JSON ones.
+    """
+    if isinstance(error, AwakenError):
+        code, text, extra = error.code, error.message, error.headers
+    else:
+        assert message is not None, "a code needs its message"
+        code, text, extra = error, message, []
+    body = error_body(code, text)
+    return CODES[code].status, [*JSON_ERROR_HEADERS, (b"content-length", str(len(body)).encode()),
+                                *extra, *headers], body
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def catalogue_markdown() -> str:
+    """``docs/errors.md``: the catalogue as a page (``python -m awaken.core.errors > docs/errors.md``)."""
+    lines = [
+        "# Errors",
+        "",
+        "<!-- Generated from awaken/core/errors.py (CODES): do not edit by hand.",
+        "     Regenerate with: python -m awaken.core.errors > docs/errors.md -->",
+        "",
+        "Every failure a client can see carries one code. A JSON route (history, the threads API, agents,",
+        "capabilities, rejoin, the checks in front of every route) answers an error with the code's HTTP",
+        "status and the body `{\"error\": {\"code\": \"…\", \"message\": \"…\"}}`: the same refusal gets the",
+        "same status on every route.",
+        "",
+        "The run routes (`POST /v1/ag-ui…`, `POST /v1/ai-sdk/…chat`, their WebSockets, a CopilotKit `run`)",
+        "refuse inside their stream instead, as the protocol expects: HTTP 200 with an AG-UI `RUN_ERROR`",
+        "carrying the code, or an AI SDK `error` part. `input` codes start no run and commit nothing;",
+        "`run` codes end a run that was admitted and are committed on it (the threads API shows them as",
+        "`errorCode`). The CopilotKit runtime (`/v1/copilotkit`) answers its own calls in the runtime's",
+        "error shape `{\"error\", \"message\"}`.",
+        "",
+    ]
+    for kind, title in (("input", "Input codes: nothing was started or committed"),
+                        ("run", "Run codes: an admitted run ended with them")):
+        lines += [f"## {title}", "", "| Code | HTTP status | Meaning |", "| --- | --- | --- |"]
+        lines += [f"| `{code}` | {entry.status} | {_cell(entry.description)} |"
+                  for code, entry in CODES.items() if entry.kind == kind]
+        lines.append("")
+    return "\n".join(lines)
+
+
 class ConfigError(Exception):
     """A bad config file. ``str()`` is one line naming the offending key."""
+
+
+if __name__ == "__main__":
+    sys.stdout.write(catalogue_markdown())

@@ -16,20 +16,12 @@ PRINCIPAL_KEY = "awaken.principal"
 @attrs.frozen
 class Principal:
     """``subject`` is the user (None for ``anonymous``). ``anonymous`` is what ``[auth] mode = "none"``
-    gives every request: a single-user server, so it may see and do everything an admin may."""
+    gives every request: a single-user server, so it may see and do everything an admin may. It is
+    never a default: every engine and stream entry point takes the principal as a required argument.
+    Which threads it may see is decided in one place: ``awaken.engine.access.may_see``."""
 
     subject: str | None
     role: Literal["admin", "user", "anonymous"]
-
-    @property
-    def is_admin(self) -> bool:
-        """Whether every thread is visible: ``admin``, and ``anonymous`` (auth is off)."""
-        return self.role in ("admin", "anonymous")
-
-    def may_see(self, owner: str | None) -> bool:
-        """Whether a thread owned by ``owner`` exists for this caller: an admin sees every thread, a
-        user only the threads it started (never an unowned one, created before auth was on)."""
-        return self.is_admin or (owner is not None and owner == self.subject)
 
 
 ANONYMOUS = Principal(None, "anonymous")

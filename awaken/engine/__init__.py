@@ -7,7 +7,7 @@ tool results or decisions, and commits every outcome to the ledger. Adapters han
 
 Usage, from a connection handler::
 
-    async with app.admit(thread_id, agent_id, build) as run:  # InputRejected (THREAD_BUSY…) before any byte
+    async with app.admit(thread_id, agent_id, build, principal=principal) as run:  # InputRejected before any byte
         await run.execute(sink)  # a cancellation from outside, or run.cancel(cause), interrupts it
 
 General layout (one job per module):

@@ -28,7 +28,7 @@ that process (``request_stop``) and waits until the thread is free.
 
 Ownership: a thread belongs to the subject that started it (written with its first run). ``admit``
 is where runs check it, for every protocol and transport: a caller the thread is not visible to
-(``Principal.may_see``) gets ``UnknownThread``, exactly what a thread that does not exist gives the
+(``access.may_see``, the one rule) gets ``UnknownThread``, exactly what a thread that does not exist gives the
 read routes, before anything else is said about it (not even ``THREAD_BUSY``). ``owner_of`` answers
 the same question for the routes that are not runs (``awaken/engine/access.py``).
 
@@ -54,8 +54,9 @@ import trio
 
 from awaken.core.errors import InputRejected, StoreUnavailable, UnknownThread
 from awaken.core.messages import Message
-from awaken.core.principal import ANONYMOUS, Principal
+from awaken.core.principal import Principal
 from awaken.engine import outcome, reconcile
+from awaken.engine.access import may_see
 from awaken.engine.agents import Agent, AgentRegistry
 from awaken.engine.commit import write
 from awaken.engine.limits import RunLimiter
@@ -114,7 +115,7 @@ class RunApplication:
 
     async def launch(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
                      broadcast: Callable[[AdmittedRun], RunBroadcast], nursery: trio.Nursery,
-                     asks: Asks | None = None, principal: Principal = ANONYMOUS) -> AdmittedRun:
+                     asks: Asks | None = None, *, principal: Principal) -> AdmittedRun:
         """Admit a request (raising ``InputRejected``/``StoreUnavailable`` having changed nothing, as
         ``admit``) and execute the run into ``broadcast(run)`` as a task of the server's nursery (of
         ``nursery`` when no ``hosting`` is open). Returns the admitted run once it is streaming;
@@ -123,10 +124,10 @@ class RunApplication:
         return await host.start(self._hosted, thread_id, agent_id, build, broadcast, asks, principal)
 
     async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
-                      broadcast: Callable[[AdmittedRun], RunBroadcast], asks: Asks | None = None,
-                      principal: Principal = ANONYMOUS,
+                      broadcast: Callable[[AdmittedRun], RunBroadcast], asks: Asks | None,
+                      principal: Principal,
                       task_status: trio.TaskStatus[AdmittedRun] = trio.TASK_STATUS_IGNORED) -> None:
-        async with self.admit(thread_id, agent_id, build, asks, principal) as run:
+        async with self.admit(thread_id, agent_id, build, asks, principal=principal) as run:
             run.broadcast = out = broadcast(run)
             task_status.started(run)
             try:
@@ -158,7 +159,7 @@ class RunApplication:
     @contextlib.asynccontextmanager
     async def admit(
         self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
-        asks: Asks | None = None, principal: Principal = ANONYMOUS,
+        asks: Asks | None = None, *, principal: Principal,
     ) -> AsyncIterator[AdmittedRun]:
         """Admit a request or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
 
@@ -179,7 +180,7 @@ class RunApplication:
         if thread_id in self._active or thread_id in self._deleting:
             slot.refund()
             exists, owner = await self.owner_of(thread_id)
-            if exists and not principal.may_see(owner):
+            if exists and not may_see(principal, owner):
                 raise UnknownThread(f"no thread {thread_id!r}")
             holder = self._active.get(thread_id)
             if holder is not None and holder.unsettled is not None and holder.outcome_refused:
@@ -202,7 +203,7 @@ class RunApplication:
         try:
             if not await self.claims.claim(thread_id, run.claim_token):
                 held = await self.ledger.get_thread(thread_id)
-                if held is not None and not principal.may_see(held.owner):
+                if held is not None and not may_see(principal, held.owner):
                     raise UnknownThread(f"no thread {thread_id!r}")  # nothing is said about others' threads
                 raise InputRejected(
                     f"thread {thread_id!r} already has an active run on another server process; "
@@ -218,7 +219,7 @@ class RunApplication:
             if view.thread is not None:
                 run.owner = view.thread.owner
             run.owner_known = True
-            if not principal.may_see(run.owner):
+            if not may_see(principal, run.owner):
                 raise UnknownThread(f"no thread {thread_id!r}")
             # the work of ``build`` and ``prepare`` grows with the messages the thread does not hold
             # (they are decoded and stamped); a replayed history's are set lookups

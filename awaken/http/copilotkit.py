@@ -21,6 +21,7 @@ import trio
 
 from awaken.core.errors import InputRejected, StoreUnavailable
 from awaken.core.jsonbody import is_json_media_type, load_json_object
+from awaken.engine.access import may_see
 from awaken.http.auth import principal_of
 from awaken.http.context import ServerContext
 from awaken.streams.exchange import DETACHED, MAX_BODY, Deliver, content_type_of, exchange
@@ -127,7 +128,7 @@ async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, r
     except StoreUnavailable as exc:
         await _json(send, 503, {"error": exc.code, "message": exc.message})
         return
-    if view.thread is not None and not principal.may_see(owner):
+    if view.thread is not None and not may_see(principal, owner):
         view = attrs.evolve(view, thread=None)  # another subject's thread replays as an unknown one
     active = ctx.app.active(thread_id)
     history = replay_events(view, active.run_id if live is not None and active is not None else None)
@@ -153,7 +154,7 @@ async def _stop(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send
     active = ctx.app.active(call.thread_id)
     if active is not None:  # another subject's run is not there for this caller: nothing stops
         _exists, owner = await ctx.app.owner_of(call.thread_id)
-        if not principal_of(scope).may_see(owner):
+        if not may_see(principal_of(scope), owner):
             active = None
     stopped = active is not None and (run_id is None or active.run_id == run_id)
     if stopped:

@@ -42,7 +42,7 @@ from awaken.core.errors import (
     StoreUnavailable,
     UnknownThread,
 )
-from awaken.engine.access import visible_thread
+from awaken.engine.access import sees_every_thread, visible_thread
 from awaken.http.auth import principal_of
 from awaken.http.context import ServerContext
 from awaken.ledger.interface import ALL_OWNERS, PendingCall, RunRecord, RunSummary, ThreadSummary
@@ -105,7 +105,7 @@ def add_routes(app: QuartTrio, ctx: ServerContext) -> None:
     async def threads() -> Any:
         principal = principal_of(request.scope)
         limit = parse_limit(request.args.get("limit"))
-        owner = ALL_OWNERS if principal.is_admin else principal.subject
+        owner = ALL_OWNERS if sees_every_thread(principal) else principal.subject
         try:
             page = await ctx.ledger.list_thread_summaries(owner, request.args.get("agent") or None,
                                                           request.args.get("cursor") or None, limit)

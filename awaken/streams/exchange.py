@@ -22,7 +22,7 @@ import trio
 
 from awaken.core.errors import AwakenError, InputRejected, RateLimited, StoreUnavailable, UnknownThread
 from awaken.core.ids import check_id, check_request_ids
-from awaken.core.principal import ANONYMOUS, Principal, principal_of
+from awaken.core.principal import Principal, principal_of
 from awaken.engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
 from awaken.engine.state import Cause, Interruptible
 from awaken.ledger.interface import ThreadView
@@ -82,7 +82,7 @@ async def exchange(
     body: Body,
     content_type: str | None,
     agent_id: str | None,
-    principal: Principal = ANONYMOUS,
+    principal: Principal,
 ) -> None:
     """Serve one request ``body`` (``too_large``: over ``MAX_BODY``) as one stream on ``transport``.
 
@@ -145,7 +145,8 @@ async def exchange(
 
     async with trio.open_nursery() as local:  # holds the run only when the server hosts none
         try:
-            run = await ctx.app.launch(thread_id, agent, build, broadcast, local, protocol.asks(parsed), principal)
+            run = await ctx.app.launch(thread_id, agent, build, broadcast, local, protocol.asks(parsed),
+                                       principal=principal)
         except UnknownThread as exc:
             await transport.not_found(exc, protocol.refusal(exc.code, exc.message, encoder))
             return

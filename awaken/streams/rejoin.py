@@ -3,7 +3,7 @@
 
 ``watch_thread`` is the one entry point (the SSE routes here use it, and so can any other route
 that rejoins, e.g. a CopilotKit ``connect``): it finds the thread's active run, checks that the
-caller may watch it (the thread's stored owner, or an admin: ``Principal.may_see``), and returns a producer that streams
+caller may watch it (the thread's stored owner, or an admin: ``access.may_see``), and returns a producer that streams
 the run's events in the protocol's encoding to a transport's ``deliver(position, payload)``:
 
 * from the position after ``after`` (``Last-Event-ID``), or from the run's first event without one;
@@ -20,11 +20,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
-
-from awaken.core.errors import InputRejected, StoreUnavailable
-from awaken.core.principal import PRINCIPAL_KEY, Principal
+from awaken.core.errors import InputRejected, StoreUnavailable, error_response
+from awaken.core.principal import Principal, principal_of
 from awaken.engine import AdmittedRun
+from awaken.engine.access import may_see
 from awaken.ledger.interface import Ledger
 from awaken.streams.broadcast import Channel, parse_position, position
 from awaken.streams.exchange import DETACHED, Deliver
@@ -36,7 +35,7 @@ from awaken.wires.protocol import Protocol
 Producer = Callable[[Deliver], Awaitable[None]]
 
 
-async def _held_elsewhere(ctx: StreamHost, thread_id: str, principal: Principal | None) -> str | None:
+async def _held_elsewhere(ctx: StreamHost, thread_id: str, principal: Principal) -> str | None:
     """The server process (``host:pid``) whose run holds the thread, when it is not this one and the
     caller may see the thread (several processes on one database); None otherwise."""
     try:
@@ -46,10 +45,10 @@ async def _held_elsewhere(ctx: StreamHost, thread_id: str, principal: Principal 
         _exists, owner = await ctx.app.owner_of(thread_id)
     except StoreUnavailable:
         return None
-    return holder if principal is None or principal.may_see(owner) else None
+    return holder if may_see(principal, owner) else None
 
 
-async def watch_thread(ctx: StreamHost, protocol: Protocol, thread_id: str, principal: Principal | None,
+async def watch_thread(ctx: StreamHost, protocol: Protocol, thread_id: str, principal: Principal,
                  last_event_id: str | None = None, *, from_snapshot: bool = False) -> Producer | None:
     """The producer that streams ``thread_id``'s active run from ``last_event_id`` (None: its start;
     ``from_snapshot``: the head, the committed messages as a snapshot, then the live tail, as for a
@@ -61,10 +60,9 @@ async def watch_thread(ctx: StreamHost, protocol: Protocol, thread_id: str, prin
     broadcast = run.broadcast if run is not None else None
     if broadcast is None or broadcast.closed:
         return None
-    if principal is not None:
-        _exists, owner = await ctx.app.owner_of(thread_id)
-        if not principal.may_see(owner):
-            return None
+    _exists, owner = await ctx.app.owner_of(thread_id)
+    if not may_see(principal, owner):
+        return None
     after = -1 if from_snapshot else 0
     if last_event_id and not from_snapshot:
         try:
@@ -121,10 +119,6 @@ async def _from_snapshot(ledger: Ledger, protocol: Protocol, channel: Channel, t
     return watcher
 
 
-def _error_body(code: str, message: str) -> bytes:
-    return orjson.dumps({"error": {"code": code, "message": message}})
-
-
 def _header(scope: dict, name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key == name:
@@ -138,20 +132,21 @@ def rejoin_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
 
     async def route(ctx: StreamHost, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
                     params: dict[str, str]) -> None:
-        json_headers = [(b"content-type", b"application/json")]
+        principal = principal_of(scope)
         try:
-            produce = await watch_thread(ctx, protocol, params["thread"], scope.get(PRINCIPAL_KEY),
-                                   _header(scope, b"last-event-id"))
-        except InputRejected as exc:
-            await sse.send_once(send, json_headers, _error_body(exc.code, exc.message), 400)
+            produce = await watch_thread(ctx, protocol, params["thread"], principal,
+                                         _header(scope, b"last-event-id"))
+        except InputRejected as exc:  # INVALID_POSITION: 400
+            status, headers, body = error_response(exc)
+            await sse.send_once(send, headers, body, status)
             return
         if produce is None:
-            elsewhere = await _held_elsewhere(ctx, params["thread"], scope.get(PRINCIPAL_KEY))
+            elsewhere = await _held_elsewhere(ctx, params["thread"], principal)
             if elsewhere is not None:
-                await sse.send_once(send, json_headers, _error_body(
+                status, headers, body = error_response(
                     "RUN_ON_OTHER_PROCESS",
-                    f"the run on this thread streams on server process {elsewhere}; rejoin through that process"),
-                    409)
+                    f"the run on this thread streams on server process {elsewhere}; rejoin through that process")
+                await sse.send_once(send, headers, body, status)
                 return
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -8,6 +8,7 @@ import orjson
 import trio
 
 from awaken.core import events as ev
+from awaken.core.principal import ANONYMOUS
 from awaken.engine.state import RunStatus
 from awaken.streams.broadcast import RunBroadcast
 from awaken.wires.agui import adapter as agui_adapter
@@ -26,7 +27,7 @@ def broadcast_for(protocol, limit: int = 1 << 20):  # noqa: ANN001, ANN201
 async def launch_held(ctx, nursery, thread_id: str, run_id: str):  # noqa: ANN001, ANN201
     """A run of many slow words, launched by a task that ends at once."""
     return await ctx.app.launch(thread_id, None, ask(thread_id, "/delay 20\n/words 500", run_id=run_id),
-                                broadcast_for(agui_adapter.PROTOCOL), nursery)
+                                broadcast_for(agui_adapter.PROTOCOL), nursery, principal=ANONYMOUS)
 
 
 async def test_a_hosted_run_outlives_the_task_that_launched_it_and_stop_interrupts_it_for_stopped(tmp_path):

@@ -18,6 +18,7 @@ import trio
 
 from awaken.core import events as ev
 from awaken.core.messages import Message, TextPart
+from awaken.core.principal import ANONYMOUS
 from awaken.engine import RunApplication
 from awaken.engine import state as runstate
 from awaken.engine.state import Cause, IllegalTransition, RunStatus, transition
@@ -66,7 +67,7 @@ async def run_once(app: RunApplication, thread_id: str, build, agent: str | None
         if on_event is not None:
             on_event(event)
 
-    async with app.admit(thread_id, agent, build) as run:
+    async with app.admit(thread_id, agent, build, principal=ANONYMOUS) as run:
         status = await run.execute(sink)
     return events, status
 
@@ -223,7 +224,7 @@ async def cancel_at_first_delta(ctx: ServerContext, cancel) -> tuple[list[Any], 
         if isinstance(event, ev.TextDelta) and len([e for e in events if isinstance(e, ev.TextDelta)]) == 1:
             cancel(holder["run"])
 
-    async with ctx.app.admit("t1", None, ask("t1", "/words 500", run_id="r1")) as run:
+    async with ctx.app.admit("t1", None, ask("t1", "/words 500", run_id="r1"), principal=ANONYMOUS) as run:
         holder["run"] = run
         status = await run.execute(sink)
     return events, status
@@ -273,7 +274,7 @@ async def test_a_blamed_cause_names_a_later_cancellation_from_outside(tmp_path):
 async def test_a_cancel_before_execute_commits_interrupted_at_once(tmp_path):
     async with engine(tmp_path) as ctx:
         events: list[Any] = []
-        async with ctx.app.admit("t1", None, ask("t1", "hi", run_id="r1")) as run:
+        async with ctx.app.admit("t1", None, ask("t1", "hi", run_id="r1"), principal=ANONYMOUS) as run:
             run.cancel(Cause.STOPPED)
             assert await run.execute(events.append) is RunStatus.INTERRUPTED
         assert events == []  # not even RUN_STARTED
@@ -294,7 +295,8 @@ async def test_stop_cancels_the_threads_run_and_returns_its_committed_status(tmp
                 streaming.set()
 
         async def serve() -> None:
-            async with ctx.app.admit("t1", None, ask("t1", "/delay 5\n/words 1000", run_id="r1")) as run:
+            async with ctx.app.admit("t1", None, ask("t1", "/delay 5\n/words 1000", run_id="r1"),
+                                     principal=ANONYMOUS) as run:
                 await run.execute(sink)
 
         async with trio.open_nursery() as nursery:

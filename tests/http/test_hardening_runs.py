@@ -16,6 +16,7 @@ import trio
 
 from awaken.core import events as ev
 from awaken.core.errors import ConfigError, InputRejected
+from awaken.core.principal import ANONYMOUS
 from awaken.engine import outcome
 from awaken.engine.state import RunStatus
 from awaken.http import app as server_module
@@ -45,13 +46,13 @@ async def test_a_final_commit_the_store_cannot_take_in_time_keeps_the_thread_bus
                 if isinstance(event, ev.TextDelta):
                     connection.cancel()
 
-            async with ctx.app.admit("t1", None, ask("t1", "/words 50", run_id="r1")) as run:
+            async with ctx.app.admit("t1", None, ask("t1", "/words 50", run_id="r1"), principal=ANONYMOUS) as run:
                 await run.execute(sink)
         assert ctx.app.is_active("t1")
         assert (await ctx.ledger.get_run("r1")).status is RunStatus.RUNNING
         assert any("r1" in r.getMessage() and "stays busy" in r.getMessage() for r in caplog.records)
         with pytest.raises(InputRejected) as refused:
-            async with ctx.app.admit("t1", None, ask("t1", "next")):
+            async with ctx.app.admit("t1", None, ask("t1", "next"), principal=ANONYMOUS):
                 pass
         assert refused.value.code == "THREAD_BUSY" and "retry" in refused.value.message
         assert len(await ctx.ledger.list_runs("t1")) == 1
