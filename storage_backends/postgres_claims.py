@@ -28,8 +28,8 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 import trio
@@ -38,8 +38,18 @@ from awaken.core.errors import StoreUnavailable
 from awaken.engine.claims import StopHandler, ThreadClaims
 from awaken.engine.state import Cause, RunStatus, describe
 
-if TYPE_CHECKING:
-    from .postgres_ledger import PostgresLedger
+T = TypeVar("T")
+
+
+class ClaimsStore(Protocol):
+    """What the claims use of their ledger (``PostgresLedger``): its DSN and connection arguments, and
+    its pooled call in a worker thread."""
+
+    dsn: str
+    _kwargs: dict[str, Any]
+
+    def _call(self, fn: Callable[[psycopg.Connection], T]) -> Awaitable[T]: ...
+
 
 log = logging.getLogger("awaken.ledger.interface.postgres")
 
@@ -47,7 +57,7 @@ CHANNEL = "awaken_stop"
 
 
 class PostgresClaims(ThreadClaims):
-    def __init__(self, ledger: PostgresLedger, lease_seconds: float) -> None:
+    def __init__(self, ledger: ClaimsStore, lease_seconds: float) -> None:
         self.ledger = ledger
         self.lease_seconds = lease_seconds
         self.id = secrets.randbits(63)
