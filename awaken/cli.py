@@ -30,6 +30,7 @@ from awaken.ledger.copy import add_copy_command
 from awaken.ledger.migrate import add_migrate_command
 from awaken.ledger.registry import check_workers
 from awaken.runtime import memory, tcp
+from awaken.runtime.tuning import GC_THRESHOLDS, SWITCH_INTERVAL
 from awaken.runtime.workers import supervise
 from awaken.streams.exchange import MAX_BODY
 
@@ -47,19 +48,6 @@ def hypercorn_config(config: AppConfig, worker_fd: int | None = None) -> Hyperco
     hc.keep_alive_timeout = 75
     hc.websocket_max_message_size = MAX_BODY  # a WebSocket request may be as large as a POST body
     return tcp.configure(hc, config.server.write_timeout_seconds)
-
-
-#: the cycle collector's thresholds while serving (Python's default: 700, 10, 10). A collection holds
-#: the GIL, so it pauses the event loop whichever thread triggers it; a request at the message cap
-#: allocates ~10^5 objects, and with the defaults that meant full collections of 20-45 ms CPU (up to
-#: 100 ms of wall time on a loaded CPU) two or three times per request. Collecting the young generation
-#: every 50,000 allocations and the oldest every 2,000 of those keeps every pause under ~16 ms CPU
-#: for the same load (``python -m bench.stall``) for a few MB of garbage held a little longer.
-GC_THRESHOLDS = (50_000, 20, 100)
-#: seconds a worker thread running Python may keep the interpreter while the event loop waits for it
-#: (CPython's default is 5 ms: the loop's wake-up after every epoll waited that long behind a thread
-#: walking a large decoded body)
-SWITCH_INTERVAL = 0.001
 
 
 def collect_for_latency() -> None:

@@ -66,6 +66,7 @@ from awaken.engine.run import AdmittedRun
 from awaken.engine.state import Cause, RunStatus
 from awaken.ledger.interface import Commit, Ledger, PendingCall, ThreadView
 from awaken.models import ToolSpec
+from awaken.runtime.tuning import OFF_LOOP_MESSAGES
 from awaken.tools import ToolRegistry
 from awaken.wires.protocol import Asks, RunRequest, ToolDecision, new_id
 
@@ -325,11 +326,8 @@ class RunApplication:
                 await self.claims.release(run.thread_id, run.claim_token)
 
 
-#: a request carrying at least this many messages is turned into its run off the event loop
-#: (``trio.to_thread``): at the message cap (``jsonbody.MAX_MESSAGES``) the adapter's dedup, the id
-#: checks and stamping the input with its run id hold the loop for tens of milliseconds otherwise,
-#: and every other client waits behind them (``python -m bench.stall``)
-OFF_LOOP_MESSAGES = 1000
+# a request carrying at least ``OFF_LOOP_MESSAGES`` messages is turned into its run off the event loop
+# (``awaken.runtime.tuning``: the off-loop policy)
 #: how long ``stop`` waits, beyond a final commit's bound, for another process to free the thread
 REMOTE_STOP_GRACE = 3.0
 #: how often ``stop`` looks whether another process freed the thread

@@ -28,6 +28,7 @@ from awaken.engine.commit import commit_step
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit, model_window
 from awaken.models import ModelRequest
+from awaken.runtime.tuning import JOIN_EVERY
 from awaken.wires.protocol import Sink, new_id, result_id
 
 if TYPE_CHECKING:
@@ -115,8 +116,6 @@ async def fresh_call_ids(run: AdmittedRun, builder: StepBuilder, calls: list[Too
     return builder.rename_calls({c.tool_call_id for c in calls if result_id(c.tool_call_id) in taken})
 
 
-#: a step's text (and reasoning, and each call's arguments) is kept as blocks of this many deltas
-JOIN_EVERY = 128
 
 
 class Pieces:

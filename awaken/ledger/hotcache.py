@@ -29,13 +29,9 @@ import attrs
 from awaken.core.messages import Message, result_id
 from awaken.ledger.dedup import Confirmed, asked_with, known_ids
 from awaken.ledger.interface import PendingCall, ThreadRecord, ThreadView, resolve_answered
-
-#: the default ``cache_bytes`` of the ledgers that keep hot threads
-DEFAULT_BUDGET = 8 * 1024 * 1024
-#: the fewest latest messages an entry keeps (admission's ``tail`` is the agent's history budget)
-MIN_KEEP = 200
-#: estimated bytes per committed id beyond the string itself (its set slot, amortised)
-_ID_OVERHEAD = 40
+from awaken.runtime.tuning import HOT_BUDGET as DEFAULT_BUDGET
+from awaken.runtime.tuning import HOT_ID_OVERHEAD as _ID_OVERHEAD
+from awaken.runtime.tuning import HOT_MIN_KEEP as MIN_KEEP
 
 
 def message_cost(m: Message) -> int:

@@ -33,16 +33,14 @@ from typing import Any
 
 import trio
 
+from awaken.runtime.tuning import MMAP_THRESHOLD, TRIM_DELAY, TRIM_THRESHOLD, TRIM_WORTH
+
 log = logging.getLogger("awaken.runtime.memory")
 
 #: glibc's ``mallopt`` parameter number of ``M_MMAP_THRESHOLD``
 M_MMAP_THRESHOLD = -3
-#: blocks at least this large are mapped on their own (and unmapped when freed)
-MMAP_THRESHOLD = 1024 * 1024
 #: glibc's ``mallopt`` parameter number of ``M_TRIM_THRESHOLD``
 M_TRIM_THRESHOLD = -1
-#: free memory at the top of the heap kept between trims (``malloc_trim`` returns it all when it runs)
-TRIM_THRESHOLD = 4 * 1024 * 1024
 
 
 def _libc() -> Any:
@@ -68,10 +66,6 @@ def tune() -> None:
         log.warning("mallopt(M_TRIM_THRESHOLD) was refused")
 
 
-#: seconds a trim waits after it was asked for
-TRIM_DELAY = 0.2
-#: freed bytes (as the asks for a trim say) that make a trim worth its page faults
-TRIM_WORTH = 8 * 1024 * 1024
 
 
 class _Trims:

@@ -48,11 +48,11 @@ from hypercorn.events import Closed, RawData
 from hypercorn.trio import run as hypercorn_run
 from hypercorn.trio.tcp_server import TCPServer
 
+from awaken.runtime.tuning import READ_SIZE
+
 log = logging.getLogger("awaken.tcp")
 
 EXTENSION = "awaken.writes"
-#: the most bytes one read of a connection takes (hypercorn's own loop reads 64 KiB)
-READ_SIZE = 256 * 1024
 
 
 class Writes:

@@ -29,20 +29,17 @@ from awaken.ledger.interface import ThreadView
 from awaken.streams.broadcast import RunBroadcast, Watcher
 from awaken.streams.host import StreamHost
 from awaken.transports import sse, ws
-from awaken.transports.body import LARGE_BODY, Body, Refused, read_body_or_answer
+from awaken.runtime.tuning import KNOWN_ON_LOOP, OFF_LOOP_BODY
+from awaken.transports.body import Body, Refused, read_body_or_answer
 from awaken.wires.encoding import WireEvent
 from awaken.wires.protocol import Protocol, RunRequest, new_id
 
 log = logging.getLogger("awaken.streams.exchange")
 #: the largest request body accepted (base64 images make bodies large)
 MAX_BODY = 32 * 1024 * 1024
-#: a body at least this large is parsed in a worker thread (``trio.to_thread``): decoding and
-#: validating a replayed history of hundreds of KB takes milliseconds that other streams' deltas
-#: would otherwise wait behind on the event loop. It is also a large body for ``server.max_large_bodies``.
-OFF_LOOP_BODY = LARGE_BODY
-#: a body up to this size is first offered to ``Protocol.parse_known`` on the loop: finding a known
-#: prefix is a byte search and a compare, a millisecond at most at this size
-KNOWN_ON_LOOP = 4 * 1024 * 1024
+# a body of at least ``OFF_LOOP_BODY`` bytes is parsed in a worker thread (``trio.to_thread``), one of
+# at most ``KNOWN_ON_LOOP`` bytes is first offered to ``Protocol.parse_known`` on the loop
+# (``awaken.runtime.tuning``: the off-loop policy)
 
 #: a transport's writer of one encoded wire event: ``deliver(position or None, payload)``
 Deliver = Callable[[bytes | None, bytes], None]

@@ -30,14 +30,14 @@ from operator import attrgetter
 from typing import Any
 
 from awaken.core import events as ev
+from awaken.runtime.tuning import REPLAY_BATCH, REPLAY_LARGE
 
-#: frames (events) appended are packed into one block every this many: until then they are kept as
-#: they came, so an append is a list append, and packing is a few C calls per batch
-BATCH = 64
-#: a frame (an event counted) at least this large is packed at once, with those before it: what waits
-#: to be packed stays under ``BATCH`` times this, and the byte bound drops older frames for a large one
-#: (a 5 MB delta) as soon as it comes
-LARGE = 4096
+#: frames (events) appended are packed into one block every ``BATCH``: until then they are kept as
+#: they came, so an append is a list append, and packing is a few C calls per batch; a frame (an event
+#: counted) at least ``LARGE`` is packed at once, with those before it: what waits to be packed stays
+#: under ``BATCH`` times that, and the byte bound drops older frames for a large one (a 5 MB delta)
+#: as soon as it comes (``awaken.runtime.tuning``)
+BATCH, LARGE = REPLAY_BATCH, REPLAY_LARGE
 
 
 class _Bound(abc.ABC):

@@ -30,6 +30,7 @@ import orjson
 import trio
 
 from awaken.runtime import memory
+from awaken.runtime.tuning import OFF_LOOP_BODY
 
 log = logging.getLogger("awaken.body")
 
@@ -38,9 +39,9 @@ ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
 
 #: seconds a client is told to wait before it sends a refused large body again
 RETRY_AFTER = 1
-#: a body at least this large is a large one: it is parsed in a worker thread (``exchange.OFF_LOOP_BODY``)
-#: and takes one of ``LargeBodies``' slots
-LARGE_BODY = 256 * 1024
+#: a body at least this large is a large one: it is parsed in a worker thread and takes one of
+#: ``LargeBodies``' slots (``awaken.runtime.tuning.OFF_LOOP_BODY``)
+LARGE_BODY = OFF_LOOP_BODY
 
 
 class ClientGone(Exception):

@@ -32,6 +32,7 @@ import trio
 from awaken.engine.state import Cause, Interruptible
 from awaken.runtime import memory
 from awaken.runtime.tcp import timed_out_in
+from awaken.runtime.tuning import COALESCE_BYTES, COALESCE_FRAMES
 from awaken.wires.encoding import WireEvent, sse_frame_at, sse_frames
 
 log = logging.getLogger("awaken.sse")
@@ -44,15 +45,10 @@ ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
 KEEPALIVE = b": keep-alive\n\n"
 
 
-#: queued frames are joined into one block once this many of their bytes wait behind the socket: a
-#: reader that stops reading then holds a few blocks large enough to be mapped on their own (see
-#: awaken/runtime/memory.py), returned to the system when dropped, not thousands of small frames whose freed
-#: slots stay scattered through the heap
-COALESCE_BYTES = 256 * 1024
-#: and every this many single frames queued behind the socket are joined into one piece first: until
-#: a block is joined, a reader that stops holds a few dozen pieces, not thousands of small objects in
-#: the small-object arenas (see awaken/streams/replay.py)
-COALESCE_FRAMES = 64
+# queued frames are joined into one block once ``COALESCE_BYTES`` of them wait behind the socket (a
+# reader that stops reading then holds a few blocks large enough to be mapped on their own, returned to
+# the system when dropped), and every ``COALESCE_FRAMES`` single frames are joined first
+# (``awaken.runtime.tuning``)
 
 
 class FrameBuffer:

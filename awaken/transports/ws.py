@@ -74,6 +74,7 @@ import trio
 
 from awaken.engine.state import Cause, Interruptible
 from awaken.runtime.tcp import timed_out_in
+from awaken.runtime.tuning import WS_WRITE_CHUNK
 from awaken.wires.encoding import WireEvent, text_payload
 
 log = logging.getLogger("awaken.ws")
@@ -104,9 +105,8 @@ ABORT_AFTER = 5.0
 SUBPROTOCOL = "awaken.v1"
 #: the content type every text message is read as
 CONTENT_TYPE = "application/json"
-#: characters of text framed per socket write: framing (and permessage-deflate) is synchronous work,
-#: about 7-13 us a message, so a 4 MB backlog is written in slices that each leave the loop quickly
-WRITE_CHUNK = 64 * 1024
+#: characters of text framed per socket write (``awaken.runtime.tuning``)
+WRITE_CHUNK = WS_WRITE_CHUNK
 
 
 # -- the outbox: the only thing between a run and the socket ------------------------------------------

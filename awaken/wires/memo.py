@@ -32,21 +32,14 @@ from typing import Any, overload
 import attrs
 import orjson
 
-#: the default ``[server] replay_memo_bytes``
-DEFAULT_BUDGET = 16 * 1024 * 1024
-#: bodies shorter than this are parsed plainly (they parse in well under a millisecond)
-MIN_BODY = 32 * 1024
-#: the most bytes a split done on the event loop (``Protocol.parse_known``) leaves to decode: what the
-#: server parses on the loop anyway (``exchange.OFF_LOOP_BODY``); a longer rest is split in a worker thread
-ON_LOOP_REST = 256 * 1024
-#: bytes of a prefix (from its ``[``) that index it
-KEY_BYTES = 96
-#: prefixes kept per key (threads whose histories begin with the same bytes)
-PER_KEY = 4
-#: top-level ``"messages":[`` candidates tried per body (a key of that name may also sit in nested values)
-MAX_CANDIDATES = 4
-#: estimated bytes per scanned message beyond the prefix's bytes (its id string and tuple slots)
-_PER_MESSAGE = 160
+from awaken.runtime.tuning import MEMO_BUDGET as DEFAULT_BUDGET
+from awaken.runtime.tuning import MEMO_KEY_BYTES as KEY_BYTES
+from awaken.runtime.tuning import MEMO_MAX_CANDIDATES as MAX_CANDIDATES
+from awaken.runtime.tuning import MEMO_MIN_BODY as MIN_BODY
+from awaken.runtime.tuning import MEMO_PER_KEY as PER_KEY
+from awaken.runtime.tuning import MEMO_PER_MESSAGE as _PER_MESSAGE
+from awaken.runtime.tuning import ON_LOOP_REST  # noqa: F401 - re-exported: the adapters split on the loop up to it
+
 _KEY = b'"messages":['
 #: the token that stands for a prefix in a split body (a JSON string: no escaping needed)
 MARKER = "awaken-prefix-" + secrets.token_hex(16)
