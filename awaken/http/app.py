@@ -55,7 +55,6 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from awaken.core.errors import (
-    AwakenError,
     BadCursor,
     BadLimit,
     InputRejected,
@@ -68,6 +67,7 @@ from awaken.http import console, cors, early, framing, hosts
 from awaken.http import threads as threads_api
 from awaken.http.auth import AuthMiddleware, principal_of
 from awaken.http.context import ServerContext
+from awaken.http.errors import quart_error, write_error
 from awaken.ledger.interface import Ledger
 from awaken.ledger.paging import parse_limit
 from awaken.runtime import memory
@@ -85,12 +85,12 @@ PageReader = Callable[[Ledger, str, "str | None", int], Awaitable[tuple[list, st
 StreamRoute = Callable[[ServerContext, dict, Any, Any, dict[str, str]], Awaitable[None]]
 
 
+#: werkzeug's routing errors by status -> the catalogue's code (any other: ``INVALID_REQUEST``)
+HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 408: "BODY_TIMEOUT", 413: "BODY_TOO_LARGE",
+              415: "UNSUPPORTED_MEDIA_TYPE", 500: "INTERNAL_ERROR"}
+
 #: how long /readyz reuses its write probe's answer (a probe per request would be a write per request)
 READY_CACHE_SECONDS = 1.0
-
-
-def _error(exc: AwakenError, status: int):  # noqa: ANN202 - a quart response tuple
-    return jsonify({"error": {"code": exc.code, "message": exc.message}}), status
 
 
 def build_quart(ctx: ServerContext) -> QuartTrio:
@@ -102,12 +102,10 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
     @app.errorhandler(HTTPException)
     async def http_error(exc: HTTPException):  # noqa: ANN202
         """Every routing error (404, 405, ...) as JSON with a code, never an HTML page."""
-        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.code or 500, "INVALID_REQUEST")
-        response = jsonify({"error": {"code": code, "message": exc.description or exc.name}})
-        response.status_code = exc.code or 500
-        if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
-            response.headers["Allow"] = ", ".join(exc.valid_methods)
-        return response
+        code = HTTP_CODES.get(exc.code or 500, "INVALID_REQUEST")
+        allow = exc.valid_methods if isinstance(exc, MethodNotAllowed) and exc.valid_methods else ()
+        return quart_error(code, exc.description or exc.name,
+                           headers=[(b"allow", ", ".join(allow).encode())] if allow else ())
 
     process = f"{socket.gethostname()}:{os.getpid()}"
     for protocol in (agui_adapter.PROTOCOL, aisdk_adapter.PROTOCOL):
@@ -133,7 +131,7 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
                 probe["error"] = exc
             probe["at"] = trio.current_time()
         if probe["error"] is not None:
-            return _error(probe["error"], 503)
+            return quart_error(probe["error"])
         return jsonify({"status": "ready"})
 
     @app.get("/v1/me")
@@ -151,8 +149,8 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
         """The agent's AG-UI ``AgentCapabilities`` (404 ``UNKNOWN_AGENT``)."""
         try:
             agent = ctx.agents.get(agent_id)
-        except InputRejected as exc:
-            return _error(exc, 404)
+        except InputRejected as exc:  # UNKNOWN_AGENT: 404
+            return quart_error(exc)
         return jsonify(agui_capabilities_of(agent))
 
     def history_route(read: PageReader) -> Callable[[str], Awaitable[Any]]:
@@ -165,12 +163,8 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
                 await visible_thread(ctx.app, principal_of(request.scope), thread_id)
                 limit = parse_limit(request.args.get("limit"))
                 items, cursor = await read(ctx.ledger, thread_id, request.args.get("cursor"), limit)
-            except (BadCursor, BadLimit) as exc:
-                return _error(exc, 400)
-            except UnknownThread as exc:
-                return _error(exc, 404)
-            except StoreUnavailable as exc:
-                return _error(exc, 503)
+            except (BadCursor, BadLimit, UnknownThread, StoreUnavailable) as exc:  # 400, 404, 503
+                return quart_error(exc)
             # orjson: a page of 500 long messages is megabytes, which the stdlib encoder behind
             # ``jsonify`` takes tens of milliseconds to write, on the event loop (``bench.stall``)
             return Response(orjson.dumps({"items": items, "cursor": cursor}, option=orjson.OPT_SORT_KEYS),
@@ -209,12 +203,8 @@ STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
 
 async def method_not_allowed(send: Callable, method: str, allow: list[str]) -> None:
     """405 with ``Allow`` and a JSON body, for a run route called with the wrong method."""
-    body = orjson.dumps({"error": {"code": "METHOD_NOT_ALLOWED",
-                                   "message": f"{method} is not allowed here; use {', '.join(allow)}"}})
-    await send({"type": "http.response.start", "status": 405, "headers": [
-        (b"content-type", b"application/json"), (b"allow", ", ".join(allow).encode()),
-        (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    await write_error(send, "METHOD_NOT_ALLOWED", f"{method} is not allowed here; use {', '.join(allow)}",
+                      headers=[(b"allow", ", ".join(allow).encode())])
 
 
 def build_asgi(ctx: ServerContext) -> ASGIApp:

@@ -44,7 +44,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import attrs
-import orjson
+
+from awaken.core.errors import error_response
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
@@ -95,11 +96,9 @@ class CorsPolicy:
 
     def preflight(self, origin: str) -> tuple[int, Headers, bytes]:
         """The whole answer to a preflight from ``origin``: (status, headers, body)."""
-        if not self.allows(origin):
-            body = orjson.dumps({"error": {"code": REFUSED_CODE,
-                                           "message": f"the origin {origin} is not in server.cors_origins"}})
-            return 403, [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                         (b"vary", b"Origin")], body
+        if not self.allows(origin):  # 403 (``error_response``)
+            return error_response(REFUSED_CODE, f"the origin {origin} is not in server.cors_origins",
+                                  headers=[(b"vary", b"Origin")])
         return 204, [
             *self._allow_origin(origin),
             (b"access-control-allow-methods", ", ".join(ALLOWED_METHODS).encode()),

@@ -39,9 +39,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import attrs
-import orjson
 
 from awaken.config.edge import Authority, split_authority
+from awaken.core.errors import error_response
 from awaken.http.cors import CorsPolicy
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
@@ -164,9 +164,8 @@ def verdict(scope: dict[str, Any], hosts: HostPolicy, cors: CorsPolicy) -> tuple
 
 
 def refusal(code: str, message: str) -> tuple[int, Headers, bytes]:
-    body = orjson.dumps({"error": {"code": code, "message": message}})
-    return REFUSED_STATUS, [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"cache-control", b"no-store")], body
+    """The whole 403 answer (``error_response``): (status, headers, body)."""
+    return error_response(code, message)
 
 
 def middleware(app: ASGIApp, hosts: HostPolicy, cors: CorsPolicy) -> ASGIApp:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from quart import Response, jsonify, request
+from quart import jsonify, request
 from quart_trio import QuartTrio
 
 from awaken.core.errors import (
@@ -45,14 +45,15 @@ from awaken.core.errors import (
 from awaken.engine.access import sees_every_thread, visible_thread
 from awaken.http.auth import principal_of
 from awaken.http.context import ServerContext
+from awaken.http.errors import quart_error
 from awaken.ledger.interface import ALL_OWNERS, PendingCall, RunRecord, RunSummary, ThreadSummary
 from awaken.ledger.paging import parse_limit
 from awaken.wires.agui import adapter as agui_adapter
 from awaken.wires.aisdk import adapter as aisdk_adapter
 
-#: error class -> HTTP status, for every route here
-STATUS: dict[type[AwakenError], int] = {BadCursor: 400, BadLimit: 400, UnknownThread: 404, InputRejected: 409,
-                                        StoreUnavailable: 503}
+#: the classified errors the routes here answer, each with its code's status (``errors.CODES``): 400
+#: ``INVALID_CURSOR``/``INVALID_LIMIT``, 404 ``UNKNOWN_THREAD``, 409 ``THREAD_BUSY``, 503 ``STORE_UNAVAILABLE``
+ANSWERED: tuple[type[AwakenError], ...] = (BadCursor, BadLimit, UnknownThread, InputRejected, StoreUnavailable)
 
 
 def run_summary(run: RunSummary | None) -> dict[str, Any] | None:
@@ -81,19 +82,14 @@ def pending_call(call: PendingCall) -> dict[str, Any]:
             "arguments": call.arguments, "kind": call.kind}
 
 
-def _error(exc: AwakenError) -> tuple[Response, int]:
-    status = next(code for cls, code in STATUS.items() if isinstance(exc, cls))
-    return jsonify({"error": {"code": exc.code, "message": exc.message}}), status
-
-
 def _answering(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """Classified errors become their JSON answer; anything else is a server bug (500)."""
 
     async def route(**kwargs: Any) -> Any:
         try:
             return await handler(**kwargs)
-        except tuple(STATUS) as exc:
-            return _error(exc)
+        except ANSWERED as exc:
+            return quart_error(exc)
 
     route.__name__ = handler.__name__
     return route

@@ -26,9 +26,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 import trio
 
+from awaken.core.errors import CODES, error_response
 from awaken.runtime import memory
 from awaken.runtime.tuning import OFF_LOOP_BODY
 
@@ -49,21 +49,21 @@ class ClientGone(Exception):
 
 
 class Refused(Exception):
-    """An HTTP answer instead of the request: ``status``, ``code``, ``message``, extra ``headers``."""
+    """An HTTP answer instead of the request: ``code`` (its status is the catalogue's), ``message``,
+    extra ``headers``."""
 
-    def __init__(self, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
+    def __init__(self, code: str, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
         super().__init__(message)
-        self.status = status
+        self.status = CODES[code].status
         self.code = code
         self.message = message
         self.headers = list(headers)
 
     async def answer(self, send: ASGISend) -> None:
-        """The JSON error ``{"error": {"code", "message"}}``; the connection is closed after it."""
-        body = orjson.dumps({"error": {"code": self.code, "message": self.message}})
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"cache-control", b"no-store"), (b"connection", b"close"), *self.headers]
-        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        """The JSON error (``error_response``); the connection is closed after it."""
+        status, headers, body = error_response(self.code, self.message,
+                                               headers=[(b"connection", b"close"), *self.headers])
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
@@ -79,7 +79,7 @@ class LargeBodies:
 
     def take(self) -> None:
         if self.in_flight >= self.cap:
-            raise Refused(503, "TOO_MANY_LARGE_BODIES",
+            raise Refused("TOO_MANY_LARGE_BODIES",
                           f"{self.cap} request bodies over {self.threshold} bytes are being read already; "
                           f"retry in {RETRY_AFTER} s", [(b"retry-after", str(RETRY_AFTER).encode())])
         self.in_flight += 1
@@ -158,7 +158,7 @@ async def read_body(scope: dict[str, Any], receive: ASGIReceive, *, limit: int, 
                 if not message.get("more_body", False):
                     break
         if deadline.cancelled_caught:
-            raise Refused(408, "BODY_TIMEOUT", f"the request body did not arrive within {seconds:g} s")
+            raise Refused("BODY_TIMEOUT", f"the request body did not arrive within {seconds:g} s")
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         chunks.clear()
     except BaseException:

@@ -26,9 +26,9 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import orjson
 import trio
 
+from awaken.core.errors import error_response
 from awaken.engine.state import Cause, Interruptible
 from awaken.runtime import memory
 from awaken.runtime.tcp import timed_out_in
@@ -179,10 +179,10 @@ class SseTransport:
         await send_once(self.send, [*self.headers, *headers], sse_frames(wire))
 
     async def not_found(self, error: Any, wire: list[WireEvent]) -> None:
-        """HTTP 404 with ``{"error": {"code", "message"}}``, as the read routes answer a thread that is not there."""
-        body = orjson.dumps({"error": {"code": error.code, "message": error.message}})
-        await send_once(self.send, [(b"content-type", b"application/json"), (b"cache-control", b"no-store")],
-                        body, status=404)
+        """HTTP 404 with ``{"error": {"code", "message"}}`` (``error_response``), as the read routes answer
+        a thread that is not there."""
+        status, headers, body = error_response(error)
+        await send_once(self.send, headers, body, status=status)
 
 
 async def stream(

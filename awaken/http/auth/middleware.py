@@ -23,9 +23,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
-
-from awaken.core.errors import Unauthenticated
+from awaken.core.errors import Unauthenticated, error_response
 from awaken.core.principal import PRINCIPAL_KEY
 from awaken.http.auth.authenticator import Authenticator
 
@@ -59,16 +57,9 @@ def bearer_token(scope: dict[str, Any]) -> str | None:
 
 
 def refusal(exc: Unauthenticated) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    """The 401 response for a refused request: (status, headers, body)."""
-    body = orjson.dumps({"error": {"code": exc.code, "message": exc.message}})
+    """The 401 response for a refused request (``error_response``): (status, headers, body)."""
     challenge = b'Bearer error="invalid_token"' if exc.token_given else b"Bearer"
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"www-authenticate", challenge),
-        (b"cache-control", b"no-store"),
-    ]
-    return 401, headers, body
+    return error_response(exc, headers=[(b"www-authenticate", challenge)])
 
 
 class AuthMiddleware:
