@@ -14,15 +14,15 @@ deadline closed the connection (``timed_out_in(scope)``).
 
 It also closes a connection as soon as its client has closed it. hypercorn's ``TCPServer.run`` reads
 until the client's EOF, then leaves its task group, which waits for the connection's idle-timeout task:
-that task sleeps ``keep_alive_timeout`` (75 s in ``awaken serve``) before closing. Every connection a
-client closed after its last response stayed open (``CLOSE-WAIT``) with its tasks, parser and buffers,
-about 12 KB, for up to 75 s: one run per connection (a page per message) grew the process by that per
-run. hypercorn's asyncio worker stops the idle task on close; ``_read_data`` here stops it once the read
-side has ended, so the task group leaves as soon as the response (if any) is done.
+that task sleeps ``keep_alive_timeout`` (75 s in ``awaken serve``) before closing, so a connection its
+client closed after its last response stayed open (``CLOSE-WAIT``) with its tasks, parser and buffers
+until then. hypercorn's asyncio worker stops the idle task on close; ``_read_data`` here stops it once
+the read side has ended, so the task group leaves as soon as the response (if any) is done. What such
+connections held, measured: ``bench/HISTORY.md``.
 
 It reads up to ``READ_SIZE`` (256 KiB) at a time where hypercorn reads 64 KiB: every read goes
-through h11, hypercorn's stream and the app's queue, so a 684 KB replayed history took eleven of
-those trips and now takes three or four. A read returns what has arrived, so a small request reads
+through h11, hypercorn's stream and the app's queue, so a large replayed history takes fewer of those
+trips (the figures: ``bench/HISTORY.md``). A read returns what has arrived, so a small request reads
 as before.
 
 Closing a connection and restarting its idle timer (hypercorn's ``Closed`` and ``Updated``) are

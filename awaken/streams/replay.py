@@ -2,11 +2,11 @@
 channel's newest frames) and ``EventLog`` (the run's newest ``AgentEvent``s).
 
 A streaming run produces tens of thousands of small frames and events. Kept as one Python object
-each (a ``(seq, payload)`` tuple, a ``TextDelta`` and its delta string), a run's 1 MiB replay and
-event log were ~45,000 small objects spread over the interpreter's small-object arenas (1 MiB each,
-returned to the system only when wholly empty). When the run ended they were freed, but each arena
-still held a few objects allocated meanwhile by something that lives on (a hot-thread cache entry, a
-connection awaiting the cycle collector): a burst of 40 silent clients left ~100 MB behind. Here the
+each (a ``(seq, payload)`` tuple, a ``TextDelta`` and its delta string), a run's replay and event log
+were spread over the interpreter's small-object arenas (returned to the system only when wholly
+empty), and when the run ended each arena still held a few objects allocated meanwhile by something
+that lives on (a hot-thread cache entry, a connection awaiting the cycle collector). What that left
+behind, measured: ``bench/HISTORY.md``. Here the
 newest ``BATCH`` frames (events) are kept as they came, then packed with a few C calls: frames into
 one ``bytes`` block, a newline between two; a batch of deltas of one message (or tool call) into one
 string of their text and a ``bytes`` of their lengths. A run holds a few dozen blocks, freed as
@@ -14,7 +14,7 @@ blocks (``awaken/runtime/memory.py`` returns their pages to the system). Appendi
 packing less than the deque's tuple per entry did.
 
 Both keep the byte bound of the ``deque`` they replace exactly: the positions a rejoin finds and the
-events a late channel is encoded from are the same (``tests/test_broadcast_memory.py`` holds them
+events a late channel is encoded from are the same (``tests/streams/test_broadcast_memory.py`` holds them
 against a deque). Whole blocks are dropped as the bound passes them; where it falls inside the oldest
 block is worked out when the replay is read. Pure: no I/O.
 """

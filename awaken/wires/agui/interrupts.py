@@ -1,7 +1,7 @@
 """AG-UI 1.0 interrupts (sans-IO): permission gates as ``Interrupt`` objects, and ``resume[]`` entries
 back into tool decisions.
 
-The mapping (README "AG-UI interrupts"):
+The mapping (docs/clients.md, "AG-UI interrupts"):
 
 * every call waiting at a permission gate is one interrupt: ``id`` ``int_<toolCallId>`` (derived, so
   it is stable across processes and never stored), ``reason: "tool_call"``, ``toolCallId``, a
