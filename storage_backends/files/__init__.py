@@ -42,7 +42,7 @@ its fsync (in the same I/O-thread call) it checks that ``threads/`` is still the
 than the index says (``fstat``): a directory deleted, moved away or replaced under the server, or a
 log deleted or replaced, is ``StoreUnavailable`` (the run ends ``STORE_UNAVAILABLE``), never a write
 into an unlinked file. A lost log also refuses its thread's history reads until the ledger is reopened.
-The checks cost a few µs per commit (``python -m bench.durability``). ``probe_write`` (``/readyz``)
+What the checks cost per commit: ``python -m bench.durability``. ``probe_write`` (``/readyz``)
 checks the directory and creates, writes, fsyncs and removes ``threads/.write-probe``.
 
 Modules: ``frames`` (the frame codec and positional I/O), ``records`` (JSON forms of runs and pending
