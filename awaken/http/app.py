@@ -64,6 +64,7 @@ from awaken.core.errors import (
 from awaken.core.ids import id_problem
 from awaken.engine.access import visible_thread
 from awaken.http import console, cors, early, framing, hosts
+from awaken.http import copilotkit as copilotkit_routes
 from awaken.http import threads as threads_api
 from awaken.http.auth import AuthMiddleware, principal_of
 from awaken.http.context import ServerContext
@@ -76,7 +77,6 @@ from awaken.streams.rejoin import rejoin_route
 from awaken.wires.agui import adapter as agui_adapter
 from awaken.wires.agui.capabilities import capabilities as agui_capabilities_of
 from awaken.wires.aisdk import adapter as aisdk_adapter
-from awaken.wires.copilotkit import routes as copilotkit_routes
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 #: a protocol's history page: (ledger, thread id, cursor, limit) -> (items, cursor after them)

@@ -1,4 +1,11 @@
-"""The ASGI handler of ``/v1/copilotkit``: reads the request, names its call (``runtime.py``), answers.
+"""The CopilotKit runtime's routes at the HTTP edge: the ASGI handler of ``/v1/copilotkit`` (every route
+under the prefix, for GET and POST). The handler reads the request, names its call (the pure runtime,
+``awaken.wires.copilotkit.runtime``), and answers; it lives here, not beside the runtime in the wires,
+because it does I/O through the streams, the transports and the edge's context.
+
+Refusals are the catalogue's errors (``awaken.core.errors``) with their HTTP status, written in the
+runtime's own JSON shape (``runtime.error_answer``; 503 ``STORE_UNAVAILABLE`` when the ledger does not
+answer); who may see a thread is ``engine.access``'s rule (``may_see``).
 
 Every POST but ``stop`` must say ``Content-Type: application/json`` (the media type itself, parameters
 allowed: ``jsonbody.is_json_media_type``), checked before its body is read; a ``stop`` may have no
@@ -19,7 +26,7 @@ import attrs
 import orjson
 import trio
 
-from awaken.core.errors import InputRejected, StoreUnavailable
+from awaken.core.errors import AwakenError, InputRejected, StoreUnavailable
 from awaken.core.jsonbody import is_json_media_type, load_json_object
 from awaken.engine.access import may_see
 from awaken.http.auth import principal_of
@@ -42,21 +49,26 @@ async def _json(send: sse.ASGISend, status: int, answer: dict[str, Any]) -> None
     await sse.send_once(send, _JSON, orjson.dumps(answer), status)
 
 
+async def _refuse(send: sse.ASGISend, exc: AwakenError, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """``exc`` answered with its status, in the runtime's error shape."""
+    status, answer = runtime.error_answer(exc)
+    await sse.send_once(send, [*_JSON, *(headers or [])], orjson.dumps(answer), status)
+
+
 async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
-                agent_id: str | None = None) -> None:
+                params: dict[str, str] | None = None) -> None:
     """Serve one request under ``PREFIX`` (``scope["path"]`` is already percent-decoded)."""
     method = scope.get("method", "GET")
     found = runtime.route(method, scope["path"][len(PREFIX):])
     if found is None:
-        await _json(send, 404, {"error": "not_found", "message": f"{method} {scope['path']} is not a runtime route"})
+        await _refuse(send, InputRejected(f"{method} {scope['path']} is not a runtime route", code="NOT_FOUND"))
         return
     body = Body(b"")
     if method == "POST" and (found == "envelope" or found.kind != "stop") \
             and not is_json_media_type(content_type_of(scope)):
         # refused before the body is read (the connection is closed after the answer: transports/early.py)
-        error = runtime.unsupported_media_type(content_type_of(scope), "Single-route endpoint expects JSON payloads"
-                                               if found == "envelope" else None)
-        await _json(send, error.status, error.answer)
+        await _refuse(send, runtime.unsupported_media_type(
+            content_type_of(scope), "Single-route endpoint expects JSON payloads" if found == "envelope" else None))
         return
     if method == "POST":
         read = await read_body_or_answer(scope, receive, send, limit=MAX_BODY,
@@ -65,8 +77,8 @@ async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send:
             return
         body = read
         if body.too_large:  # refused as soon as it passed the limit: the rest is never read
-            await sse.send_once(send, [*_JSON, (b"connection", b"close")], orjson.dumps(
-                {"error": "invalid_request", "message": f"the body is larger than {MAX_BODY} bytes"}), 413)
+            await _refuse(send, InputRejected(f"the body is larger than {MAX_BODY} bytes", code="BODY_TOO_LARGE"),
+                          [(b"connection", b"close")])
             return
     try:
         data = body.take() or b""
@@ -81,8 +93,8 @@ async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send:
         else:
             await body.release()
         await _serve(ctx, call, body, scope, receive, send)
-    except runtime.RuntimeError_ as exc:
-        await _json(send, exc.status, exc.answer)
+    except (InputRejected, StoreUnavailable) as exc:
+        await _refuse(send, exc)
     finally:
         with trio.CancelScope(shield=True):
             await body.release()
@@ -95,10 +107,7 @@ async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, body: Body, scop
         await _json(send, 200, runtime.info_document(
             [(a.id, a.config.description, capabilities(a)) for a in ctx.agents.all()]))
         return
-    try:
-        ctx.agents.get(call.agent_id)
-    except InputRejected as exc:
-        raise runtime.RuntimeError_(404, exc.message, "not_found") from None
+    ctx.agents.get(call.agent_id)  # UNKNOWN_AGENT (404) for an agent that is not published
     if call.kind == "run":
         server = ctx.config.server
         transport = sse.SseTransport(send, receive, sse.sse_headers(AGUI.sse_headers),
@@ -113,21 +122,14 @@ async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, body: Body, scop
 
 async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, receive: sse.ASGIReceive,
                    send: sse.ASGISend) -> None:
-    try:
-        data = load_json_object(call.body)
-    except InputRejected as exc:
-        raise runtime.RuntimeError_(400, exc.message) from None
+    data = load_json_object(call.body)
     thread_id = data.get("threadId")
     if not isinstance(thread_id, str) or not thread_id:
-        raise runtime.RuntimeError_(400, "threadId must be a non-empty string")
+        raise InputRejected("threadId must be a non-empty string")
     principal = principal_of(scope)
-    try:
-        live = await watch_thread(ctx, AGUI, thread_id, principal)  # first: a run ending now is in the view
-        view = await ctx.ledger.thread_view(thread_id)
-        _exists, owner = await ctx.app.owner_of(thread_id)
-    except StoreUnavailable as exc:
-        await _json(send, 503, {"error": exc.code, "message": exc.message})
-        return
+    live = await watch_thread(ctx, AGUI, thread_id, principal)  # first: a run ending now is in the view
+    view = await ctx.ledger.thread_view(thread_id)
+    _exists, owner = await ctx.app.owner_of(thread_id)
     if view.thread is not None and not may_see(principal, owner):
         view = attrs.evolve(view, thread=None)  # another subject's thread replays as an unknown one
     active = ctx.app.active(thread_id)
@@ -157,10 +159,7 @@ async def _stop(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send
         if not may_see(principal_of(scope), owner):
             active = None
     stopped = active is not None and (run_id is None or active.run_id == run_id)
-    if stopped:
-        try:
-            await ctx.app.stop(call.thread_id)
-        except StoreUnavailable as exc:  # its last outcome still waits for the store
-            await _json(send, 503, {"error": exc.code, "message": exc.message})
-            return
+    if stopped:  # StoreUnavailable (503) while its last outcome still waits for the store
+        await ctx.app.stop(call.thread_id)
     await _json(send, 200, runtime.stop_answer(stopped, call.thread_id, run_id))
+

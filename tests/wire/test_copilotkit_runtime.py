@@ -7,12 +7,13 @@ import orjson
 import pytest
 
 from awaken import __version__
+from awaken.core.errors import InputRejected, StoreUnavailable
 from awaken.core.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from awaken.ledger.interface import ThreadRecord, ThreadView
 from awaken.wires.copilotkit.replay import Joined, replay_events
 from awaken.wires.copilotkit.runtime import (
     RuntimeCall,
-    RuntimeError_,
+    error_answer,
     info_document,
     parse_envelope,
     route,
@@ -72,11 +73,12 @@ def test_envelopes_name_the_same_calls():
     (envelope(method="agent/stop", params={"agentId": "a"}), JSON, 400, "Missing or invalid parameter 'threadId'"),
 ])
 def test_bad_envelopes_are_refused_with_the_runtimes_shape(raw, content_type, status, message):
-    with pytest.raises(RuntimeError_) as info:
+    with pytest.raises(InputRejected) as info:
         parse_envelope(raw, content_type)
-    assert info.value.status == status
-    assert info.value.answer["message"] == message
-    assert set(info.value.answer) == {"error", "message"}
+    answered_status, answer = error_answer(info.value)
+    assert answered_status == info.value.status == status
+    assert answer["message"] == message
+    assert set(answer) == {"error", "message"}
 
 
 def test_stop_scope_is_an_optional_run_id():
@@ -85,9 +87,10 @@ def test_stop_scope_is_an_optional_run_id():
     assert stop_scope(b'{"runId": "r-1"}') == "r-1"
     for bad, message in [(b'{"runId": ""}', "Invalid runId"), (b'{"other": 1}', "Invalid stop request"),
                          (b"[1]", "Invalid stop request"), (b"{", "Invalid stop request")]:
-        with pytest.raises(RuntimeError_) as info:
+        with pytest.raises(InputRejected) as info:
             stop_scope(bad)
-        assert (info.value.status, info.value.answer["message"]) == (400, message)
+        status, answer = error_answer(info.value)
+        assert (status, answer["message"]) == (400, message)
 
 
 def test_info_lists_the_agents_with_their_descriptions_over_sse():
@@ -98,6 +101,17 @@ def test_info_lists_the_agents_with_their_descriptions_over_sse():
     assert doc["agents"] == {"assistant": {"name": "assistant", "description": "General helper", "capabilities": caps},
                              "guarded": {"name": "guarded", "description": "Asks first", "capabilities": {}}}
     assert doc["audioFileTranscriptionEnabled"] is False
+
+
+def test_refusals_are_named_in_the_runtimes_shape():
+    """The catalogue's errors, answered as the Node runtime names them (every other input code is
+    ``invalid_request``; a failure on the server's side names its own code)."""
+    assert error_answer(InputRejected("m", code="UNSUPPORTED_MEDIA_TYPE")) == (
+        415, {"error": "unsupported_media_type", "message": "m"})
+    assert error_answer(InputRejected("m", code="NOT_FOUND")) == (404, {"error": "not_found", "message": "m"})
+    assert error_answer(InputRejected("m", code="UNKNOWN_AGENT")) == (404, {"error": "not_found", "message": "m"})
+    assert error_answer(InputRejected("m", code="BODY_TOO_LARGE")) == (413, {"error": "invalid_request", "message": "m"})
+    assert error_answer(StoreUnavailable("m")) == (503, {"error": "STORE_UNAVAILABLE", "message": "m"})
 
 
 def test_stop_answers():

@@ -16,7 +16,7 @@ from awaken.core.errors import InputRejected
 from awaken.core.messages import Message
 from awaken.ledger.interface import Ledger, ThreadView
 from awaken.ledger.paging import read_page
-from awaken.wires.agui.encoder import AguiEncoder
+from awaken.wires.agui.encoder import AguiEncoder, messages_snapshot
 from awaken.wires.agui.history import project_history
 from awaken.wires.agui.interrupts import call_of, open_interrupts, resume_decisions
 from awaken.wires.agui.request import AguiInput, InputMessage, scan_known_run_input, scan_run_input
@@ -50,7 +50,7 @@ class AguiProtocol(Protocol):
         return AguiEncoder(thread_id, run_id)
 
     def snapshot(self, messages: list[Message]) -> list[WireEvent]:
-        return [{"type": "MESSAGES_SNAPSHOT", "messages": project_history(messages)}]
+        return messages_snapshot(messages)
 
     def target(self, parsed: AguiInput, route_agent: str | None) -> tuple[str, str | None]:
         return parsed.thread_id, route_agent

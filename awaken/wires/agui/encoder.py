@@ -13,13 +13,25 @@ RFC 6902 ``STATE_DELTA`` against it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from awaken.core import events as ev
-from awaken.core.messages import Usage
+from awaken.core.messages import Message, Usage
 from awaken.wires.agui.history import project_history
 from awaken.wires.agui.interrupts import interrupt
 from awaken.wires.encoding import EncoderBase, EncoderMisuse, WireEvent
 
 PROTOCOL_VERSION = "1.0"
+
+
+def messages_snapshot(messages: list[Message]) -> list[WireEvent]:
+    """The committed ``messages`` as one ``MESSAGES_SNAPSHOT`` (a rejoin whose position is gone, a replay)."""
+    return [{"type": "MESSAGES_SNAPSHOT", "messages": project_history(messages)}]
+
+
+def stopped_event(message: str) -> WireEvent:
+    """The ``RUN_ERROR`` that ends a stopped run's stream (and that CopilotKit's ``stop`` answer carries)."""
+    return {"type": "RUN_ERROR", "message": message, "code": "STOPPED"}
 
 
 class AguiEncoder(EncoderBase):
@@ -167,7 +179,7 @@ class AguiEncoder(EncoderBase):
             # whole thread, never a history budget's tail of a long one)
             before = [{"type": "STATE_SNAPSHOT", "snapshot": e.state or {}}]
             if e.history_whole:
-                before.append({"type": "MESSAGES_SNAPSHOT", "messages": project_history(list(e.history))})
+                before += messages_snapshot(list(e.history))
             out["outcome"] = {"type": "interrupt", "interrupts": [interrupt(g) for g in e.gates]}
         elif e.outcome == "waiting":
             out["outcome"] = {"type": "success", "pendingToolCallIds": list(e.pending)}
@@ -178,13 +190,30 @@ class AguiEncoder(EncoderBase):
         """``RUN_ERROR`` with code ``STOPPED``: legal with messages, calls or steps still open, accepted by
         0.0.x and 1.0 clients alike (``runAgent`` resolves; ``onRunErrorEvent`` says why)."""
         self._need_run("RunStopped")
-        return [{"type": "RUN_ERROR", "message": e.message, "code": "STOPPED"}]
+        return [stopped_event(e.message)]
 
     def on_run_failed(self, e: ev.RunFailed) -> list[WireEvent]:
         out: WireEvent = {"type": "RUN_ERROR", "message": e.message, "code": e.code}
         if self.modern:
             self._usage(out, e.usage)
         return [out]
+
+    def replay(self, messages: list[Message], state: dict[str, Any] | None) -> list[WireEvent]:
+        """The whole stream of one replay of committed history (CopilotKit's ``connect``): ``RUN_STARTED``,
+        the messages as one ``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT`` when there is state, ``RUN_FINISHED``
+        (for this encoder's thread and run). Nothing may follow it."""
+        if self.started or self.closed:
+            raise EncoderMisuse("a replay is a whole stream: this encoder has streamed already")
+        self.started = self.closed = True
+        out: list[WireEvent] = [
+            {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id,
+             "protocolVersion": PROTOCOL_VERSION},
+            *messages_snapshot(messages),
+        ]
+        if state:
+            out.append({"type": "STATE_SNAPSHOT", "snapshot": state})
+        out.append({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id})
+        return out
 
     @staticmethod
     def _usage(out: WireEvent, usage: Usage) -> None:

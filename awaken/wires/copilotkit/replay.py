@@ -24,8 +24,7 @@ import attrs
 
 from awaken.core.messages import Message, ReasoningPart
 from awaken.ledger.interface import ThreadView
-from awaken.wires.agui.encoder import PROTOCOL_VERSION
-from awaken.wires.agui.history import project_history
+from awaken.wires.agui.encoder import AguiEncoder
 from awaken.wires.encoding import WireEvent
 
 #: live events that belong to a tool call (keyed by ``toolCallId``); a result is its own message
@@ -40,14 +39,7 @@ def replay_events(view: ThreadView, active_run_id: str | None = None) -> list[Wi
     thread_id = view.thread.thread_id
     runs = [m.run_id for m in reversed(view.messages) if m.run_id]
     run_id = next((r for r in runs if r != active_run_id), runs[0] if runs else "")
-    events: list[WireEvent] = [
-        {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id, "protocolVersion": PROTOCOL_VERSION},
-        {"type": "MESSAGES_SNAPSHOT", "messages": project_history(list(view.messages))},
-    ]
-    if view.thread.state:
-        events.append({"type": "STATE_SNAPSHOT", "snapshot": view.thread.state})
-    events.append({"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id})
-    return events
+    return AguiEncoder(thread_id, run_id).replay(list(view.messages), view.thread.state)
 
 
 @attrs.frozen

@@ -16,8 +16,9 @@ REST (relative to ``/v1/copilotkit``)      single endpoint: ``POST /v1/copilotki
 
 ``run`` is an AG-UI run (``RunAgentInput`` in, SSE out); ``connect`` replays the thread's committed
 history (``replay.py``); ``stop`` stops the thread's active run (optionally only if it is ``runId``).
-Malformed calls are ``RuntimeError_`` with an HTTP status and the runtime's error shape
-(``{"error": "invalid_request", "message"}``).
+Malformed calls raise ``InputRejected`` (the catalogue's codes, each with its HTTP status);
+``error_answer`` gives a refusal in the runtime's error shape (``{"error": "invalid_request", "message"}``).
+The AG-UI events an answer carries (``stop``'s ``interrupt``) come from the AG-UI encoder.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from typing import Any, Literal
 import attrs
 import orjson
 
+from awaken.core.errors import AwakenError, InputRejected
 from awaken.core.jsonbody import is_json_media_type
+from awaken.wires.agui.encoder import stopped_event
 
 #: the server's version, as the package metadata says (``/info`` reports it)
 VERSION = version("awaken")
@@ -54,13 +57,16 @@ class RuntimeCall:
     body: bytes = b""
 
 
-class RuntimeError_(Exception):  # noqa: N801 - not the builtin
-    """A call this endpoint refuses: its HTTP status and JSON answer."""
+#: the runtime's error name for a refusal's code (``{"error": name, "message"}``, the Node runtime's shape);
+#: any other input code is ``invalid_request``, and a failure on the server's side names its own code
+_ERROR_NAMES = {"UNSUPPORTED_MEDIA_TYPE": "unsupported_media_type", "NOT_FOUND": "not_found",
+                "UNKNOWN_AGENT": "not_found"}
 
-    def __init__(self, status: int, message: str, error: str = "invalid_request") -> None:
-        super().__init__(message)
-        self.status = status
-        self.answer = {"error": error, "message": message}
+
+def error_answer(exc: AwakenError) -> tuple[int, dict[str, str]]:
+    """A refusal as this endpoint answers it: the error's HTTP status and the runtime's JSON shape."""
+    name = _ERROR_NAMES.get(exc.code, "invalid_request") if isinstance(exc, InputRejected) else exc.code
+    return exc.status, {"error": name, "message": exc.message}
 
 
 def route(method: str, tail: str) -> RuntimeCall | Literal["envelope"] | None:
@@ -83,13 +89,13 @@ def _param(params: Any, key: str) -> str:
     value = params.get(key) if isinstance(params, dict) else None
     if isinstance(value, str) and value.strip():
         return value
-    raise RuntimeError_(400, f"Missing or invalid parameter '{key}'")
+    raise InputRejected(f"Missing or invalid parameter '{key}'")
 
 
-def unsupported_media_type(content_type: str | None, message: str | None = None) -> RuntimeError_:
+def unsupported_media_type(content_type: str | None, message: str | None = None) -> InputRejected:
     """The refusal of a POST whose media type is not ``application/json`` itself."""
-    return RuntimeError_(415, message or (f"the runtime expects JSON payloads (Content-Type: application/json), "
-                                          f"not {content_type or 'absent'!r}"), "unsupported_media_type")
+    return InputRejected(message or (f"the runtime expects JSON payloads (Content-Type: application/json), "
+                                     f"not {content_type or 'absent'!r}"), code="UNSUPPORTED_MEDIA_TYPE")
 
 
 def parse_envelope(body: bytes, content_type: str | None) -> RuntimeCall:
@@ -99,19 +105,19 @@ def parse_envelope(body: bytes, content_type: str | None) -> RuntimeCall:
     try:
         envelope = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise RuntimeError_(400, "Invalid JSON payload") from None
+        raise InputRejected("Invalid JSON payload", code="INVALID_JSON") from None
     if not isinstance(envelope, dict):
-        raise RuntimeError_(400, "Invalid JSON payload")
+        raise InputRejected("Invalid JSON payload", code="INVALID_JSON")
     method = envelope.get("method")
     if not method:
-        raise RuntimeError_(400, "Missing method field")
+        raise InputRejected("Missing method field")
     if not isinstance(method, str):
-        raise RuntimeError_(400, "Invalid method field: it must be a string")
+        raise InputRejected("Invalid method field: it must be a string")
     if method in UNSERVED_METHODS:
-        raise RuntimeError_(404, f"Method '{method}' is not served by this runtime", "not_found")
+        raise InputRejected(f"Method '{method}' is not served by this runtime", code="NOT_FOUND")
     kind = ENVELOPE_METHODS.get(method)
     if kind is None:
-        raise RuntimeError_(400, f"Unsupported method '{method}'")
+        raise InputRejected(f"Unsupported method '{method}'")
     if kind == "info":
         return RuntimeCall("info")
     params = envelope.get("params")
@@ -121,7 +127,7 @@ def parse_envelope(body: bytes, content_type: str | None) -> RuntimeCall:
         return RuntimeCall("stop", agent_id, _param(params, "threadId"),
                            orjson.dumps(inner) if inner is not None else b"")
     if inner is None:
-        raise RuntimeError_(400, "Missing request body for JSON handler")
+        raise InputRejected("Missing request body for JSON handler")
     return RuntimeCall(kind, agent_id, body=inner.encode() if isinstance(inner, str) else orjson.dumps(inner))
 
 
@@ -132,14 +138,14 @@ def stop_scope(body: bytes) -> str | None:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise RuntimeError_(400, "Invalid stop request") from None
+        raise InputRejected("Invalid stop request", code="INVALID_JSON") from None
     if not isinstance(data, dict) or set(data) - {"runId"}:
-        raise RuntimeError_(400, "Invalid stop request")
+        raise InputRejected("Invalid stop request")
     if "runId" not in data:
         return None
     run_id = data["runId"]
     if not isinstance(run_id, str) or not run_id.strip():
-        raise RuntimeError_(400, "Invalid runId")
+        raise InputRejected("Invalid runId")
     return run_id
 
 
@@ -162,6 +168,6 @@ def info_document(agents: list[tuple[str, str, dict[str, Any]]]) -> dict[str, An
 def stop_answer(stopped: bool, thread_id: str, run_id: str | None) -> dict[str, Any]:
     """The answer to ``stop``, in the runtime's shape."""
     if stopped:
-        return {"stopped": True, "interrupt": {"type": "RUN_ERROR", "message": "Run stopped by user", "code": "STOPPED"}}
+        return {"stopped": True, "interrupt": stopped_event("Run stopped by user")}
     what = f"Run '{run_id}' is not the active run" if run_id else "No active run"
     return {"stopped": False, "message": f"{what} for thread '{thread_id}'."}
