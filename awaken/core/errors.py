@@ -42,79 +42,72 @@ CODES: dict[str, Code] = {
     "INVALID_JSON": Code("input", 400, "The request body is not valid JSON."),
     "UNSUPPORTED_MEDIA_TYPE": Code("input", 415, "The request Content-Type is not application/json."),
     "INVALID_REQUEST": Code("input", 400, "A field has the wrong type or a required field is missing."),
-    "UNSUPPORTED_FIELD": Code(
-        "input", 400,
-        "The request uses a field this server does not implement (non-empty forwardedProps, a state "
-        "that is not an object, or any parentRunId).",
-    ),
-    "UNSUPPORTED_CONTENT": Code("input", 415, "A message carries audio, video, document or binary content."),
+    "UNSUPPORTED_FIELD": Code("input", 400, "The request uses a field this server does not implement (non-empty "
+                              "forwardedProps beyond the documented keys, a state that is not an object, or any "
+                              "parentRunId)."),
+    "UNSUPPORTED_CONTENT": Code("input", 415, "A message carries audio, video, document or binary content, or an "
+                                "image that is not image/* or not an http(s) or data:image/* URL (the message names "
+                                "the part)."),
     "CONTENT_TOO_LARGE": Code("input", 413, "An image is over a bound: inline size, URL length or images per message."),
     "NO_NEW_INPUT": Code("input", 409, "Every message in the request is already committed: nothing to run."),
     "UNKNOWN_AGENT": Code("input", 404, "The request names an agent that is not published."),
-    "THREAD_BUSY": Code("input", 409, "Another run is active on this thread; retry when it ends."),
-    "RATE_LIMITED": Code(
-        "input", 429,
-        "The caller is over a [limits] cap (runs at once, or new runs per minute): the run route's refusal "
-        "stream (with Retry-After on an SSE response; HTTP 429 where a route answers with a status), whose "
-        "message says how many seconds to wait.",
-    ),
+    "THREAD_BUSY": Code("input", 409, "Another run is active on this thread, or its outcome is still being "
+                        "committed; retry when it ends."),
+    "RATE_LIMITED": Code("input", 429, "The caller is over a [limits] cap (runs at once, or new runs per minute); "
+                         "Retry-After and the message say how many seconds to wait (on a run route: its refusal "
+                         "stream, with Retry-After on an SSE response)."),
     "NO_PENDING_RUN": Code("input", 409, "A tool result or decision arrived but nothing on the thread is waiting."),
     "TOOL_CALL_NOT_PENDING": Code("input", 409, "A tool result or decision names a call that is not pending."),
     "INTERRUPT_UNKNOWN": Code("input", 409, "AG-UI resume: an interruptId names no interrupt of this thread."),
     "INTERRUPT_MISSING": Code("input", 409, "AG-UI resume: the resume does not answer every open interrupt."),
     "INTERRUPT_ANSWERED": Code("input", 409, "AG-UI resume: an interrupt was already answered, with another answer."),
     "INTERRUPTS_OPEN": Code("input", 409, "AG-UI 1.0: new input arrived while interrupts are open; resume them first."),
-    "INVALID_RESUME": Code(
-        "input", 400,
-        "AG-UI resume: a payload does not match the interrupt's responseSchema, or editedArgs do not "
-        "match the tool's parameters.",
-    ),
-    "INVALID_CURSOR": Code("input", 400, "History: the cursor is not in this thread's committed page sequence."),
-    "UNKNOWN_THREAD": Code(
-        "input", 404,
-        "No such thread for this caller: nothing was committed to it, or it belongs to another user.",
-    ),
-    "BODY_TOO_LARGE": Code("input", 413, "The request body is larger than the server accepts."),
-    "BODY_TIMEOUT": Code("input", 408, "The request body did not arrive within server.body_timeout_seconds (408; the "
-                     "connection is closed)."),
+    "INVALID_RESUME": Code("input", 400, "AG-UI resume: a payload does not match the interrupt's responseSchema, "
+                           "or editedArgs do not match the tool's parameters."),
+    "INVALID_CURSOR": Code("input", 400, "History or the thread listing: the cursor is not in the committed page "
+                           "sequence (fabricated, from another thread, malformed)."),
+    "UNKNOWN_THREAD": Code("input", 404, "No such thread for this caller: nothing was committed to it, or it belongs "
+                           "to another user (every route on a thread, runs included)."),
+    "BODY_TOO_LARGE": Code("input", 413, "The request body exceeds 32 MiB (refused as soon as it passes the limit, "
+                           "declared or not; the connection is closed), or holds more than 100,000 arrays and "
+                           "objects."),
+    "BODY_TIMEOUT": Code("input", 408, "The request body did not arrive within server.body_timeout_seconds; the "
+                         "connection is closed."),
     "TOO_MANY_LARGE_BODIES": Code("input", 503, "server.max_large_bodies request bodies over 256 KiB are being read "
-                              "already (503 with Retry-After; nothing was started, send it again)."),
-    "INVALID_ID": Code("input", 400, "A thread, run or message id breaks the id rule (1-256 printable characters, no "
-                   "surrounding whitespace, no leading /, not . or ..)."),
-    "INVALID_LIMIT": Code("input", 400, "History: limit is not an integer from 1 to 500."),
-    "NOT_FOUND": Code("input", 404, "No route has this path."),
-    "METHOD_NOT_ALLOWED": Code("input", 405, "The route exists but not for this method (405, with Allow)."),
+                                  "or parsed already (with Retry-After: 1; nothing was started, send it again)."),
+    "INVALID_ID": Code("input", 400, "A thread, run or message id breaks the id rule (1-256 printable characters, "
+                       "no surrounding whitespace, no leading /, not . or ..)."),
+    "INVALID_LIMIT": Code("input", 400, "History or the thread listing: limit is not an integer from 1 to 500."),
+    "NOT_FOUND": Code("input", 404, "No route has this path (always answered as JSON)."),
+    "METHOD_NOT_ALLOWED": Code("input", 405, "The route exists but not for this method (with Allow)."),
     "NESTING_TOO_DEEP": Code("input", 400, "The request body nests arrays and objects deeper than 64 levels."),
     "TOO_MANY_MESSAGES": Code("input", 413, "The request carries more than 10,000 messages."),
-    "REQUEST_BUSY": Code("input", 409, "A run is already streaming on this socket; send the next request after it ends."),
-    "ORIGIN_NOT_ALLOWED": Code("input", 403, "A browser preflight came from an origin not in server.cors_origins, or a state "
-                           "change (POST, DELETE) or WebSocket upgrade from an origin that is neither listed nor "
-                           "the server's own (403)."),
-    "HOST_NOT_ALLOWED": Code("input", 403, "The request's Host names neither a loopback name, nor the bind address, nor a "
-                         "server.allowed_hosts entry (403; /healthz and /readyz stay open)."),
-    "UNAUTHENTICATED": Code(
-        "input", 401,
-        "A /v1/ route was called without valid credentials (HTTP 401 with WWW-Authenticate: Bearer; a "
-        "WebSocket upgrade is refused the same way).",
-    ),
+    "REQUEST_BUSY": Code("input", 409, "WebSocket: a request arrived while a run was streaming on this socket; send "
+                         "the next request after it ends."),
+    "ORIGIN_NOT_ALLOWED": Code("input", 403, "A browser preflight came from an origin not in server.cors_origins, or "
+                               "a state change (POST, DELETE) or WebSocket upgrade from an origin that is neither "
+                               "listed nor the server's own."),
+    "HOST_NOT_ALLOWED": Code("input", 403, "The request's Host names neither a loopback name, nor the bind address, "
+                             "nor a server.allowed_hosts entry (/healthz and /readyz stay open)."),
+    "UNAUTHENTICATED": Code("input", 401, "A /v1/ route was called without valid credentials (with WWW-Authenticate: "
+                            "Bearer; a WebSocket upgrade is refused the same way)."),
     "INVALID_POSITION": Code("input", 400, "Rejoin: Last-Event-ID is not a stream position this server writes."),
-    "RUN_ON_OTHER_PROCESS": Code(
-        "input", 409,
-        "Rejoin: the thread's run streams on another server process (the message names it); rejoin there.",
-    ),
-    "REPLAY_GONE": Code("run", 410, "Rejoin: the run's stream start is no longer held; read the history instead."),
+    "RUN_ON_OTHER_PROCESS": Code("input", 409, "Rejoin: the thread's run streams on another server process on the "
+                                 "same database (the message names it); rejoin there."),
+    "REPLAY_GONE": Code("run", 410, "Rejoin (AI SDK): the start of the run's stream is no longer held; read the "
+                        "history instead."),
     "MODEL_ERROR": Code("run", 502, "The model failed or answered with something unusable."),
     "MODEL_UNAVAILABLE": Code("run", 502, "The model endpoint could not be reached or refused the credentials."),
     "MODEL_RATE_LIMITED": Code("run", 503, "The model endpoint rate-limited the request."),
     "MODEL_TIMEOUT": Code("run", 504, "The model endpoint did not answer in time."),
-    "STEP_LIMIT": Code("run", 500, "The agent reached its step limit without finishing."),
-    "STORE_UNAVAILABLE": Code("run", 503, "The ledger could not be read or written; nothing partial was committed."),
+    "STEP_LIMIT": Code("run", 500, "The agent reached its step limit (max_steps) without finishing."),
+    "STORE_UNAVAILABLE": Code("run", 503, "The ledger could not be read or written; nothing partial was committed. "
+                              "Also the answer for a thread whose last run's outcome could not be committed yet, "
+                              "until the server has committed it, and /readyz's while a write probe fails."),
     "INTERNAL_ERROR": Code("run", 500, "An unexpected server error; the run was stopped."),
-    "STOPPED": Code(
-        "run", 409,
-        "The run was stopped by POST /v1/threads/{id}/stop and committed interrupted with cause stopped "
-        "(AG-UI ends the stream with RUN_ERROR carrying this code; the AI SDK stream ends with abort).",
-    ),
+    "STOPPED": Code("run", 409, "The run was stopped by POST /v1/threads/{id}/stop and committed interrupted with "
+                    "cause stopped (AG-UI ends the stream with RUN_ERROR carrying this code; the AI SDK stream "
+                    "ends with abort)."),
 }
 
 
@@ -255,17 +248,23 @@ def catalogue_markdown() -> str:
         "<!-- Generated from awaken/core/errors.py (CODES): do not edit by hand.",
         "     Regenerate with: python -m awaken.core.errors > docs/errors.md -->",
         "",
-        "Every failure a client can see carries one code. A JSON route (history, the threads API, agents,",
-        "capabilities, rejoin, the checks in front of every route) answers an error with the code's HTTP",
-        "status and the body `{\"error\": {\"code\": \"…\", \"message\": \"…\"}}`: the same refusal gets the",
-        "same status on every route.",
+        "Every failure a client can see carries one code, and every code its HTTP status. A JSON route",
+        "(history, the threads API, agents, capabilities, rejoin, `/readyz`, and the checks in front of every",
+        "route: Host, origin, CORS, credentials, method, body) answers an error with the code's status and",
+        "the body `{\"error\": {\"code\": \"…\", \"message\": \"…\"}}`: the same refusal gets the same status",
+        "on every route.",
         "",
         "The run routes (`POST /v1/ag-ui…`, `POST /v1/ai-sdk/…chat`, their WebSockets, a CopilotKit `run`)",
-        "refuse inside their stream instead, as the protocol expects: HTTP 200 with an AG-UI `RUN_ERROR`",
-        "carrying the code, or an AI SDK `error` part. `input` codes start no run and commit nothing;",
-        "`run` codes end a run that was admitted and are committed on it (the threads API shows them as",
-        "`errorCode`). The CopilotKit runtime (`/v1/copilotkit`) answers its own calls in the runtime's",
-        "error shape `{\"error\", \"message\"}`.",
+        "refuse what a request says inside their stream instead, as the protocols expect: HTTP 200 with an",
+        "AG-UI `RUN_ERROR` carrying the code, or an AI SDK `error` part. What is refused before a stream",
+        "starts (credentials, Host and origin, the method, a body that does not arrive in time, and over SSE",
+        "a thread the caller may not see) is answered as on every JSON route. The CopilotKit runtime",
+        "(`/v1/copilotkit`) answers its own calls with the same statuses in the runtime's error shape",
+        "`{\"error\", \"message\"}`.",
+        "",
+        "*Input* codes start no run and commit nothing. *Run* codes end a run that was admitted and are",
+        "committed on it (the threads API shows them as `errorCode`); a route that answers one with a status",
+        "uses the one listed (`STORE_UNAVAILABLE`: 503).",
         "",
     ]
     for kind, title in (("input", "Input codes: nothing was started or committed"),

@@ -13,6 +13,7 @@ import orjson
 import pytest
 import trio
 
+from awaken.core.principal import ANONYMOUS, PRINCIPAL_KEY
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit
 from awaken.ledger.testkit.harness import assistant, run_record, user
@@ -217,8 +218,8 @@ async def test_a_watcher_too_slow_to_keep_up_is_dropped_alone_and_the_run_and_th
                 await trio.sleep_forever()
 
             async def slow_watcher() -> None:
-                await rejoin_route(PROTOCOL)(server.ctx, {"type": "http", "headers": []}, receive, send,
-                                             {"thread": "t-slow"})
+                scope = {"type": "http", "headers": [], PRINCIPAL_KEY: ANONYMOUS}  # as the auth middleware leaves it
+                await rejoin_route(PROTOCOL)(server.ctx, scope, receive, send, {"thread": "t-slow"})
                 dropped.set()
 
             rest: list[tuple[str | None, Any]] = []
