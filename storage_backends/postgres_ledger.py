@@ -23,7 +23,7 @@ page is one index scan on ``(updated_at, id)``. ``updated_at`` comes from this l
 open). ``delete_thread`` deletes the thread's row in one transaction; its messages, runs and
 pending calls go with it (``ON DELETE CASCADE``), so a crash leaves it wholly present or gone.
 
-Admission (``admission_view``) is one worker call and one round trip: the thread's row, its
+Admission (``admission_facts``) is one worker call and one round trip: the thread's row, its
 pending calls and, for a thread this process holds in its hot-thread cache (``awaken/ledger/hotcache.py``,
 capped by ``cache_bytes``, default 8 MiB, 0: none), only the messages committed since the cache
 last saw it, from one ``REPEATABLE READ`` snapshot; a cold thread reads its latest messages and its
@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -55,12 +55,14 @@ import trio
 from psycopg.conninfo import conninfo_to_dict
 
 from awaken.core.errors import StoreUnavailable
-from awaken.core.messages import Message, Usage, parts_from_json, parts_to_json, result_id
+from awaken.core.messages import Message, Usage, parts_from_json, parts_to_json
 from awaken.engine.state import RunStatus
-from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThread, HotThreads, cached_view, entry_for
+from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThread, HotThreads, cached_facts, entry_for
 from awaken.ledger.interface import (
     ALL_OWNERS,
+    NO_THREAD,
     RESTART_CAUSE,
+    AdmissionFacts,
     Commit,
     DuplicateRun,
     Ledger,
@@ -79,7 +81,6 @@ from awaken.ledger.interface import (
     encode_cursor,
     imported_updated_at,
     last_run_of,
-    resolve_answered,
     thread_title,
     tools_from_json,
     tools_to_json,
@@ -342,9 +343,7 @@ class PostgresLedger(Ledger):
             return frozenset()
         return await self._call(lambda conn: _committed_ids(conn, _b(thread_id), ids))
 
-    async def admission_view(
-        self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
-    ) -> ThreadView:
+    async def admission_facts(self, thread_id: str, asked: frozenset[str], tail: int) -> AdmissionFacts:
         """One worker call, one round trip in the common case (see the module docstring)."""
         entry = self._hot.get(thread_id)
         keep = max(MIN_KEEP, tail)
@@ -378,19 +377,19 @@ class PostgresLedger(Ledger):
         record, pending, messages, ids = await self._call(q)
         if record is None:
             self._hot.drop(thread_id)
-            return ThreadView(None, (), (), frozenset(), frozenset())
+            return NO_THREAD
         if entry is not None:
             entry = self._refresh(entry, record, pending, messages)
             if entry is None:  # the thread is not the one cached (deleted and recreated): read it cold
-                return await self.admission_view(thread_id, message_ids, calls, tail)
+                return await self.admission_facts(thread_id, asked, tail)
         elif ids is not None and self._hot.fits(record.last_seq):
             entry = entry_for(record, messages, keep, pending, ids)
             self._hot.put(thread_id, entry)
         if entry is not None:
-            view = cached_view(entry, message_ids, calls, tail)
-            if view is not None:
-                return view
-        return await self._uncached_view(record, pending, messages, message_ids, calls, tail)
+            facts = cached_facts(entry, asked, tail)
+            if facts is not None:
+                return facts
+        return await self._uncached_facts(record, pending, messages, asked, tail)
 
     def _refresh(self, entry: HotThread, record: ThreadRecord, pending: tuple[PendingCall, ...],
                  newer: list[Message]) -> HotThread | None:
@@ -408,26 +407,26 @@ class PostgresLedger(Ledger):
         entry.pending = pending
         return entry if self._hot.get(thread_id) is entry else None
 
-    async def _uncached_view(self, record: ThreadRecord, pending: tuple[PendingCall, ...], messages: list[Message],
-                             message_ids: Collection[str], calls: Mapping[str, str | None], tail: int) -> ThreadView:
-        """The dedup answers from the store (a thread too big for the cache, or a call only a scan finds)."""
+    async def _uncached_facts(self, record: ThreadRecord, pending: tuple[PendingCall, ...], messages: list[Message],
+                              asked: frozenset[str], tail: int) -> AdmissionFacts:
+        """The facts from the store (a thread too big for the cache)."""
         thread_id = record.thread_id
         tail_messages = tuple(m for m in messages if m.seq > record.last_seq - tail) if tail > 0 else ()
         if len(tail_messages) < min(tail, record.last_seq):
             tail_messages = tuple(await self.read_messages(thread_id, max(0, record.last_seq - tail), tail))
-        waiting = {p.tool_call_id for p in pending}
-        candidates = {c: result_id(c) for c in calls if c not in waiting}
-        asked = {*message_ids, *(m for m in calls.values() if m is not None)}
-        found = await self.committed_ids(thread_id, asked | set(candidates.values()))
-        answered, unresolved = resolve_answered(candidates, calls, found, tail_messages)
-        if unresolved:
-            def scan(conn: psycopg.Connection) -> frozenset[str]:
-                rows = conn.execute("SELECT parts FROM messages WHERE thread_id = %s AND role = 'tool'",
-                                    (_b(thread_id),))
-                return answered_in(Message("", "tool", parts_from_json(json.loads(r[0]))) for r in rows)
+        return AdmissionFacts(record, tail_messages, pending, await self.committed_ids(thread_id, asked))
 
-            answered |= await self._call(scan) & unresolved
-        return ThreadView(record, tail_messages, pending, found & frozenset(asked), answered)
+    async def answered_calls(self, thread_id: str, call_ids: Collection[str]) -> frozenset[str]:
+        wanted = frozenset(call_ids)
+        if not wanted:
+            return frozenset()
+
+        def scan(conn: psycopg.Connection) -> frozenset[str]:
+            rows = conn.execute("SELECT parts FROM messages WHERE thread_id = %s AND role = 'tool'",
+                                (_b(thread_id),))
+            return answered_in(Message("", "tool", parts_from_json(json.loads(r[0]))) for r in rows)
+
+        return await self._call(scan) & wanted
 
     async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
         return await self._call(lambda conn: _messages(conn, thread_id, after_seq, limit))

@@ -41,7 +41,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -50,12 +50,14 @@ import sqlite_utils
 import trio
 
 from awaken.core.errors import StoreUnavailable
-from awaken.core.messages import Message, Usage, parts_from_json, parts_to_json, result_id
+from awaken.core.messages import Message, Usage, parts_from_json, parts_to_json
 from awaken.engine.state import RunStatus
-from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThreads, cached_view, entry_for
+from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThreads, cached_facts, entry_for
 from awaken.ledger.interface import (
     ALL_OWNERS,
+    NO_THREAD,
     RESTART_CAUSE,
+    AdmissionFacts,
     Commit,
     DuplicateRun,
     Ledger,
@@ -74,7 +76,6 @@ from awaken.ledger.interface import (
     encode_cursor,
     imported_updated_at,
     last_run_of,
-    resolve_answered,
     thread_title,
     tools_from_json,
     tools_to_json,
@@ -515,9 +516,7 @@ class SqliteLedger(Ledger):
 
         return await self._call(q)
 
-    async def admission_view(
-        self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
-    ) -> ThreadView:
+    async def admission_facts(self, thread_id: str, ids: frozenset[str], tail: int) -> AdmissionFacts:
         """One worker-thread round trip: the thread, its latest ``tail`` messages, its pending calls,
         and the asked ids looked up in the ``(thread_id, id)`` index.
 
@@ -526,25 +525,25 @@ class SqliteLedger(Ledger):
         or evicted) is loaded into it by this same round trip: its latest messages, its pending
         calls and its committed ids (one index-only read of short strings)."""
         if thread_id not in self._threads:
-            return ThreadView(None, (), (), frozenset(), frozenset())
+            return NO_THREAD
         entry = None if self._failing else self._hot.get(thread_id)
         if entry is not None:
-            view = cached_view(entry, message_ids, calls, tail)
-            if view is not None:
+            facts = cached_facts(entry, ids, tail)
+            if facts is not None:
                 await trio.lowlevel.checkpoint()
-                return view
+                return facts
 
-        def q(db: sqlite_utils.Database) -> ThreadView:
+        def q(db: sqlite_utils.Database) -> AdmissionFacts:
             conn = db.conn
             row = conn.execute("SELECT id, created_at, state, last_seq, owner FROM threads WHERE id = ?",
                                (thread_id,)).fetchone()
             if row is None:
-                return ThreadView(None, (), (), frozenset(), frozenset())
+                return NO_THREAD
             thread = ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4])
             if self._hot.fits(thread.last_seq):
-                view = self._load_hot(conn, thread, message_ids, calls, tail)
-                if view is not None:
-                    return view
+                facts = self._load_hot(conn, thread, ids, tail)
+                if facts is not None:
+                    return facts
             messages = tuple(
                 Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5])
                 for r in conn.execute(
@@ -561,24 +560,27 @@ class SqliteLedger(Ledger):
                     (thread_id,),
                 )
             )
-            waiting = {p.tool_call_id for p in pending}
-            candidates = {c: result_id(c) for c in calls if c not in waiting}
-            asked = {*message_ids, *(m for m in calls.values() if m is not None)}
-            found = _committed_ids(conn, thread_id, asked | set(candidates.values()))
-            answered, unresolved = resolve_answered(candidates, calls, found, messages)
-            if unresolved:
-                results = (
-                    answered_in([Message("", "tool", parts_from_json(json.loads(r[0])))])
-                    for r in conn.execute("SELECT parts FROM messages WHERE thread_id = ? AND role = 'tool'",
-                                          (thread_id,))
-                )
-                answered |= frozenset().union(*results) & unresolved
-            return ThreadView(thread, messages, pending, found & frozenset(asked), answered)
+            return AdmissionFacts(thread, messages, pending, _committed_ids(conn, thread_id, ids))
 
         return await self._call(q)
 
-    def _load_hot(self, conn: sqlite3.Connection, thread: ThreadRecord, message_ids: Collection[str],
-                  calls: Mapping[str, str | None], tail: int) -> ThreadView | None:
+    async def answered_calls(self, thread_id: str, call_ids: Collection[str]) -> frozenset[str]:
+        wanted = frozenset(call_ids)
+        if not wanted:
+            return frozenset()
+
+        def q(db: sqlite_utils.Database) -> frozenset[str]:
+            results = (
+                answered_in([Message("", "tool", parts_from_json(json.loads(r[0])))])
+                for r in db.conn.execute("SELECT parts FROM messages WHERE thread_id = ? AND role = 'tool'",
+                                         (thread_id,))
+            )
+            return frozenset().union(*results) & wanted
+
+        return await self._call(q)
+
+    def _load_hot(self, conn: sqlite3.Connection, thread: ThreadRecord, ids: frozenset[str],
+                  tail: int) -> AdmissionFacts | None:
         """Load a cold thread into the cache (in the worker thread) and answer from it."""
         keep = max(MIN_KEEP, tail)
         thread_id = thread.thread_id
@@ -591,10 +593,10 @@ class SqliteLedger(Ledger):
         pending = [PendingCall(*r) for r in conn.execute(
             "SELECT tool_call_id, run_id, thread_id, name, arguments, kind, message_id "
             "FROM pending WHERE thread_id = ? ORDER BY ord", (thread_id,))]
-        ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE thread_id = ?", (thread_id,))]
-        entry = entry_for(thread, messages, keep, pending, ids)
+        held = [r[0] for r in conn.execute("SELECT id FROM messages WHERE thread_id = ?", (thread_id,))]
+        entry = entry_for(thread, messages, keep, pending, held)
         self._hot.put(thread_id, entry)
-        return cached_view(entry, message_ids, calls, tail)
+        return cached_facts(entry, ids, tail)
 
     async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
         def q(db: sqlite_utils.Database) -> list[Message]:

@@ -157,19 +157,26 @@ async def release(server: LiveServer, gate: str) -> None:
     assert types(events)[-1] == "RUN_FINISHED", events
 
 
-def record_dedup(monkeypatch: Any) -> list[tuple[bool, int | None]]:
-    """Spy on the hot-thread dedup (``awaken.ledger.dedup.known_ids`` as the SQLite and Postgres views call
-    it): per admission, whether the request's base was found wholly committed, and how many turns in a
-    row before it were answered without looking that base up (None: nothing confirmed)."""
-    from awaken.ledger import dedup
-    from awaken.ledger import hotcache as hotthreads
+def record_dedup(monkeypatch: Any) -> list[tuple[bool, int]]:
+    """Spy on the hot-thread cache's answers to admission (``awaken.ledger.hotcache.cached_facts`` as
+    the SQLite and Postgres ledgers call it): per admission, whether the hot entry answered (no read
+    of the store), and how many of the asked ids it found not committed."""
+    import importlib
 
-    seen: list[tuple[bool, int | None]] = []
+    import storage_backends.sqlite_ledger as sqlite_ledger
+    from awaken.ledger import hotcache
 
-    def known_ids(asked: Any, held: Any, holder: Any) -> Any:
-        known, whole = dedup.known_ids(asked, held, holder)
-        seen.append((whole is not None, holder.confirmed.carried if holder.confirmed is not None else None))
-        return known, whole
+    seen: list[tuple[bool, int]] = []
 
-    monkeypatch.setattr(hotthreads, "known_ids", known_ids)
+    def cached_facts(entry: Any, ids: Any, tail: int) -> Any:
+        facts = hotcache.cached_facts(entry, ids, tail)
+        seen.append((facts is not None, len(ids) - len(facts.committed) if facts is not None else -1))
+        return facts
+
+    monkeypatch.setattr(sqlite_ledger, "cached_facts", cached_facts)
+    try:
+        postgres_ledger = importlib.import_module("storage_backends.postgres_ledger")
+    except ImportError:  # without the postgres extra
+        return seen
+    monkeypatch.setattr(postgres_ledger, "cached_facts", cached_facts)
     return seen

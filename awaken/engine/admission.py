@@ -59,6 +59,7 @@ from awaken.engine import outcome, reconcile
 from awaken.engine.access import may_see
 from awaken.engine.agents import Agent, AgentRegistry
 from awaken.engine.commit import write
+from awaken.engine.dedup import admission_view
 from awaken.engine.limits import RunLimiter
 from awaken.engine.outcome import FINAL_COMMIT_TIMEOUT
 from awaken.engine.policy import superseded
@@ -169,7 +170,7 @@ class RunApplication:
         prepared against that same view. A fresh run costs one ledger read and one write before its
         first byte. With ``asks`` (the ids ``build`` will ask about) the read is bounded: the
         thread's latest ``history_messages`` (the agent's history budget), its pending calls and the
-        answers for those ids (``Ledger.admission_view``), so its cost does not grow with the thread. On exit, a run that never reached a committed outcome is committed ``interrupted``.
+        answers for those ids (``dedup.admission_view``), so its cost does not grow with the thread. On exit, a run that never reached a committed outcome is committed ``interrupted``.
 
         A thread ``principal`` may not see raises ``UnknownThread``; a new thread will belong to
         ``principal.subject``. A caller over a ``[limits]`` cap gets ``RateLimited`` before anything
@@ -215,8 +216,8 @@ class RunApplication:
             if asks is None:
                 view = await self.ledger.thread_view(thread_id)
             else:
-                view = await self.ledger.admission_view(thread_id, asks.message_ids, asks.calls,
-                                                        agent.config.history_messages)
+                view = await admission_view(self.ledger, thread_id, asks.message_ids, asks.calls,
+                                            agent.config.history_messages)
             if view.thread is not None:
                 run.owner = view.thread.owner
             run.owner_known = True

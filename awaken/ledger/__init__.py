@@ -13,6 +13,9 @@ from .interface import (
     TITLE_LIMIT as TITLE_LIMIT,
 )
 from .interface import (
+    AdmissionFacts as AdmissionFacts,
+)
+from .interface import (
     AllOwners as AllOwners,
 )
 from .interface import (
@@ -80,9 +83,6 @@ from .interface import (
 )
 from .interface import (
     model_window as model_window,
-)
-from .interface import (
-    resolve_answered as resolve_answered,
 )
 from .interface import (
     run_summary as run_summary,

@@ -1,9 +1,9 @@
 """A bounded LRU of hot threads' admission state, so a turn on a thread the server just served reads
 nothing from the store at admission (issue 18).
 
-What one entry holds is exactly what ``Ledger.admission_view`` answers from: the thread record, its
+What one entry holds is exactly what ``Ledger.admission_facts`` answers from: the thread record, its
 latest messages (at least the ``tail`` admission asks for), its pending calls and the set of every
-committed message id (the dedup of a replayed history is then a set lookup per id, no SQL). A
+committed message id (the dedup of a replayed history is then a set intersection, no SQL). A
 ledger that owns its store alone (SQLite: one process holds the file) keeps entries exact by
 applying every write to them in the same worker-thread call that committed it (``appended``,
 ``pending``, ``state``), and drops an entry whenever a write's outcome is unknown or the thread is
@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 import attrs
 
-from awaken.core.messages import Message, result_id
-from awaken.ledger.dedup import Confirmed, asked_with, known_ids
-from awaken.ledger.interface import PendingCall, ThreadRecord, ThreadView, resolve_answered
+from awaken.core.messages import Message
+from awaken.ledger.interface import AdmissionFacts, PendingCall, ThreadRecord
 from awaken.runtime.tuning import HOT_BUDGET as DEFAULT_BUDGET
 from awaken.runtime.tuning import HOT_ID_OVERHEAD as _ID_OVERHEAD
 from awaken.runtime.tuning import HOT_MIN_KEEP as MIN_KEEP
@@ -59,8 +58,6 @@ class HotThread:
     ids: set[str]
     tail_costs: list[int]
     ids_cost: int
-    #: the largest request id set last found wholly in ``ids``, by serial (``dedup.known_ids``)
-    confirmed: Confirmed | None = None
 
     @property
     def cost(self) -> int:
@@ -167,32 +164,11 @@ class HotThreads:
             self.total -= self._costs.pop(thread_id)
 
 
-def cached_view(entry: HotThread, message_ids: Collection[str], calls: Mapping[str, str | None],
-                tail: int) -> ThreadView | None:
-    """``Ledger.admission_view`` answered from ``entry``, or None when the entry cannot answer (a
-    longer tail than it keeps, or a call whose answer only a scan of the history finds)."""
+def cached_facts(entry: HotThread, ids: Collection[str], tail: int) -> AdmissionFacts | None:
+    """``Ledger.admission_facts`` answered from ``entry``, or None when the entry keeps fewer of the
+    latest messages than ``tail`` asks for."""
     if tail > len(entry.tail) and len(entry.tail) < entry.thread.last_seq:
         return None
     messages = tuple(entry.tail[max(0, len(entry.tail) - tail):]) if tail > 0 else ()
-    pending = entry.pending
-    known, whole, answered, unresolved = answer_asks(entry.ids, entry, message_ids, calls, pending, messages)
-    if unresolved:
-        return None
-    return ThreadView(entry.thread, messages, pending, known, answered, whole)
-
-
-def answer_asks(held: Collection[str], holder: Any, message_ids: Collection[str], calls: Mapping[str, str | None],
-                pending: Iterable[PendingCall], tail: Sequence[Message],
-                ) -> tuple[frozenset[str], int | None, frozenset[str], frozenset[str]]:
-    """The dedup answers of an admission view from a thread's committed ids ``held`` (kept by ``holder``:
-    ``dedup.known_ids``), its ``pending`` calls and its latest messages ``tail``: the asked ids that are
-    committed, the serial of the request's wholly committed base (``ThreadView.known_whole``), the
-    answered calls, and the calls only a scan of the history can answer."""
-    waiting = {p.tool_call_id for p in pending}
-    candidates = {c: result_id(c) for c in calls if c not in waiting}
-    carriers = {m for m in calls.values() if m is not None}
-    # set operations in C, and for a replayed history only on the ids the client added (``dedup``)
-    known, whole = known_ids(asked_with(message_ids, carriers), held, holder)
-    answered, unresolved = resolve_answered(
-        candidates, calls, known.union(r for r in candidates.values() if r in held) if candidates else known, tail)
-    return known, whole, answered, unresolved
+    asked = ids if isinstance(ids, frozenset) else frozenset(ids)
+    return AdmissionFacts(entry.thread, messages, entry.pending, asked.intersection(entry.ids))

@@ -36,14 +36,14 @@ import base64
 import enum
 import json
 import time
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Literal
 
 import attrs
 
 from awaken.core.errors import ConfigError
-from awaken.core.messages import Message, Usage, result_id
+from awaken.core.messages import Message, Usage
 from awaken.engine.claims import LocalClaims, ThreadClaims
 from awaken.engine.state import RunStatus
 from awaken.models import ToolSpec
@@ -131,11 +131,12 @@ class ThreadView:
     """What a run needs to start on a thread: the thread (None if new), its committed history, and
     the pending calls of its waiting run (empty if none).
 
-    ``thread_view`` gives the whole history. ``admission_view`` gives a bounded **tail** (the latest
-    messages) and answers the dedup questions only for the ids the request carries: ``known_ids``
-    (which of them are committed) and ``known_answered`` (which of its tool call ids have a committed
-    result). Either way ``message_ids``/``answered_calls`` answer every question an adapter asks
-    about the request's own ids the same.
+    ``thread_view`` gives the whole history. Admission's view (``awaken.engine.dedup.admission_view``,
+    from the ledger's ``admission_facts``) gives a bounded **tail** (the latest messages) and the dedup
+    answers only for the ids the request carries: ``known_ids`` (which of them are committed) and
+    ``known_answered`` (which of its tool call ids have a committed result). Either way
+    ``message_ids``/``answered_calls`` answer every question an adapter asks about the request's own
+    ids the same.
     """
 
     thread: ThreadRecord | None
@@ -145,9 +146,6 @@ class ThreadView:
     known_ids: frozenset[str] | None = None
     #: a tail view: of the asked tool call ids, those with a committed result
     known_answered: frozenset[str] | None = None
-    #: a tail view: the serial of the request id set the asked ids were built on, when all of it is
-    #: committed (``awaken.ledger.dedup``: the request's scan then skips those ids)
-    known_whole: int | None = None
 
     def message_ids(self) -> frozenset[str]:
         """The committed message ids an adapter may ask about (what it drops as replayed history)."""
@@ -163,6 +161,25 @@ class ThreadView:
         return answered_in(self.messages)
 
 
+@attrs.frozen
+class AdmissionFacts:
+    """What a ledger knows of a thread at admission (``Ledger.admission_facts``): facts only; what
+    they mean for a request is the engine's decision (``awaken.engine.dedup``)."""
+
+    #: the thread, None when nothing was ever committed to it
+    thread: ThreadRecord | None
+    #: its latest messages, oldest first (at most the ``tail`` asked for)
+    tail: tuple[Message, ...]
+    #: its pending calls, in the order they were committed
+    pending: tuple[PendingCall, ...]
+    #: of the ids asked about, those that are committed message ids of the thread
+    committed: frozenset[str]
+
+
+#: the facts of a thread nothing was ever committed to
+NO_THREAD = AdmissionFacts(None, (), (), frozenset())
+
+
 def answered_in(messages: Iterable[Message]) -> frozenset[str]:
     """The tool call ids ``messages`` hold a result for."""
     return frozenset(m.tool_result.tool_call_id for m in messages if m.tool_result is not None)
@@ -176,21 +193,6 @@ def model_window(messages: Sequence[Message], budget: int) -> tuple[Message, ...
         while start < len(messages) and messages[start].role == "tool":
             start += 1
     return tuple(messages[start:])
-
-
-def resolve_answered(
-    candidates: Mapping[str, str], calls: Mapping[str, str | None], committed: Collection[str],
-    tail: Sequence[Message],
-) -> tuple[frozenset[str], frozenset[str]]:
-    """Which candidate call ids (call id -> its engine result id; none of them pending) are answered:
-    those whose engine result id is committed or whose result is in ``tail``. Returned unresolved:
-    the others, unless the request message carrying them (``calls``) is committed (never asked)."""
-    if not candidates:
-        return frozenset(), frozenset()
-    in_tail = answered_in(tail)
-    answered = frozenset(c for c, rid in candidates.items() if rid in committed or c in in_tail)
-    unresolved = frozenset(c for c in candidates if c not in answered and calls.get(c) not in committed)
-    return answered, unresolved
 
 
 #: the cause of a run that ``open`` found ``running`` (its process died) and committed ``interrupted``
@@ -376,36 +378,27 @@ class Ledger(abc.ABC):
             found.update(m.id for m in page if m.id in wanted)
         return frozenset(found)
 
-    async def admission_view(
-        self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
-    ) -> ThreadView:
-        """What admission reads: the thread, its latest ``tail`` messages, its pending calls, and the
-        dedup answers for the request's own ``message_ids`` (``known_ids``: which are committed) and
-        tool ``calls`` (call id -> the id of the request message carrying it, or None;
-        ``known_answered``: which have a committed result). A call whose carrying message is committed
-        is not asked about (an adapter drops that message as replayed).
-
-        Its cost does not grow with the thread's length, except for a call that is neither pending
-        nor answered under the engine's result id (``result_id``) nor in the tail: that case (a
-        decision for a call not waiting, or a client tool answered under the client's own message
-        id, replayed over another protocol) reads the history.
+    async def admission_facts(self, thread_id: str, ids: frozenset[str], tail: int) -> AdmissionFacts:
+        """What admission reads (``awaken.engine.dedup`` decides what it means): the thread, its latest
+        ``tail`` messages, its pending calls, and which of ``ids`` are committed message ids of the
+        thread. Its cost does not grow with the thread's length.
 
         The default composes ``get_thread``, ``read_messages``, ``pending_calls`` and
         ``committed_ids``; a backend overrides it to answer in one round trip.
         """
         thread = await self.get_thread(thread_id)
         if thread is None:
-            return ThreadView(None, (), (), frozenset(), frozenset())
+            return NO_THREAD
         messages = tuple(await self.read_messages(thread_id, max(0, thread.last_seq - tail), tail)) if tail > 0 else ()
         pending = tuple(await self.pending_calls(thread_id))
-        waiting = {p.tool_call_id for p in pending}
-        candidates = {c: result_id(c) for c in calls if c not in waiting}
-        found = await self.committed_ids(thread_id, {*message_ids, *calls.values(), *candidates.values()} - {None})
-        answered, unresolved = resolve_answered(candidates, calls, found, messages)
-        if unresolved:
-            answered |= await self._answered_by_scan(thread_id, unresolved)
-        asked = frozenset(message_ids) | {m for m in calls.values() if m is not None}
-        return ThreadView(thread, messages, pending, found & asked, answered)
+        return AdmissionFacts(thread, messages, pending, await self.committed_ids(thread_id, ids))
+
+    async def answered_calls(self, thread_id: str, call_ids: Collection[str]) -> frozenset[str]:
+        """Which of ``call_ids`` have a committed tool result in the thread, under any message id.
+        This reads the history (admission asks only about a call that is neither pending nor answered
+        under the engine's result id nor in the tail: a decision for a call not waiting, or a client
+        tool answered under the client's own message id, replayed over another protocol)."""
+        return await self._answered_by_scan(thread_id, call_ids)
 
     async def _pages(self, thread_id: str, size: int = 500) -> AsyncIterator[list[Message]]:
         after = 0

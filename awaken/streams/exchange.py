@@ -26,10 +26,10 @@ from awaken.core.principal import Principal, principal_of
 from awaken.engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
 from awaken.engine.state import Cause, Interruptible
 from awaken.ledger.interface import ThreadView
+from awaken.runtime.tuning import KNOWN_ON_LOOP, OFF_LOOP_BODY
 from awaken.streams.broadcast import RunBroadcast, Watcher
 from awaken.streams.host import StreamHost
 from awaken.transports import sse, ws
-from awaken.runtime.tuning import KNOWN_ON_LOOP, OFF_LOOP_BODY
 from awaken.transports.body import Body, Refused, read_body_or_answer
 from awaken.wires.encoding import WireEvent
 from awaken.wires.protocol import Protocol, RunRequest, new_id

@@ -27,7 +27,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any, Generic, TypeVar, overload
 
 import attrs
 import orjson
@@ -46,8 +46,12 @@ MARKER = "awaken-prefix-" + secrets.token_hex(16)
 _MARKER_ARRAY = b'["' + MARKER.encode() + b'"'
 
 
+#: a protocol's typed scan of a prefix's elements (``agui.request.KnownScan``, ``aisdk.request.KnownUiScan``)
+ScanT = TypeVar("ScanT")
+
+
 @attrs.frozen(eq=False)
-class Prefix:
+class Prefix(Generic[ScanT]):
     """The first ``count`` elements of a ``messages`` array as its bytes, and their scan."""
 
     owner: str
@@ -57,7 +61,7 @@ class Prefix:
     #: the ``{`` and ``[`` bytes of ``data`` (the body's container bound counts them)
     containers: int
     #: the protocol's scan of the elements (what its parser keeps of a message it does not decode)
-    scan: Any
+    scan: ScanT
 
     @property
     def cost(self) -> int:
@@ -69,12 +73,12 @@ class Prefix:
 
 
 @attrs.frozen(eq=False)
-class Split:
+class Split(Generic[ScanT]):
     """A body parsed around a prefix: ``data`` is the body's object with ``messages`` holding only the
     elements after the prefix (``tail``); ``start`` is where the array begins in the body."""
 
     data: dict[str, Any]
-    prefix: Prefix
+    prefix: Prefix[ScanT]
     tail: list[Any]
     start: int
     #: the ``{`` and ``[`` bytes of the whole body
@@ -86,7 +90,7 @@ class PrefixedList(Sequence[Any]):
 
     __slots__ = ("_decoded", "prefix", "tail")
 
-    def __init__(self, prefix: Prefix, tail: list[Any]) -> None:
+    def __init__(self, prefix: Prefix[Any], tail: list[Any]) -> None:
         self.prefix = prefix
         self.tail = tail
         self._decoded: list[Any] | None = None
@@ -113,16 +117,17 @@ class PrefixedList(Sequence[Any]):
         return self._decoded[i]
 
 
-class ReplayMemo:
-    """The LRU of prefixes, at most ``budget`` estimated bytes. ``hits`` counts split parses."""
+class ReplayMemo(Generic[ScanT]):
+    """The LRU of prefixes, at most ``budget`` estimated bytes, each with the protocol's scan of it
+    (``ScanT``). ``hits`` counts split parses."""
 
     def __init__(self, budget: int = DEFAULT_BUDGET, *, min_body: int = MIN_BODY) -> None:
         self.budget = max(0, int(budget))
         self.min_body = min_body
         self.total = 0
         self.hits = 0
-        self._entries: OrderedDict[int, Prefix] = OrderedDict()
-        self._by_key: dict[bytes, list[Prefix]] = {}
+        self._entries: OrderedDict[int, Prefix[ScanT]] = OrderedDict()
+        self._by_key: dict[bytes, list[Prefix[ScanT]]] = {}
         self._lock = threading.Lock()  # parses of large bodies run in worker threads
 
     def __len__(self) -> int:
@@ -134,7 +139,7 @@ class ReplayMemo:
             self._evict()
 
     def split(self, body: bytes, owner_of: Callable[[dict[str, Any]], str | None], *,
-              most: int | None = None) -> Split | None:
+              most: int | None = None) -> Split[ScanT] | None:
         """The body parsed around the longest known prefix of its top-level ``messages`` array, sent
         for the same thread (``owner_of`` reads the thread from the envelope); None when there is none,
         when more than ``most`` bytes would be left to decode, or when anything is off (the plain parse
@@ -171,7 +176,7 @@ class ReplayMemo:
             return Split(data, found, tail, start, containers)
         return None
 
-    def record_split(self, body: bytes, split: Split, scan: Any) -> None:
+    def record_split(self, body: bytes, split: Split[ScanT], scan: ScanT) -> None:
         """After ``split`` was parsed: keep its whole array as the thread's prefix (``scan`` is the scan
         of all of it), if orjson's encoding of the tail is the body's very bytes."""
         old = split.prefix
@@ -190,7 +195,7 @@ class ReplayMemo:
             self._put(Prefix(old.owner, memoryview(body)[split.start:end - 1], old.count + len(split.tail),
                              old.containers + encoded.count(b"{") + encoded.count(b"[") - 1, scan))
 
-    def record(self, body: bytes, owner: str | None, messages: Sequence[Any], scan: Any) -> None:
+    def record(self, body: bytes, owner: str | None, messages: Sequence[Any], scan: ScanT) -> None:
         """After a plain parse: keep the body's ``messages`` array (decoded as ``messages``, scanned as
         ``scan``) as the thread's prefix, if orjson's encoding of it is the body's very bytes."""
         if (self.budget <= 0 or owner is None or len(body) < self.min_body or type(body) is not bytes
@@ -233,20 +238,20 @@ class ReplayMemo:
             self._by_key.clear()
             self.total = 0
 
-    def _longest(self, body: bytes, start: int) -> Prefix | None:
-        best: Prefix | None = None
+    def _longest(self, body: bytes, start: int) -> Prefix[ScanT] | None:
+        best: Prefix[ScanT] | None = None
         for entry in self._by_key.get(body[start:start + KEY_BYTES], ()):
             if (best is None or len(entry.data) > len(best.data)) and body.startswith(entry.data, start):
                 best = entry
         return best
 
-    def _touch(self, entry: Prefix) -> None:
+    def _touch(self, entry: Prefix[ScanT]) -> None:
         try:
             self._entries.move_to_end(id(entry))
         except KeyError:  # evicted meanwhile
             pass
 
-    def _put(self, entry: Prefix) -> None:
+    def _put(self, entry: Prefix[ScanT]) -> None:
         if entry.cost * 4 > self.budget or len(entry.data) < KEY_BYTES:
             return
         key = bytes(entry.data[:KEY_BYTES])
@@ -261,7 +266,7 @@ class ReplayMemo:
         self.total += entry.cost
         self._evict()
 
-    def _drop(self, entry: Prefix) -> None:
+    def _drop(self, entry: Prefix[ScanT]) -> None:
         key = bytes(entry.data[:KEY_BYTES])
         kept = [e for e in self._by_key.get(key, ()) if e is not entry]
         self._remove(entry)
@@ -270,7 +275,7 @@ class ReplayMemo:
         else:
             self._by_key.pop(key, None)
 
-    def _remove(self, entry: Prefix) -> None:
+    def _remove(self, entry: Prefix[ScanT]) -> None:
         if self._entries.pop(id(entry), None) is not None:
             self.total -= entry.cost
 

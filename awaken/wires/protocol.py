@@ -117,7 +117,7 @@ class Protocol(abc.ABC):
     def asks(self, parsed: Any) -> Asks | None:
         """The ids ``to_run_request`` will ask the view about: the message ids it dedups and the tool
         call ids it may take as decisions (call id -> the request message carrying it, or None).
-        Admission then reads a bounded view (``Ledger.admission_view``) instead of the whole history.
+        Admission then reads a bounded view (``awaken.engine.dedup.admission_view``) instead of the whole history.
         None (the default): the whole history is read."""
         return None
 

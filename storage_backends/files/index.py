@@ -16,7 +16,6 @@ import attrs
 
 from awaken.core.messages import Message, Usage, message_from_json
 from awaken.engine.state import RunStatus
-from awaken.ledger.dedup import Confirmed
 from awaken.ledger.interface import (
     PendingCall,
     RunRecord,
@@ -104,8 +103,6 @@ class ThreadDetail:
     segments: array = attrs.field(factory=lambda: array("q"))
     runs: dict[str, RunRecord] = attrs.field(factory=dict)  # insertion order
     pending: tuple[PendingCall, ...] = ()  # commit order
-    #: the largest request id set last found wholly in ``ids``, by serial (``awaken.ledger.dedup.known_ids``)
-    confirmed: Confirmed | None = attrs.field(default=None, eq=False, repr=False)
 
     def cost(self) -> int:
         """Roughly the bytes this detail holds (for the hot-thread budget): constant per id, segment

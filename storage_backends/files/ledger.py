@@ -11,7 +11,7 @@ import os
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -22,10 +22,12 @@ import trio
 from awaken.core.errors import StoreUnavailable
 from awaken.core.messages import Message, message_from_json, message_to_json
 from awaken.engine.state import RunStatus
-from awaken.ledger.hotcache import MIN_KEEP, answer_asks
+from awaken.ledger.hotcache import MIN_KEEP
 from awaken.ledger.interface import (
     ALL_OWNERS,
+    NO_THREAD,
     RESTART_CAUSE,
+    AdmissionFacts,
     Commit,
     DuplicateRun,
     Ledger,
@@ -571,15 +573,13 @@ class FileLedger(Ledger):
         held = found[2].ids
         return frozenset(i for i in ids if i in held)
 
-    async def admission_view(
-        self, thread_id: str, message_ids: Collection[str], calls: Mapping[str, str | None], tail: int
-    ) -> ThreadView:
+    async def admission_facts(self, thread_id: str, ids: frozenset[str], tail: int) -> AdmissionFacts:
         """The thread, pending calls and committed ids from its detail (held, or rebuilt from its log);
         the latest ``tail`` messages from the tail cache, else one read of their byte range (which
         fills it)."""
         found = await self._thread(thread_id)
         if found is None:
-            return ThreadView(None, (), (), frozenset(), frozenset())
+            return NO_THREAD
         index, thread, detail = found
         record, pending, held, version = thread.record(detail), detail.pending, detail.ids, thread.size
         latest = self._tails.get(thread_id, version, tail, thread.last_seq) if tail > 0 else []
@@ -590,10 +590,8 @@ class FileLedger(Ledger):
                 self._tails.put(thread_id, version, latest, keep)
         messages = tuple(latest[max(0, len(latest) - tail):]) if tail > 0 else ()
         # the index keeps a short thread's ids as a tuple, a longer one's as a set
-        known, whole, answered, unresolved = answer_asks(held, detail, message_ids, calls, pending, messages)
-        if unresolved:
-            answered |= await self._answered_by_scan(thread_id, unresolved)
-        return ThreadView(record, messages, pending, known, answered, whole)
+        committed = ids.intersection(held) if isinstance(held, set) else frozenset(i for i in held if i in ids)
+        return AdmissionFacts(record, messages, pending, committed)
 
     async def _messages(
         self, index: Index, thread: ThreadEntry, detail: ThreadDetail, after_seq: int, limit: int

@@ -108,8 +108,8 @@ async def test_a_long_history_resent_every_turn_is_parsed_only_past_what_the_ser
     second turn the bodies are long enough for the replay memo, so turns 3 to 5 each start with the
     very bytes of the turn before: the server splits them there and parses only the new messages (the
     memo counts 3 splits), and what the client and the history show is the same as ever. Its dedup
-    looks up only what each turn added: from the fourth turn on, the base is known committed without
-    being looked up (``awaken.ledger.dedup``)."""
+    reads nothing from the store: the thread's hot entry answers it, every replayed id committed and
+    only the new message not (``awaken.ledger.hotcache``)."""
     thread = f"long-history-{package}"
     splits = agui_adapter.PROTOCOL.memo.hits
     dedup = record_dedup(monkeypatch)
@@ -118,7 +118,7 @@ async def test_a_long_history_resent_every_turn_is_parsed_only_past_what_the_ser
     assert all(run["errors"] == [] for run in out["runs"])
     assert [m["role"] for m in out["messages"]] == ["user", "assistant"] * 5
     assert agui_adapter.PROTOCOL.memo.hits - splits == 3
-    assert dedup[-3:] == [(True, 0), (True, 1), (True, 2)]
+    assert dedup[-3:] == [(True, 1)] * 3
     assert await paged_history(client, thread, limit=4) == out["messages"]
     assert [r.status for r in await server.ctx.ledger.list_runs(thread)] == [RunStatus.COMPLETED] * 5
 

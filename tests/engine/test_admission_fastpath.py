@@ -1,6 +1,6 @@
 """The admission fast path admits exactly what the plain path admits.
 
-Admission reads a bounded view (``Ledger.admission_view``: the latest messages, the pending calls,
+Admission reads a bounded view (``awaken.engine.dedup.admission_view``: the latest messages, the pending calls,
 and which of the request's own ids are committed) instead of the whole history (``thread_view``).
 For random threads (user input, assistant steps with tool calls, results under the engine's
 ``tr_`` ids and under a client's own ids, a waiting run's pending calls) and random requests over
@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from awaken.core.errors import InputRejected
 from awaken.core.messages import Message, TextPart, ToolCallPart, ToolResultPart, result_id
+from awaken.engine.dedup import admission_view
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit, Ledger, PendingCall, RunRecord
 from awaken.ledger.testkit.harness import opened
@@ -130,7 +131,7 @@ def test_the_fast_path_admits_exactly_what_the_plain_path_admits(backend, plan, 
                         parsed = data.draw(st.composite(lambda draw, make=make: make(draw, ids, calls))())
                         asks = protocol.asks(parsed)
                         assert asks is not None
-                        fast = await ledger.admission_view("t", asks.message_ids, asks.calls, tail)
+                        fast = await admission_view(ledger, "t", asks.message_ids, asks.calls, tail)
                         assert (fast.thread, fast.pending) == (plain.thread, plain.pending)
                         assert fast.messages == (plain.messages[max(0, len(plain.messages) - tail):] if tail else ())
                         assert outcome(protocol, parsed, fast) == outcome(protocol, parsed, plain)
@@ -141,7 +142,7 @@ def test_the_fast_path_admits_exactly_what_the_plain_path_admits(backend, plan, 
 @pytest.mark.parametrize("backend", list(FACTORIES))
 async def test_a_new_thread_has_an_empty_admission_view(backend, tmp_path):
     async with opened(FACTORIES[backend], tmp_path) as ledger:
-        view = await ledger.admission_view("nobody", {"u1"}, {"c1": None}, 10)
+        view = await admission_view(ledger, "nobody", {"u1"}, {"c1": None}, 10)
     assert (view.thread, view.messages, view.pending) == (None, (), ())
     assert view.message_ids() == view.answered_calls() == frozenset()
 
@@ -306,7 +307,7 @@ def test_a_replayed_history_is_admitted_without_decoding_what_the_thread_holds(b
                         assert isinstance(expected, tuple) and expected[0] == "refused"
                         continue
                     parsed, asks = scanned  # type: ignore[misc]
-                    view = await ledger.admission_view("t", asks.message_ids, asks.calls, tail)
+                    view = await admission_view(ledger, "t", asks.message_ids, asks.calls, tail)
                     assert outcome(AGUI, parsed, view) == expected
 
     trio.run(main)
@@ -369,7 +370,7 @@ def test_a_replayed_ui_history_is_admitted_without_decoding_what_the_thread_hold
                         assert isinstance(expected, tuple) and expected[0] == "refused"
                         continue
                     asks = AISDK.asks(parsed)
-                    view = await ledger.admission_view("t", asks.message_ids, asks.calls, tail)
+                    view = await admission_view(ledger, "t", asks.message_ids, asks.calls, tail)
                     assert outcome(AISDK, parsed, view) == expected
 
     trio.run(main)

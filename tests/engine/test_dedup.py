@@ -1,20 +1,17 @@
-"""Dedup of a replayed history looks up only what the client added, and answers what the plain
-intersection answers (``awaken.ledger.dedup``, issue 18).
+"""Dedup of a replayed history: the ledger answers facts, one pure function of the engine decides
+(``awaken.engine.dedup``), and the answer is what the whole history gives (issue 18).
 
-A split parse builds a request's ids on the thread's previous request's (``AskedIds.on``); a ledger's
-hot entry remembers the largest asked set it found wholly committed. The property tests check that
-``known_ids`` is always ``asked ∩ held`` (whatever the chain, the confirmations, a holder whose set was
-replaced) and that random conversations, turn after turn over
-each ledger and both protocols (new messages that are refused, so their turn commits nothing; a
-client that drops a message it sent before; a thread the server did not see before), are admitted by
-the split parse and the remembered dedup exactly as the plain parse and the whole history admit them.
+The property tests check that ``decide`` (with ``Ledger.answered_calls`` for what it leaves
+unresolved) answers every question an adapter asks about a request's own ids as the whole history
+does, and that random conversations, turn after turn over each ledger and both protocols (new
+messages that are refused, so their turn commits nothing; a client that drops a message it sent
+before; a thread the server did not see before), are admitted by the split parse and the bounded
+view exactly as the plain parse and the whole history admit them.
 """
 
 from __future__ import annotations
 
-import gc
 import tempfile
-import weakref
 from typing import Any
 
 import orjson
@@ -24,10 +21,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from awaken.core.errors import InputRejected
-from awaken.core.messages import Message, TextPart
+from awaken.core.messages import Message, TextPart, ToolResultPart, result_id
+from awaken.engine.dedup import admission_view, decide, looked_up
 from awaken.engine.state import RunStatus
-from awaken.ledger.dedup import AskedIds, known_ids
-from awaken.ledger.interface import Commit, Ledger, RunRecord
+from awaken.ledger.interface import (
+    AdmissionFacts,
+    Commit,
+    Ledger,
+    PendingCall,
+    RunRecord,
+    ThreadRecord,
+    answered_in,
+)
 from awaken.ledger.testkit.harness import opened
 from awaken.wires.agui.adapter import PROTOCOL as AGUI
 from awaken.wires.agui.request import scan_known_run_input, scan_run_input
@@ -39,50 +44,54 @@ from tests.ledger_harness import BACKENDS
 
 CT = "application/json"
 
-
-class Holder:
-    def __init__(self) -> None:
-        self.confirmed = None
-
-
 ids = st.sampled_from([f"i{n}" for n in range(12)])
+call_ids = st.sampled_from([f"c{n}" for n in range(6)])
 
 
-@settings(max_examples=300, deadline=None)
-@given(steps=st.lists(st.tuples(st.sampled_from(["grow", "ask-on", "ask-on", "ask-fresh", "replace-held"]),
-                                st.frozensets(ids, max_size=4)), max_size=25))
-def test_known_ids_is_the_intersection_whatever_the_chain(steps):
-    """Random asks built on the previous one (or not), a held set that grows or is replaced by a new
-    set: every answer is ``asked ∩ held``, and a ``whole`` it names is the ask's base, wholly held."""
-    holder = Holder()
-    held: set[str] = set()
-    asked: AskedIds = AskedIds(())
-    made = {asked.serial: asked}
-    for op, values in steps:
-        if op == "grow":
-            held |= values
-        elif op == "replace-held":
-            held = set(values)  # a new holder set (a re-read thread): no confirmation carries over
-        else:
-            asked = AskedIds.on(asked, values) if op == "ask-on" else AskedIds(values)
-            made[asked.serial] = asked
-            known, whole = known_ids(asked, held, holder)
-            assert known == asked & held
-            if whole is not None:
-                assert whole == asked.base_serial and made[whole] <= held
+@st.composite
+def thread_and_request(draw: Any) -> tuple[list[Message], set[str], int, frozenset[str], dict[str, str | None]]:
+    """A thread's history (user messages and tool results, some under the engine's result id, some
+    under the client's own id), its pending calls (never answered), a tail length, and a request's
+    message ids and tool calls (call id -> the request message carrying it, or None)."""
+    history: list[Message] = []
+    used: set[str] = set()
+    for mid in draw(st.lists(ids, max_size=8, unique=True)):
+        history.append(Message(mid, "user", (TextPart("x"),)))
+        used.add(mid)
+    answered = draw(st.lists(call_ids, max_size=4, unique=True))
+    for call in answered:
+        mid = result_id(call) if draw(st.booleans()) else f"client-{call}"
+        history.insert(draw(st.integers(0, len(history))), Message(mid, "tool", (ToolResultPart(call, "tool", "ok"),)))
+    history = [Message(m.id, m.role, m.parts, None, seq) for seq, m in enumerate(history, 1)]
+    pending = set(draw(st.lists(call_ids.filter(lambda c: c not in answered), max_size=2, unique=True)))
+    asked = frozenset(draw(st.frozensets(ids | st.sampled_from([result_id("c0"), "client-c1"]), max_size=6)))
+    calls = draw(st.dictionaries(call_ids, st.none() | ids | st.just("client-c2"), max_size=4))
+    return history, pending, draw(st.integers(0, 10)), asked, calls
 
 
-def test_a_chain_of_turns_keeps_no_earlier_set_alive():
-    """Each set knows the one it was built on by number only: a long conversation's earlier id sets
-    are freed as the memo drops them."""
-    first = AskedIds([f"u{n}" for n in range(100)])
-    gone = weakref.ref(first)
-    asked = first
-    for n in range(5):
-        asked = AskedIds.on(asked, [f"v{n}"])
-    del first
-    gc.collect()
-    assert gone() is None and len(asked) == 105
+@settings(max_examples=400, deadline=None)
+@given(case=thread_and_request())
+def test_the_decision_answers_as_the_whole_history(case):
+    """Every id of the request is known committed exactly when the whole history holds it; every call
+    not pending whose carrying message is not committed is answered exactly when the history holds
+    its result (under any id); a call named answered always is."""
+    history, pending, tail, asked, calls = case
+    held = {m.id for m in history}
+    thread = ThreadRecord("t", 0, last_seq=len(history))
+    waiting = tuple(PendingCall(c, "r", "t", "tool", "{}", "client", "m") for c in sorted(pending))
+    lookup = looked_up(asked, calls)
+    facts = AdmissionFacts(thread, tuple(history[max(0, len(history) - tail):]) if tail else (), waiting,
+                           frozenset(lookup & held))
+    decision = decide(asked, calls, facts)
+    answered = decision.answered | (answered_in(history) & decision.unresolved)  # ``Ledger.answered_calls``
+    carriers = {m for m in calls.values() if m is not None}
+    assert decision.known == (asked | carriers) & held
+    truly = answered_in(history)
+    assert answered <= truly
+    for call, carrier in calls.items():
+        if call not in pending and carrier not in held:
+            assert (call in answered) == (call in truly)
+    assert not answered & pending
 
 
 # --- random conversations through a ledger ------------------------------------------------------
@@ -145,7 +154,7 @@ async def commit_turn(ledger: Ledger, turn: int, inputs: list[Message]) -> str:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=turn_plan, history=st.integers(0, 6))
 def test_a_replayed_conversation_is_admitted_as_the_plain_path_admits_it(backend, wire, plan, history):
-    """Turn after turn, the split parse and the ledger's remembered dedup give the same run request
+    """Turn after turn, the split parse and the bounded view give the same run request
     (or the same refusal) as the plain parse of the same body against the whole history; a refused
     turn commits nothing, and the next turn, built on it, is still deduped right."""
     protocol, message, reply, body_of, split_parse, plain_parse = PROTOCOLS[wire]
@@ -175,7 +184,7 @@ def test_a_replayed_conversation_is_admitted_as_the_plain_path_admits_it(backend
                         assert again.value.code == exc.code
                         continue
                     asks = protocol.asks(parsed)
-                    view = await ledger.admission_view("t", asks.message_ids, asks.calls, 4)
+                    view = await admission_view(ledger, "t", asks.message_ids, asks.calls, 4)
                     fast = outcome(protocol, parsed, view)
                     expected = outcome(protocol, plain, await ledger.thread_view("t"))
                     assert fast == expected
@@ -189,9 +198,9 @@ def test_a_replayed_conversation_is_admitted_as_the_plain_path_admits_it(backend
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
 @pytest.mark.parametrize("wire", list(PROTOCOLS))
-async def test_a_replayed_history_is_deduped_by_what_the_client_added(backend, wire, tmp_path):
-    """From the first split turn on, the view says the request's base is committed whole (nothing
-    of it is looked up again) and only the new message is decoded."""
+async def test_a_replayed_history_is_deduped_and_only_the_new_message_decoded(backend, wire, tmp_path):
+    """Turn after turn over a replayed history, the view knows exactly the committed ids the request
+    carries, and only the new message is decoded."""
     protocol, message, reply, body_of, split_parse, plain_parse = PROTOCOLS[wire]
     memo = ReplayMemo(min_body=0)
     async with opened(BACKENDS[backend], tmp_path) as ledger:
@@ -199,33 +208,16 @@ async def test_a_replayed_history_is_deduped_by_what_the_client_added(backend, w
         for turn in range(10, 20):  # a history past what a ledger keeps without a set (files: 8 ids)
             held += [message(turn, "user"), reply(await commit_turn(ledger, turn, [
                 Message(f"m{turn}", "user", (TextPart(f"question {turn}"),))]))]
-        wholes = []
         for turn in range(5):
             new = message(turn, "user")
             body = body_of("t", [*held, new])
             parsed = split_parse(body, CT, memo) or plain_parse(body, CT, memo)
             asks = protocol.asks(parsed)
-            view = await ledger.admission_view("t", asks.message_ids, asks.calls, 4)
+            view = await admission_view(ledger, "t", asks.message_ids, asks.calls, 4)
             known = view.known_ids
-            wholes.append(view.known_whole is not None and view.known_whole == asks.message_ids.base_serial)
             request = protocol.to_run_request(parsed, "t", None, view)
             assert [m.id for m in request.inputs] == [new["id"]]
             assert sorted(known) == sorted(m["id"] for m in held if m["role"] == "user"
                                            or wire == "aisdk")
             held += [new, reply(await commit_turn(ledger, turn, list(request.inputs)))]
-        assert wholes == [False, True, True, True, True]
-
-
-def test_a_confirmed_base_is_not_looked_up_again():
-    """The second split turn finds the first one's base confirmed and its added ids committed: its
-    answer is carried, not looked up; a turn whose added ids were not committed (refused) is looked up."""
-    holder, held = Holder(), {"u0"}
-    first = AskedIds(["u0"])
-    second = AskedIds.on(first, ["u1"])
-    assert known_ids(second, held, holder) == ({"u0"}, first.serial) and holder.confirmed.carried == 0
-    held.add("u1")
-    third = AskedIds.on(second, ["u2"])
-    assert known_ids(third, held, holder) == ({"u0", "u1"}, second.serial) and holder.confirmed.carried == 1
-    fourth = AskedIds.on(third, ["u3"])  # "u2" was refused: never committed
-    assert known_ids(fourth, held, holder) == ({"u0", "u1"}, None)
-    assert holder.confirmed.serial == second.serial  # still true; not advanced past what is committed
+        assert memo.hits == 4

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from awaken.core.errors import StoreUnavailable
 from awaken.core.messages import Message, TextPart, ToolCallPart, ToolResultPart, result_id
+from awaken.engine.dedup import admission_view
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit, Ledger, PendingCall, RunRecord
 from tests.ledger_harness import BACKENDS, opened
@@ -43,7 +44,7 @@ async def test_a_hot_thread_is_admitted_without_a_store_round_trip(backend: str,
     async with opened(backend, tmp_path, **({"fsync": False} if backend == "files" else {})) as ledger:
         for n in range(3):
             await turn(ledger, "t", n)
-        await ledger.admission_view("t", {"u9"}, {}, 2)  # a long thread's first admission may read once
+        await admission_view(ledger, "t", {"u9"}, {}, 2)  # a long thread's first admission may read once
         await turn(ledger, "t", 3)
         calls = 0
         real = trio.to_thread.run_sync
@@ -55,7 +56,7 @@ async def test_a_hot_thread_is_admitted_without_a_store_round_trip(backend: str,
 
         trio.to_thread.run_sync = counting
         try:
-            view = await ledger.admission_view("t", {"u0", "u3", "new"}, {}, 2)
+            view = await admission_view(ledger, "t", {"u0", "u3", "new"}, {}, 2)
         finally:
             trio.to_thread.run_sync = real
     assert calls == 0
@@ -80,9 +81,9 @@ async def test_sqlite_admission_reads_the_store_while_it_fails(tmp_path: Path) -
             return await real(fn)
 
         ledger._call = counting  # type: ignore[attr-defined]
-        view = await ledger.admission_view("t", {"u0"}, {}, 5)
+        view = await admission_view(ledger, "t", {"u0"}, {}, 5)
         assert (reads, view.message_ids()) == (1, {"u0"})
-        await ledger.admission_view("t", {"u0"}, {}, 5)
+        await admission_view(ledger, "t", {"u0"}, {}, 5)
         assert reads == 1  # the store answered: hot again
 
 
@@ -98,7 +99,7 @@ async def apply(ledger: Ledger, thread_id: str, plan: list[str], base: int) -> l
         n = base + k
         run_id = f"{thread_id}-r{n}"
         if op == "view":
-            await ledger.admission_view(thread_id, set(ids[-3:]), {}, 3)
+            await admission_view(ledger, thread_id, set(ids[-3:]), {}, 3)
             continue
         if op == "answer" and waiting is not None:
             result = Message(result_id(waiting.tool_call_id), "tool",
@@ -146,11 +147,11 @@ def test_the_cache_answers_every_admission_as_the_store_does(backend, plan, tail
             async with opened(backend, root, **options) as ledger:
                 ids = await apply(ledger, "t", plan, 0)
                 asked = set(ids[::2]) | {"never"}
-                cached = await ledger.admission_view("t", asked, {"c0": None, "c1": "u1"}, tail)
-                cached_again = await ledger.admission_view("t", asked, {}, tail)
+                cached = await admission_view(ledger, "t", asked, {"c0": None, "c1": "u1"}, tail)
+                cached_again = await admission_view(ledger, "t", asked, {}, tail)
             async with opened(backend, root, **plain) as fresh:
-                expected = await fresh.admission_view("t", asked, {"c0": None, "c1": "u1"}, tail)
-                expected_again = await fresh.admission_view("t", asked, {}, tail)
+                expected = await admission_view(fresh, "t", asked, {"c0": None, "c1": "u1"}, tail)
+                expected_again = await admission_view(fresh, "t", asked, {}, tail)
                 whole = await fresh.thread_view("t")
             same_view(cached, expected)
             same_view(cached_again, expected_again)
@@ -164,18 +165,18 @@ async def test_postgres_never_serves_a_thread_another_process_wrote_stale(tmp_pa
     thread under the same id, shows in the other's next admission, though that one cached the thread."""
     async with opened("postgres", tmp_path) as a, opened("postgres", tmp_path) as b:
         await turn(a, "t", 0)
-        first = await a.admission_view("t", {"u0"}, {}, 10)  # cached by a
+        first = await admission_view(a, "t", {"u0"}, {}, 10)  # cached by a
         assert first.message_ids() == {"u0"}
         await turn(b, "t", 1)
         await b.commit("t", "t-r1", Commit(RunStatus.COMPLETED, state={"by": "b"}))
-        seen = await a.admission_view("t", {"u0", "u1"}, {}, 10)
+        seen = await admission_view(a, "t", {"u0", "u1"}, {}, 10)
         assert [m.id for m in seen.messages] == ["u0", "a0", "u1", "a1"]
         assert seen.message_ids() == {"u0", "u1"} and seen.thread.state == {"by": "b"}  # type: ignore[union-attr]
         await turn(a, "t", 2)  # a's own write extends its entry
-        assert [m.id for m in (await a.admission_view("t", set(), {}, 2)).messages] == ["u2", "a2"]
+        assert [m.id for m in (await admission_view(a, "t", set(), {}, 2)).messages] == ["u2", "a2"]
         assert await b.delete_thread("t")
         await turn(b, "t", 7, owner="someone")
-        again = await a.admission_view("t", {"u0", "u7"}, {}, 10)
+        again = await admission_view(a, "t", {"u0", "u7"}, {}, 10)
         assert [m.id for m in again.messages] == ["u7", "a7"]
         assert again.message_ids() == {"u7"} and again.thread.owner == "someone"  # type: ignore[union-attr]
 
@@ -193,9 +194,9 @@ async def test_memory_for_hot_threads_stays_under_the_configured_cap(backend: st
             thread_id = f"t{n}"
             for k in range(3):
                 await turn(ledger, thread_id, k)
-            await ledger.admission_view(thread_id, {"u0"}, {}, 200)
+            await admission_view(ledger, thread_id, {"u0"}, {}, 200)
             assert cache.total <= cap
             held.append(len(cache._entries))
         assert 0 < max(held) < 60 and held[-1] <= held[100] + 5
-        view = await ledger.admission_view("t0", {"u0", "u2"}, {}, 2)
+        view = await admission_view(ledger, "t0", {"u0", "u2"}, {}, 2)
         assert [m.id for m in view.messages] == ["u2", "a2"] and view.message_ids() == {"u0", "u2"}

@@ -31,7 +31,6 @@ from awaken.core.errors import InputRejected
 from awaken.core.jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from awaken.core.media import check_count, check_image
 from awaken.core.messages import ImagePart, Part, TextPart
-from awaken.ledger.dedup import AskedIds, settled
 from awaken.models import ContextEntry, ToolSpec
 from awaken.wires.agui.frontend import parse_context, parse_state, parse_tools
 from awaken.wires.agui.interrupts import ResumeEntry
@@ -161,16 +160,14 @@ class Scan:
     positions: tuple[int, ...]
     ids: tuple[str, ...]
     calls: tuple[str | None, ...]
-    #: ``ids`` as a set (given when known: a split parse builds it on its prefix's, whose ids are the
-    #: first ``based`` of ``ids``), and the ids of the tool messages (built with the scan, off the event
-    #: loop; a split parse joins its prefix's)
-    id_set: AskedIds = attrs.field(default=None, kw_only=True)
-    based: int = attrs.field(default=0, kw_only=True)
+    #: ``ids`` as a set (given when known: a split parse builds it on its prefix's), and the ids of the
+    #: tool messages (built with the scan, off the event loop; a split parse joins its prefix's)
+    id_set: frozenset[str] = attrs.field(default=None, kw_only=True)
     tool_ids: frozenset[str] = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if self.id_set is None:
-            object.__setattr__(self, "id_set", AskedIds(self.ids))
+            object.__setattr__(self, "id_set", frozenset(self.ids))
         if self.tool_ids is None:
             object.__setattr__(self, "tool_ids", frozenset(
                 [mid for mid, call in zip(self.ids, self.calls, strict=True) if call is not None]
@@ -226,18 +223,15 @@ class AguiInput:
         return self.scan.tool_ids if self.scan is not None else frozenset(
             m.id for m in self.messages if isinstance(m, ToolMessage))
 
-    def fresh(self, committed: Collection[str], whole: int | None = None) -> list[InputMessage | ToolMessage]:
-        """The input and tool messages whose id is not in ``committed``, decoded, in request order
-        (``whole``: the view's ``known_whole``, which lets a split parse skip its prefix's ids).
+    def fresh(self, committed: Collection[str]) -> list[InputMessage | ToolMessage]:
+        """The input and tool messages whose id is not in ``committed``, decoded, in request order.
 
         A committed message is the client's copy of history: its content is not read, so it is
         neither decoded nor refused; the first refusal of an uncommitted one is raised."""
         if self.scan is None:
             return [m for m in self.messages if m.id not in committed]
         scan = self.scan
-        # the ids a split parse took from its prefix are all committed when the view says so (``dedup``)
-        start = scan.based if settled(whole, scan.id_set) else 0
-        return [scan.decode(k) for k in range(start, len(scan.ids)) if scan.ids[k] not in committed]
+        return [scan.decode(k) for k in range(len(scan.ids)) if scan.ids[k] not in committed]
 
 
 def decode_message(raw: dict[str, Any], i: int, message_id: str, role: str,
@@ -269,7 +263,7 @@ def parse_run_input(body: bytes, content_type: str | None) -> AguiInput:
     return attrs.evolve(parsed, messages=messages, scan=None)
 
 
-def scan_run_input(body: bytes, content_type: str | None, memo: ReplayMemo | None = None) -> AguiInput:
+def scan_run_input(body: bytes, content_type: str | None, memo: ReplayMemo[KnownScan] | None = None) -> AguiInput:
     """Parse one request without decoding its messages' content (what a server holding the thread
     needs for dedup): the envelope and every message's shape (object, non-empty string ``id``, a
     known ``role``, a tool message's ``toolCallId``) are validated, unique ids too; the content of
@@ -306,7 +300,7 @@ def _envelope(data: dict[str, Any]) -> tuple[str, str, str | None, tuple[ResumeE
     return thread_id, run_id, version, resume, tools, context, state
 
 
-def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo, *,
+def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo[KnownScan], *,
                          most: int | None = None) -> AguiInput | None:
     """``scan_run_input`` of a body whose ``messages`` array begins with a prefix ``memo`` holds for its
     thread (a replayed history): only the envelope and the messages after the prefix are decoded. None
@@ -322,19 +316,19 @@ def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo
     fast = _shapes(tail) if tail else ((), (), (), ())
     if fast is None:
         return None
-    ids, positions, kept, calls, kept_set, all_set, tool_ids = prefix.scan
-    if not all_set.isdisjoint(fast[0]):
+    known = prefix.scan
+    if not known.all_ids.isdisjoint(fast[0]):
         return None
     shift = prefix.count
     added_tools = [mid for mid, call in zip(fast[2], fast[3], strict=True) if call is not None]
-    scan = Scan(PrefixedList(prefix, tail), positions + tuple(shift + p for p in fast[1]), kept + fast[2],
-                calls + fast[3], id_set=AskedIds.on(kept_set, fast[2]), based=len(kept),
-                tool_ids=tool_ids.union(added_tools) if added_tools else tool_ids)
-    parsed = AguiInput(thread_id, run_id, version, (), ids + fast[0], state, tools, context, resume, scan)
+    scan = Scan(PrefixedList(prefix, tail), known.positions + tuple(shift + p for p in fast[1]),
+                known.input_ids + fast[2], known.calls + fast[3], id_set=known.input_set.union(fast[2]),
+                tool_ids=known.tool_ids.union(added_tools) if added_tools else known.tool_ids)
+    parsed = AguiInput(thread_id, run_id, version, (), known.ids + fast[0], state, tools, context, resume, scan)
     # the thread's set of every id is grown in place, not copied: a parse still holding the previous
     # prefix then sees a superset of its ids, which can only make it fall back to the plain parse
-    all_set.update(fast[0])
-    memo.record_split(body, split, _memo_scan(parsed, all_set))
+    known.all_ids.update(fast[0])
+    memo.record_split(body, split, _memo_scan(parsed, known.all_ids))
     return parsed
 
 
@@ -343,16 +337,32 @@ def _thread_of(data: dict[str, Any]) -> str | None:
     return thread if type(thread) is str else None
 
 
-def _memo_scan(parsed: AguiInput, all_ids: set[str] | None = None) -> tuple[
-        tuple[str, ...], tuple[int, ...], tuple[str, ...], tuple[str | None, ...], AskedIds, set[str],
-        frozenset[str]]:
-    """What the memo keeps of a scan: every id, the input and tool messages' positions, ids and
-    tool call ids, those ids as a set, every id as a set (grown by the thread's next split), and the
-    tool messages' ids."""
+@attrs.frozen(eq=False)
+class KnownScan:
+    """What the replay memo keeps of a scanned ``messages`` array (``ReplayMemo[KnownScan]``): what
+    ``_scan`` reads of a message it does not decode."""
+
+    #: every message's id, in request order
+    ids: tuple[str, ...]
+    #: the indexes of the input and tool messages (history roles are only ids), their ids and their
+    #: ``toolCallId`` (None for input messages)
+    positions: tuple[int, ...]
+    input_ids: tuple[str, ...]
+    calls: tuple[str | None, ...]
+    #: ``input_ids`` as a set
+    input_set: frozenset[str]
+    #: every id as a set: grown in place by the thread's next split (a parse still holding this prefix
+    #: then sees a superset of its ids, which only sends it to the plain parse)
+    all_ids: set[str]
+    #: the ids of the tool messages
+    tool_ids: frozenset[str]
+
+
+def _memo_scan(parsed: AguiInput, all_ids: set[str] | None = None) -> KnownScan:
     scan = parsed.scan
     assert scan is not None
-    return (parsed.message_ids, scan.positions, scan.ids, scan.calls, scan.id_set,
-            set(parsed.message_ids) if all_ids is None else all_ids, scan.tool_ids)
+    return KnownScan(parsed.message_ids, scan.positions, scan.ids, scan.calls, scan.id_set,
+                     set(parsed.message_ids) if all_ids is None else all_ids, scan.tool_ids)
 
 
 def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:

@@ -35,7 +35,6 @@ from awaken.core.errors import InputRejected
 from awaken.core.jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from awaken.core.media import check_count, check_image, is_image_type
 from awaken.core.messages import ImagePart, Part, TextPart
-from awaken.ledger.dedup import AskedIds, settled
 from awaken.wires.memo import PrefixedList, ReplayMemo
 
 #: tool part states that carry the client's answer to a waiting call
@@ -77,13 +76,22 @@ class UiScan:
     ids: tuple[str, ...]
     roles: tuple[str, ...]
     #: ``ids`` as a set (what dedup asks about), given when known (a split parse builds it on its
-    #: prefix's, whose ids are the first ``based`` of ``ids``)
-    id_set: AskedIds = attrs.field(default=None, kw_only=True)
-    based: int = attrs.field(default=0, kw_only=True)
+    #: prefix's)
+    id_set: frozenset[str] = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if self.id_set is None:
-            object.__setattr__(self, "id_set", AskedIds(self.ids))
+            object.__setattr__(self, "id_set", frozenset(self.ids))
+
+
+@attrs.frozen(eq=False)
+class KnownUiScan:
+    """What the replay memo keeps of a scanned ``messages`` array (``ReplayMemo[KnownUiScan]``): every
+    message's id and role, in request order, and the ids as a set."""
+
+    ids: tuple[str, ...]
+    roles: tuple[str, ...]
+    id_set: frozenset[str]
 
 
 @attrs.frozen
@@ -109,17 +117,14 @@ class AiSdkInput:
             return frozenset(m.id for m in self.inputs)
         return self.scan.id_set
 
-    def fresh_inputs(self, committed: Collection[str], whole: int | None = None) -> list[InputUIMessage]:
+    def fresh_inputs(self, committed: Collection[str]) -> list[InputUIMessage]:
         """The input messages not in ``committed``, decoded; any other message not committed is
-        validated too (the first refusal in request order is raised). ``whole``: the view's
-        ``known_whole``, which lets a split parse skip its prefix's ids."""
+        validated too (the first refusal in request order is raised)."""
         if self.scan is None:
             return [m for m in self.inputs if m.id not in committed]
         scan = self.scan
         out: list[InputUIMessage] = []
-        # the ids a split parse took from its prefix are all committed when the view says so (``dedup``)
-        start = scan.based if settled(whole, scan.id_set) else 0
-        for i, mid in zip(scan.positions[start:], scan.ids[start:], strict=True):
+        for i, mid in zip(scan.positions, scan.ids, strict=True):
             if mid not in committed:
                 decoded = _decode(scan.raw[i], i, last=False)
                 if isinstance(decoded, InputUIMessage):
@@ -256,7 +261,8 @@ def parse_chat_request(body: bytes, content_type: str | None) -> AiSdkInput:
     return attrs.evolve(parsed, inputs=tuple(inputs), scan=None)
 
 
-def scan_chat_request(body: bytes, content_type: str | None, memo: ReplayMemo | None = None) -> AiSdkInput:
+def scan_chat_request(body: bytes, content_type: str | None,
+                      memo: ReplayMemo[KnownUiScan] | None = None) -> AiSdkInput:
     """Parse one chat request without decoding the parts of its messages but a last assistant one (see
     the module docstring): ``AiSdkInput.fresh_inputs`` decodes those the thread does not hold.
 
@@ -268,11 +274,11 @@ def scan_chat_request(body: bytes, content_type: str | None, memo: ReplayMemo | 
         ids, roles = scan.ids, scan.roles
         if parsed.continued_id is not None:  # the last message, an assistant one, is not in the scan
             ids, roles = ids + (parsed.continued_id,), roles + ("assistant",)
-        memo.record(body, parsed.thread_id, scan.raw, (ids, roles, AskedIds(ids)))
+        memo.record(body, parsed.thread_id, scan.raw, KnownUiScan(ids, roles, frozenset(ids)))
     return parsed
 
 
-def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayMemo, *,
+def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayMemo[KnownUiScan], *,
                             most: int | None = None) -> AiSdkInput | None:
     """``scan_chat_request`` of a body whose ``messages`` array begins with a prefix ``memo`` holds for
     its thread (a replayed history): only the envelope and the messages after the prefix are decoded.
@@ -290,17 +296,17 @@ def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayM
         every, positions, ids, roles, answers, continued_id = _message_shapes(tail, eager=False, offset=shift)
     except InputRejected:
         return None
-    p_ids, p_roles, p_set = prefix.scan
-    if len(set(every)) != len(every) or not p_set.isdisjoint(every):
+    known = prefix.scan
+    if len(set(every)) != len(every) or not known.id_set.isdisjoint(every):
         return None
     # every message of the prefix is a position: none of them is the body's last
-    scan = UiScan(PrefixedList(prefix, tail), tuple(range(shift)) + positions, p_ids + ids, p_roles + roles,
-                  id_set=AskedIds.on(p_set, ids), based=shift)
+    scan = UiScan(PrefixedList(prefix, tail), tuple(range(shift)) + positions, known.ids + ids,
+                  known.roles + roles, id_set=known.id_set.union(ids))
     parsed = AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan)
     all_ids, all_roles = scan.ids, scan.roles
     if continued_id is not None:
         all_ids, all_roles = all_ids + (continued_id,), all_roles + ("assistant",)
-    memo.record_split(body, split, (all_ids, all_roles, AskedIds.on(p_set, all_ids[shift:])))
+    memo.record_split(body, split, KnownUiScan(all_ids, all_roles, known.id_set.union(all_ids[shift:])))
     return parsed
 
 
