@@ -81,7 +81,7 @@ async def serve(config: AppConfig, worker_fd: int | None = None, *,
                 await nursery.start(ctx.run_claims)
 
                 async def web(task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
-                    tcp.install()  # connections with a write deadline (awaken/runtime/tcp.py)
+                    tcp.install()  # write deadlines, batched accepts (awaken/runtime/tcp.py, accept.py)
                     await hypercorn_serve(build_asgi(ctx), hypercorn_config(config, worker_fd),
                                           shutdown_trigger=shutdown_trigger, task_status=task_status)
                     nursery.cancel_scope.cancel()  # the web side is done: stop the MCP servers

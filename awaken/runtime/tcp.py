@@ -48,6 +48,7 @@ from hypercorn.events import Closed, RawData
 from hypercorn.trio import run as hypercorn_run
 from hypercorn.trio.tcp_server import TCPServer
 
+from awaken.runtime import accept
 from awaken.runtime.tuning import READ_SIZE
 
 log = logging.getLogger("awaken.tcp")
@@ -189,5 +190,7 @@ def drop_connection(server: TCPServer) -> None:
 
 
 def install() -> None:
-    """Make ``hypercorn.trio.serve`` build ``WriteDeadlineServer`` connections (idempotent)."""
+    """Make ``hypercorn.trio.serve`` build ``WriteDeadlineServer`` connections and accept them in
+    batches (``awaken.runtime.accept``); idempotent."""
     hypercorn_run.TCPServer = WriteDeadlineServer  # type: ignore[misc]
+    accept.install()
