@@ -104,3 +104,9 @@ REPLAY_BATCH = 64
 #: a frame at least this large is packed at once, with those before it (the 5 MiB delta row of
 #: ``python -m bench.stall``)
 REPLAY_LARGE = 4096
+
+# ---- accepting connections (awaken/runtime/accept.py) ----
+
+#: the most connections taken from the listen queue in one pass of the event loop; then the loop runs
+#: what is due before taking more (``python -m bench.bursts``: 2,000 clients at once)
+ACCEPT_BATCH = 256
