@@ -1,8 +1,10 @@
 """The HTTP surface: one ASGI app on hypercorn's trio worker.
 
-Streaming run routes (``POST /v1/ag-ui…``, and the other protocols' routes as they register) are
-served as raw ASGI by their adapters, so nothing sits between the run and the socket but the SSE
-transport. Everything else (health, agents, history) is a quart-trio app. ``AuthMiddleware`` wraps
+The wires' routes come from the wire registry (``awaken.wires.registry``, the ``awaken.wires``
+entry-point group: AG-UI, the AI SDK, the CopilotKit runtime and any plugin's): their run, socket,
+rejoin and extra routes are served as raw ASGI (``wire_routes``), so nothing sits between the run and
+the socket but the transport; their history routes, like everything else (health, agents, threads),
+are routes of a quart-trio app. ``AuthMiddleware`` wraps
 the whole app: every ``/v1/`` request carries a ``Principal`` (``auth.principal_of(scope)``) or is
 refused 401. Outside it sits the CORS middleware (awaken/http/cors.py), which answers browser
 preflights for every ``/v1/`` path and puts CORS headers on every answer, a 401 included. Outside
@@ -11,7 +13,7 @@ CORS: the Host check and the cross-site check (awaken/http/hosts.py: 403 ``HOST_
 from a foreign page), the framing headers of HTML answers (awaken/http/framing.py) and, outermost,
 ``Connection: close`` on an answer that starts before its request body was read (transports/early.py).
 
-Routes:
+Routes (from ``POST /v1/ag-ui`` on, the shipped wires' as they declare them):
     GET  /healthz                                    200 while the process serves
     GET  /readyz                                     200 when the ledger can commit (write probe), else 503
     GET  /v1/me                                      the caller's principal {subject, role}
@@ -64,23 +66,18 @@ from awaken.core.errors import (
 from awaken.core.ids import id_problem
 from awaken.engine.access import visible_thread
 from awaken.http import console, cors, early, framing, hosts
-from awaken.http import copilotkit as copilotkit_routes
 from awaken.http import threads as threads_api
 from awaken.http.auth import AuthMiddleware, principal_of
 from awaken.http.context import ServerContext
 from awaken.http.errors import quart_error, write_error
-from awaken.ledger.interface import Ledger
 from awaken.ledger.paging import parse_limit
 from awaken.runtime import memory
 from awaken.streams.exchange import sse_route, ws_route
 from awaken.streams.rejoin import rejoin_route
-from awaken.wires.agui import adapter as agui_adapter
 from awaken.wires.agui.capabilities import capabilities as agui_capabilities_of
-from awaken.wires.aisdk import adapter as aisdk_adapter
+from awaken.wires.registry import PageReader, Wire, known_wires, path_pattern, protocols, quart_rule
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
-#: a protocol's history page: (ledger, thread id, cursor, limit) -> (items, cursor after them)
-PageReader = Callable[[Ledger, str, "str | None", int], Awaitable[tuple[list, str]]]
 #: ``route(ctx, scope, receive, send, params)``: params are the path pattern's groups (``agent``, ``thread``)
 StreamRoute = Callable[[ServerContext, dict, Any, Any, dict[str, str]], Awaitable[None]]
 
@@ -93,7 +90,7 @@ HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 408: "BODY_TIMEOUT", 
 READY_CACHE_SECONDS = 1.0
 
 
-def build_quart(ctx: ServerContext) -> QuartTrio:
+def build_quart(ctx: ServerContext, wires: dict[str, Wire]) -> QuartTrio:
     app = QuartTrio(__name__)
     app.config["RESPONSE_TIMEOUT"] = None
     # ``threads//x/messages`` is a (refused) thread id, never a redirect to another path
@@ -108,7 +105,7 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
                            headers=[(b"allow", ", ".join(allow).encode())] if allow else ())
 
     process = f"{socket.gethostname()}:{os.getpid()}"
-    for protocol in (agui_adapter.PROTOCOL, aisdk_adapter.PROTOCOL):
+    for protocol in protocols(wires):
         if protocol.memo is not None:
             protocol.memo.configure(ctx.config.server.replay_memo_bytes)
 
@@ -172,33 +169,29 @@ def build_quart(ctx: ServerContext) -> QuartTrio:
 
         return history
 
-    app.add_url_rule("/v1/ag-ui/threads/<path:thread_id>/messages", "agui_history",
-                     history_route(agui_adapter.read_history), methods=["GET"])
-    app.add_url_rule("/v1/ai-sdk/threads/<path:thread_id>/messages", "aisdk_history",
-                     history_route(aisdk_adapter.read_history), methods=["GET"])
-    threads_api.add_routes(app, ctx)
+    for name, wire in wires.items():
+        for index, template in enumerate(wire.history):
+            app.add_url_rule(quart_rule(template), f"{name}_history_{index}",
+                             history_route(wire.read_history), methods=["GET"])  # type: ignore[arg-type]
+    threads_api.add_routes(app, ctx, protocols(wires))
     console.add_routes(app)
     return app
 
 
-#: (method, compiled path pattern, handler); a pattern's ``agent`` group selects the agent
-STREAM_ROUTES: list[tuple[str, re.Pattern[str], StreamRoute]] = [
-    ("POST", re.compile(r"^/v1/ag-ui/?$"), sse_route(agui_adapter.PROTOCOL)),
-    ("POST", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/?$"), sse_route(agui_adapter.PROTOCOL)),
-    ("POST", re.compile(r"^/v1/ai-sdk/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
-    ("POST", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/?$"), sse_route(aisdk_adapter.PROTOCOL)),
-    ("GET", re.compile(r"^/v1/ag-ui/threads/(?P<thread>.+)/stream/?$"), rejoin_route(agui_adapter.PROTOCOL)),
-    ("GET", re.compile(r"^/v1/ai-sdk/chat/(?P<thread>.+)/stream/?$"), rejoin_route(aisdk_adapter.PROTOCOL)),
-    ("GET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/chat/(?P<thread>.+)/stream/?$"),
-     rejoin_route(aisdk_adapter.PROTOCOL)),
-    ("WEBSOCKET", re.compile(r"^/v1/ag-ui/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
-    ("WEBSOCKET", re.compile(r"^/v1/ag-ui/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(agui_adapter.PROTOCOL)),
-    ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
-    ("WEBSOCKET", re.compile(r"^/v1/ai-sdk/agents/(?P<agent>[^/]+)/ws/?$"), ws_route(aisdk_adapter.PROTOCOL)),
-    # the CopilotKit runtime: every route under the prefix, dispatched by copilotkit/runtime.py
-    ("POST", re.compile(r"^/v1/copilotkit(/.*)?$"), copilotkit_routes.route),
-    ("GET", re.compile(r"^/v1/copilotkit(/.*)?$"), copilotkit_routes.route),
-]
+#: how a wire's routes of each kind are served (a history route is the quart app's)
+_SERVED_BY: dict[str, Callable[[Any], StreamRoute]] = {"run": sse_route, "socket": ws_route, "rejoin": rejoin_route}
+
+
+def wire_routes(wires: dict[str, Wire]) -> list[tuple[str, re.Pattern[str], StreamRoute]]:
+    """(method, compiled path pattern, handler) for every run, socket, rejoin and extra route the
+    registered ``wires`` declare; a pattern's ``agent`` group selects the agent, ``thread`` the thread."""
+    routes: list[tuple[str, re.Pattern[str], StreamRoute]] = []
+    for wire in wires.values():
+        for method, template, kind in wire.routes():
+            if kind in _SERVED_BY:  # a Wire with such routes has a protocol
+                routes.append((method, path_pattern(template), _SERVED_BY[kind](wire.protocol)))
+        routes += [(method, path_pattern(r.path), r.handler) for r in wire.extra for method in r.methods]
+    return routes
 
 
 async def method_not_allowed(send: Callable, method: str, allow: list[str]) -> None:
@@ -208,7 +201,9 @@ async def method_not_allowed(send: Callable, method: str, allow: list[str]) -> N
 
 
 def build_asgi(ctx: ServerContext) -> ASGIApp:
-    quart_app = build_quart(ctx)
+    wires = known_wires()
+    routes = wire_routes(wires)
+    quart_app = build_quart(ctx, wires)
 
     async def asgi(scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] == "lifespan":
@@ -223,7 +218,7 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
             method = scope.get("method", "GET") if scope["type"] == "http" else "WEBSOCKET"
             path = scope["path"]
             allowed: set[str] = set()
-            for route_method, pattern, handler in STREAM_ROUTES:
+            for route_method, pattern, handler in routes:
                 match = pattern.match(path)
                 if not match:
                     continue

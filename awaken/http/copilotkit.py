@@ -1,5 +1,6 @@
-"""The CopilotKit runtime's routes at the HTTP edge: the ASGI handler of ``/v1/copilotkit`` (every route
-under the prefix, for GET and POST). The handler reads the request, names its call (the pure runtime,
+"""The CopilotKit runtime's routes at the HTTP edge: the ASGI handler of ``/v1/copilotkit`` and ``WIRE``,
+what the ``copilotkit`` entry point of the ``awaken.wires`` group registers (every route under the
+prefix, for GET and POST). The handler reads the request, names its call (the pure runtime,
 ``awaken.wires.copilotkit.runtime``), and answers; it lives here, not beside the runtime in the wires,
 because it does I/O through the streams, the transports and the edge's context.
 
@@ -40,6 +41,7 @@ from awaken.wires.agui.capabilities import capabilities
 from awaken.wires.copilotkit import runtime
 from awaken.wires.copilotkit.replay import Joined, replay_events
 from awaken.wires.encoding import sse_frames, text_payload
+from awaken.wires.registry import Route, Wire
 
 PREFIX = "/v1/copilotkit"
 _JSON = [(b"content-type", b"application/json")]
@@ -163,3 +165,6 @@ async def _stop(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send
         await ctx.app.stop(call.thread_id)
     await _json(send, 200, runtime.stop_answer(stopped, call.thread_id, run_id))
 
+
+#: the runtime as a wire: every route under ``PREFIX``, GET and POST, served by ``route``
+WIRE = Wire(extra=(Route(("POST", "GET"), PREFIX + "{rest}", route),))

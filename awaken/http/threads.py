@@ -48,8 +48,7 @@ from awaken.http.context import ServerContext
 from awaken.http.errors import quart_error
 from awaken.ledger.interface import ALL_OWNERS, PendingCall, RunRecord, RunSummary, ThreadSummary
 from awaken.ledger.paging import parse_limit
-from awaken.wires.agui import adapter as agui_adapter
-from awaken.wires.aisdk import adapter as aisdk_adapter
+from awaken.wires.protocol import Protocol
 
 #: the classified errors the routes here answer, each with its code's status (``errors.CODES``): 400
 #: ``INVALID_CURSOR``/``INVALID_LIMIT``, 404 ``UNKNOWN_THREAD``, 409 ``THREAD_BUSY``, 503 ``STORE_UNAVAILABLE``
@@ -95,7 +94,9 @@ def _answering(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitabl
     return route
 
 
-def add_routes(app: QuartTrio, ctx: ServerContext) -> None:
+def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) -> None:
+    """The threads API on ``app``; ``protocols``: the registered wires' (a deleted thread's last request
+    bytes leave their replay memos)."""
     @app.get("/v1/threads")
     @_answering
     async def threads() -> Any:
@@ -130,7 +131,7 @@ def add_routes(app: QuartTrio, ctx: ServerContext) -> None:
         await visible_thread(ctx.app, principal_of(request.scope), thread_id)
         if not await ctx.app.delete(thread_id):
             raise UnknownThread(f"no thread {thread_id!r}")
-        for protocol in (agui_adapter.PROTOCOL, aisdk_adapter.PROTOCOL):  # its last request's bytes go too
+        for protocol in protocols:  # its last request's bytes go too
             if protocol.memo is not None:
                 protocol.memo.forget(thread_id)
         return "", 204

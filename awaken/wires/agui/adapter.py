@@ -7,7 +7,8 @@ the denial grammar of ``awaken.wires.denial``) and ``resume[]`` entries (``inter
 ``ToolDecision``s. The page's per-run tools, context and state go into the ``RunRequest`` as they
 were parsed. Every
 refusal is one ``RUN_ERROR`` stream (HTTP 200) and starts no run. ``PROTOCOL`` is what the SSE and
-WebSocket routes serve; ``read_history`` answers the history route (``{items, cursor}``).
+WebSocket routes serve; ``read_history`` answers the history route (``{items, cursor}``); ``WIRE``
+declares the routes (the ``ag-ui`` entry point of the ``awaken.wires`` group).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from awaken.wires.denial import read_gate_answer
 from awaken.wires.encoding import WireEvent
 from awaken.wires.memo import ON_LOOP_REST, ReplayMemo
 from awaken.wires.protocol import Asks, Protocol, RunRequest, ToolDecision
+from awaken.wires.registry import Wire
 
 
 class AguiProtocol(Protocol):
@@ -74,7 +76,7 @@ class AguiProtocol(Protocol):
         gates = frozenset(p.tool_call_id for p in view.pending if p.kind == "approval")
         inputs: list[Message] = []
         decisions: list[ToolDecision] = []
-        for m in data.fresh(committed):
+        for m in data.fresh(committed, view.known_whole):
             if isinstance(m, InputMessage):
                 if m.parts:
                     inputs.append(Message(m.id, m.role, m.parts))
@@ -112,3 +114,12 @@ async def read_history(ledger: Ledger, thread_id: str, cursor: str | None, limit
     return project_history(messages), next_cursor
 
 
+#: what the ``ag-ui`` entry point of the ``awaken.wires`` group registers
+WIRE = Wire(
+    PROTOCOL,
+    runs=("/v1/ag-ui", "/v1/ag-ui/agents/{agent}"),
+    sockets=("/v1/ag-ui/ws", "/v1/ag-ui/agents/{agent}/ws"),
+    rejoins=("/v1/ag-ui/threads/{thread}/stream",),
+    history=("/v1/ag-ui/threads/{thread}/messages",),
+    read_history=read_history,
+)

@@ -15,7 +15,8 @@ result (replayed history) — and turns the rest of the continued assistant mess
   committed.
 
 ``PROTOCOL`` is what the SSE and WebSocket routes serve; ``read_history`` answers the history route (``{items, cursor}``,
-paging that never splits one run's assistant UIMessage).
+paging that never splits one run's assistant UIMessage); ``WIRE`` declares the routes (the ``ai-sdk``
+entry point of the ``awaken.wires`` group).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from awaken.wires.aisdk.wire import DONE, approval_id
 from awaken.wires.encoding import WireEvent
 from awaken.wires.memo import ON_LOOP_REST, ReplayMemo
 from awaken.wires.protocol import Asks, Protocol, RunRequest, ToolDecision
+from awaken.wires.registry import Wire
 
 #: ``UI_MESSAGE_STREAM_HEADERS`` beyond what the SSE transport sends itself
 EXTRA_HEADERS = [(b"connection", b"keep-alive"), (b"x-vercel-ai-ui-message-stream", b"v1")]
@@ -82,7 +84,7 @@ class AiSdkProtocol(Protocol):
                        view: ThreadView) -> RunRequest:
         committed = view.message_ids()
         answered = view.answered_calls()
-        inputs = tuple(Message(m.id, m.role, m.parts) for m in parsed.fresh_inputs(committed) if m.parts)
+        inputs = tuple(Message(m.id, m.role, m.parts) for m in parsed.fresh_inputs(committed, view.known_whole) if m.parts)
         answers = [a for a in parsed.answers if a.tool_call_id not in answered]
         for a in answers:
             if a.state == "approval-responded" and a.approval_id != approval_id(a.tool_call_id):
@@ -146,3 +148,14 @@ async def _group_head(ledger: Ledger, thread_id: str, first: Message) -> list[Me
             head.insert(0, m)
         end = start
     return head
+
+
+#: what the ``ai-sdk`` entry point of the ``awaken.wires`` group registers
+WIRE = Wire(
+    PROTOCOL,
+    runs=("/v1/ai-sdk/chat", "/v1/ai-sdk/agents/{agent}/chat"),
+    sockets=("/v1/ai-sdk/ws", "/v1/ai-sdk/agents/{agent}/ws"),
+    rejoins=("/v1/ai-sdk/chat/{thread}/stream", "/v1/ai-sdk/agents/{agent}/chat/{thread}/stream"),
+    history=("/v1/ai-sdk/threads/{thread}/messages",),
+    read_history=read_history,
+)

@@ -7,5 +7,6 @@
   the AG-UI encoder).
 
 The ASGI handler that reads bodies and writes answers does I/O through the streams and the HTTP edge,
-so it lives there: ``awaken.http.copilotkit``.
+so it lives there: ``awaken.http.copilotkit``, whose ``WIRE`` the ``copilotkit`` entry point of the
+``awaken.wires`` group registers.
 """
