@@ -76,7 +76,7 @@ class AguiProtocol(Protocol):
         gates = frozenset(p.tool_call_id for p in view.pending if p.kind == "approval")
         inputs: list[Message] = []
         decisions: list[ToolDecision] = []
-        for m in data.fresh(committed, view.known_whole):
+        for m in data.fresh(committed):
             if isinstance(m, InputMessage):
                 if m.parts:
                     inputs.append(Message(m.id, m.role, m.parts))

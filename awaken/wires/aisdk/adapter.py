@@ -84,7 +84,7 @@ class AiSdkProtocol(Protocol):
                        view: ThreadView) -> RunRequest:
         committed = view.message_ids()
         answered = view.answered_calls()
-        inputs = tuple(Message(m.id, m.role, m.parts) for m in parsed.fresh_inputs(committed, view.known_whole) if m.parts)
+        inputs = tuple(Message(m.id, m.role, m.parts) for m in parsed.fresh_inputs(committed) if m.parts)
         answers = [a for a in parsed.answers if a.tool_call_id not in answered]
         for a in answers:
             if a.state == "approval-responded" and a.approval_id != approval_id(a.tool_call_id):
