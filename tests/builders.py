@@ -42,9 +42,15 @@ class LiveServer:
     base_url: str
     ctx: ServerContext
     cancel_scope: trio.CancelScope
+    #: the ASGI app served (``build_asgi``)
+    asgi: Any = None
 
     def client(self, **kw: Any) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=self.base_url, timeout=kw.pop("timeout", 10), **kw)
+
+    def memo(self, wire: str) -> Any:
+        """The replay memo this server keeps for ``wire``'s protocol (``awaken.wires.memo.with_memos``)."""
+        return self.asgi.wires[wire].protocol.memo
 
 
 @asynccontextmanager
@@ -63,10 +69,11 @@ async def live_server(config: AppConfig) -> AsyncIterator[LiveServer]:
             hc.websocket_max_message_size = MAX_BODY
             tcp.configure(hc, config.server.write_timeout_seconds)
             tcp.install()
+            asgi = build_asgi(ctx)
             binds = await nursery.start(
-                lambda task_status: hypercorn_serve(build_asgi(ctx), hc, task_status=task_status)
+                lambda task_status: hypercorn_serve(asgi, hc, task_status=task_status)
             )
-            yield LiveServer(binds[0], ctx, nursery.cancel_scope)
+            yield LiveServer(binds[0], ctx, nursery.cancel_scope, asgi)
             nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):

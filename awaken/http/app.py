@@ -75,6 +75,7 @@ from awaken.runtime import memory
 from awaken.streams.exchange import sse_route, ws_route
 from awaken.streams.rejoin import rejoin_route
 from awaken.wires.agui.capabilities import capabilities as agui_capabilities_of
+from awaken.wires.memo import with_memos
 from awaken.wires.registry import PageReader, Wire, known_wires, path_pattern, protocols, quart_rule
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
@@ -105,9 +106,6 @@ def build_quart(ctx: ServerContext, wires: dict[str, Wire]) -> QuartTrio:
                            headers=[(b"allow", ", ".join(allow).encode())] if allow else ())
 
     process = f"{socket.gethostname()}:{os.getpid()}"
-    for protocol in protocols(wires):
-        if protocol.memo is not None:
-            protocol.memo.configure(ctx.config.server.replay_memo_bytes)
 
     @app.get("/healthz")
     async def healthz():  # noqa: ANN202
@@ -201,7 +199,8 @@ async def method_not_allowed(send: Callable, method: str, allow: list[str]) -> N
 
 
 def build_asgi(ctx: ServerContext) -> ASGIApp:
-    wires = known_wires()
+    # each server its own replay memos around the wires' parses (``[server] replay_memo_bytes``)
+    wires = with_memos(known_wires(), ctx.config.server.replay_memo_bytes)
     routes = wire_routes(wires)
     quart_app = build_quart(ctx, wires)
 
@@ -245,4 +244,5 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
     app = hosts.middleware(app, hosts.HostPolicy.of(server.bind, server.allowed_hosts), cors_policy)
     app = early.middleware(framing.middleware(app))
     app.quart = quart_app  # type: ignore[attr-defined]
+    app.wires = wires  # type: ignore[attr-defined]  # what this server serves, its replay memos included
     return app

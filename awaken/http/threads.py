@@ -48,6 +48,7 @@ from awaken.http.context import ServerContext
 from awaken.http.errors import quart_error
 from awaken.ledger.interface import ALL_OWNERS, PendingCall, RunRecord, RunSummary, ThreadSummary
 from awaken.ledger.paging import parse_limit
+from awaken.wires.memo import Memoized
 from awaken.wires.protocol import Protocol
 
 #: the classified errors the routes here answer, each with its code's status (``errors.CODES``): 400
@@ -132,7 +133,7 @@ def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) ->
         if not await ctx.app.delete(thread_id):
             raise UnknownThread(f"no thread {thread_id!r}")
         for protocol in protocols:  # its last request's bytes go too
-            if protocol.memo is not None:
+            if isinstance(protocol, Memoized):
                 protocol.memo.forget(thread_id)
         return "", 204
 

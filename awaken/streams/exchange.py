@@ -32,6 +32,7 @@ from awaken.streams.host import StreamHost
 from awaken.transports import sse, ws
 from awaken.transports.body import Body, Refused, read_body_or_answer
 from awaken.wires.encoding import WireEvent
+from awaken.wires.memo import Memoized
 from awaken.wires.protocol import Protocol, RunRequest, new_id
 
 log = logging.getLogger("awaken.streams.exchange")
@@ -159,7 +160,7 @@ async def exchange(
 
 
 def parse_body(protocol: Protocol, data: bytes, content_type: str | None, *, known: bool = False) -> Any:
-    """``protocol.parse(data)`` (``known``: ``protocol.parse_known``, None when the protocol does not
+    """``protocol.parse(data)`` (``known``: ``Memoized.parse_known``, None when the protocol does not
     know the body), or the ``InputRejected`` it raised, returned without its traceback.
 
     A refusal's traceback holds the parser's frames and so what they decoded (hundreds of MB for a
@@ -167,7 +168,9 @@ def parse_body(protocol: Protocol, data: bytes, content_type: str | None, *, kno
     objects, which only a full garbage collection frees. Returned bare, nothing of the body survives it.
     """
     try:
-        return protocol.parse_known(data, content_type) if known else protocol.parse(data, content_type)
+        if known:  # only a protocol with a replay memo knows a body (``awaken.wires.memo``)
+            return protocol.parse_known(data, content_type) if isinstance(protocol, Memoized) else None
+        return protocol.parse(data, content_type)
     except InputRejected as exc:
         return exc.with_traceback(None)
 

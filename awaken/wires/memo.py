@@ -15,6 +15,12 @@ memo decides nothing about threads or dedup.
 A prefix's messages can still be decoded (``Prefix.elements``): admission decodes every message the
 thread does not hold, and a memo knows nothing of what the thread holds.
 
+The memo wraps a protocol's parse from outside: a protocol only declares its two typed parses
+(``Protocol.parses``: the plain scan, which records a body's array, and the split one), and
+``with_memos`` gives each server its own ``Memoized`` protocols, each with its own memo
+(``[server] replay_memo_bytes``; 0: none, the protocols parse plainly). Deleting this module and
+that one call leaves every parse plain.
+
 Sans-IO: bytes in, parses out. The LRU is bounded in bytes (``[server] replay_memo_bytes``);
 operations on it are single ``OrderedDict``/``dict`` calls (atomic under the GIL: parsing runs in
 worker threads for large bodies). Clients whose encoding is not the compact one orjson and
@@ -32,6 +38,8 @@ from typing import Any, Generic, TypeVar, overload
 import attrs
 import orjson
 
+from awaken.core.messages import Message
+from awaken.ledger.interface import ThreadView
 from awaken.runtime.tuning import MEMO_BUDGET as DEFAULT_BUDGET
 from awaken.runtime.tuning import MEMO_KEY_BYTES as KEY_BYTES
 from awaken.runtime.tuning import MEMO_MAX_CANDIDATES as MAX_CANDIDATES
@@ -39,6 +47,9 @@ from awaken.runtime.tuning import MEMO_MIN_BODY as MIN_BODY
 from awaken.runtime.tuning import MEMO_PER_KEY as PER_KEY
 from awaken.runtime.tuning import MEMO_PER_MESSAGE as _PER_MESSAGE
 from awaken.runtime.tuning import ON_LOOP_REST  # noqa: F401 - re-exported: the adapters split on the loop up to it
+from awaken.wires.encoding import EncoderBase, WireEvent
+from awaken.wires.protocol import Asks, Protocol, RunRequest
+from awaken.wires.registry import Wire
 
 _KEY = b'"messages":['
 #: the token that stands for a prefix in a split body (a JSON string: no escaping needed)
@@ -293,3 +304,72 @@ def _encoded(value: Any) -> bytes | None:
         return orjson.dumps(value)
     except orjson.JSONEncodeError:
         return None
+
+
+@attrs.frozen
+class Parses(Generic[ScanT]):
+    """What a protocol declares for the memo (``Protocol.parses``): its plain scan of a body, which
+    records the body's ``messages`` array in the memo it is given, and its split parse, which parses a
+    body around a prefix the memo holds (None when it holds none, or when more than ``most`` bytes would
+    be left to decode). Both give what ``Protocol.parse`` gives."""
+
+    plain: Callable[[bytes, str | None, ReplayMemo[ScanT] | None], Any]
+    split: Callable[..., Any]
+
+
+class Memoized(Protocol):
+    """``inner`` with a replay memo of its own around its parse; every other method is ``inner``'s."""
+
+    def __init__(self, inner: Protocol, parses: Parses[Any], budget: int) -> None:
+        self.inner = inner
+        self.parses = parses
+        self.memo: ReplayMemo[Any] = ReplayMemo(budget)
+        self.sse_headers = inner.sse_headers
+
+    def parse(self, body: bytes, content_type: str | None) -> Any:
+        return self.parses.split(body, content_type, self.memo) or self.parses.plain(body, content_type, self.memo)
+
+    def parse_known(self, body: bytes, content_type: str | None) -> Any | None:
+        """``parse`` of a body whose bulk this memo holds, cheap enough for the event loop (at most
+        ``ON_LOOP_REST`` bytes left to decode); None: ``parse`` it (in a worker thread)."""
+        return self.parses.split(body, content_type, self.memo, most=ON_LOOP_REST)
+
+    def target(self, parsed: Any, route_agent: str | None) -> tuple[str | None, str | None]:
+        return self.inner.target(parsed, route_agent)
+
+    def to_run_request(self, parsed: Any, thread_id: str, agent_id: str | None, view: ThreadView) -> RunRequest:
+        return self.inner.to_run_request(parsed, thread_id, agent_id, view)
+
+    def asks(self, parsed: Any) -> Asks | None:
+        return self.inner.asks(parsed)
+
+    def encoder(self, parsed: Any | None) -> EncoderBase:
+        return self.inner.encoder(parsed)
+
+    def watch_encoder(self, thread_id: str, run_id: str) -> EncoderBase:
+        return self.inner.watch_encoder(thread_id, run_id)
+
+    def snapshot(self, messages: list[Message]) -> list[WireEvent] | None:
+        return self.inner.snapshot(messages)
+
+    def closing(self) -> list[WireEvent]:
+        return self.inner.closing()
+
+    def refusal(self, code: str, message: str, encoder: EncoderBase | None = None) -> list[WireEvent]:
+        return self.inner.refusal(code, message, encoder)
+
+
+def with_memos(wires: dict[str, Wire], budget: int) -> dict[str, Wire]:
+    """``wires`` with each protocol that declares its ``parses`` wrapped in a ``Memoized`` of its own
+    (one per protocol, however many wires serve it), for one server; ``budget`` 0: ``wires`` as they are."""
+    if budget <= 0:
+        return wires
+    made: dict[int, Memoized] = {}
+    out: dict[str, Wire] = {}
+    for name, wire in wires.items():
+        protocol = wire.protocol
+        if protocol is not None and protocol.parses is not None:
+            wrapped = made.setdefault(id(protocol), Memoized(protocol, protocol.parses, budget))
+            wire = attrs.evolve(wire, protocol=wrapped)
+        out[name] = wire
+    return out

@@ -20,7 +20,6 @@ from awaken.core.messages import Message, result_id  # noqa: F401 - re-exported:
 from awaken.ledger.interface import ThreadView
 from awaken.models import ContextEntry, ToolSpec
 from awaken.wires.encoding import EncoderBase, WireEvent
-from awaken.wires.memo import ReplayMemo
 
 #: what the engine streams a run into (synchronous: it never awaits the client)
 Sink = Callable[[AgentEvent], None]
@@ -93,17 +92,13 @@ class Protocol(abc.ABC):
 
     #: response headers for SSE, beyond the transport's own
     sse_headers: list[tuple[bytes, bytes]] = []
-    #: the replayed histories this protocol keeps for ``parse_known`` (None: it keeps none)
-    memo: ReplayMemo | None = None
+    #: the plain and the split parse the replay memo wraps (``awaken.wires.memo.Parses``; None: the
+    #: protocol has none, a server parses its bodies plainly)
+    parses: Any = None
 
     @abc.abstractmethod
     def parse(self, body: bytes, content_type: str | None) -> Any:
         """Validate a request body; raise ``InputRejected`` with a catalogue code."""
-
-    def parse_known(self, body: bytes, content_type: str | None) -> Any | None:
-        """``parse`` of a body whose bulk the protocol has parsed before (a replayed history it keeps,
-        ``awaken.wires.memo``), cheap enough for the event loop; None: ``parse`` it."""
-        return None
 
     @abc.abstractmethod
     def target(self, parsed: Any, route_agent: str | None) -> tuple[str | None, str | None]:

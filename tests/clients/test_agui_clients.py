@@ -19,7 +19,6 @@ import pytest
 import trio
 
 from awaken.engine.state import RunStatus
-from awaken.wires.agui import adapter as agui_adapter
 from tests.helpers import live_server, record_dedup, squeeze
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
@@ -111,13 +110,13 @@ async def test_a_long_history_resent_every_turn_is_parsed_only_past_what_the_ser
     reads nothing from the store: the thread's hot entry answers it, every replayed id committed and
     only the new message not (``awaken.ledger.hotcache``)."""
     thread = f"long-history-{package}"
-    splits = agui_adapter.PROTOCOL.memo.hits
+    splits = server.memo("ag-ui").hits
     dedup = record_dedup(monkeypatch)
     out = await drive(server.base_url, package, "long_history", thread)
     assert run_types(out) == [TEXT_RUN] * 5
     assert all(run["errors"] == [] for run in out["runs"])
     assert [m["role"] for m in out["messages"]] == ["user", "assistant"] * 5
-    assert agui_adapter.PROTOCOL.memo.hits - splits == 3
+    assert server.memo("ag-ui").hits - splits == 3
     assert dedup[-3:] == [(True, 1)] * 3
     assert await paged_history(client, thread, limit=4) == out["messages"]
     assert [r.status for r in await server.ctx.ledger.list_runs(thread)] == [RunStatus.COMPLETED] * 5

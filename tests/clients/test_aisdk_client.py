@@ -18,7 +18,6 @@ import orjson
 import pytest
 import trio
 
-from awaken.wires.aisdk import adapter as aisdk_adapter
 from awaken.wires.aisdk.wire import check_chunk
 from tests.helpers import ROOT, parse_sse, record_dedup
 
@@ -176,14 +175,14 @@ async def test_a_long_history_resent_every_turn_is_parsed_only_past_what_the_ser
     only the new messages (3 splits), and the chat and the history are the same as ever. Its dedup reads
     nothing from the store: the assistant messages the client folded carry the ids the server
     committed, so the thread's hot entry finds every replayed id committed and only the new message not."""
-    splits = aisdk_adapter.PROTOCOL.memo.hits
+    splits = server.memo("ai-sdk").hits
     dedup = record_dedup(monkeypatch)
     result = await run_client(server.base_url, "long-history", lib)
     assert_ready(result, 5)
     assert [len(r["body"]["messages"]) for r in result["requests"]] == [1, 3, 5, 7, 9]
     assert [m["parts"][-1]["text"] for m in result["messages"][1::2]] == [
         f'You said: "turn {n}: {("lorem ipsum dolor " * 800).strip()}".' for n in range(1, 6)]
-    assert aisdk_adapter.PROTOCOL.memo.hits - splits == 3
+    assert server.memo("ai-sdk").hits - splits == 3
     assert dedup[-3:] == [(True, 1)] * 3
     assert_history_matches(result)
 

@@ -331,9 +331,9 @@ def test_a_split_that_leaves_much_to_decode_is_done_off_the_event_loop():
     decode, what the server decodes on the loop anyway; ``parse`` (a worker thread's, for a large
     body) splits whatever is left."""
     from awaken.wires.agui.adapter import AguiProtocol
-    from awaken.wires.memo import ON_LOOP_REST
+    from awaken.wires.memo import DEFAULT_BUDGET, ON_LOOP_REST, Memoized
 
-    protocol = AguiProtocol()
+    protocol = Memoized(AguiProtocol(), AguiProtocol.parses, DEFAULT_BUDGET)
     history = long_history(400)
     protocol.parse(agui_body("t1", history), CT)
     history.append({"id": "u", "role": "user", "content": "x"})
@@ -350,13 +350,12 @@ def test_a_split_that_leaves_much_to_decode_is_done_off_the_event_loop():
 async def test_a_deleted_threads_kept_request_is_dropped_with_it(server, client):
     """Deleting a thread drops the bytes of its last request the replay memo kept (its content must not
     outlive it in the server's memory); other threads' stay."""
-    from awaken.wires.agui.adapter import PROTOCOL
-
+    memo = server.memo("ag-ui")
     for thread in ("t-del", "t-kept"):
         history = [{**m, "id": f"{thread}-{m['id']}"} for m in long_history(300, 120)]
         body = agui_body(thread, [*history, {"id": f"{thread}-u", "role": "user", "content": "hi"}])
         response = await client.post("/v1/ag-ui", content=body, headers={"content-type": "application/json"})
         assert response.status_code == 200 and b'"RUN_FINISHED"' in response.content
-    assert {"t-del", "t-kept"} <= PROTOCOL.memo.owners()
+    assert {"t-del", "t-kept"} <= memo.owners()
     assert (await client.delete("/v1/threads/t-del")).status_code == 204
-    assert "t-del" not in PROTOCOL.memo.owners() and "t-kept" in PROTOCOL.memo.owners()
+    assert "t-del" not in memo.owners() and "t-kept" in memo.owners()

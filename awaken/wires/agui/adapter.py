@@ -23,22 +23,18 @@ from awaken.wires.agui.interrupts import call_of, open_interrupts, resume_decisi
 from awaken.wires.agui.request import AguiInput, InputMessage, scan_known_run_input, scan_run_input
 from awaken.wires.denial import read_gate_answer
 from awaken.wires.encoding import WireEvent
-from awaken.wires.memo import ON_LOOP_REST, ReplayMemo
+from awaken.wires.memo import Parses
 from awaken.wires.protocol import Asks, Protocol, RunRequest, ToolDecision
 from awaken.wires.registry import Wire
 
 
 class AguiProtocol(Protocol):
-    def __init__(self) -> None:
-        #: the replayed histories of recent requests, as bytes (a pure parse cache: see replaymemo.py)
-        self.memo = ReplayMemo()
+    #: what a server's replay memo wraps (``awaken.wires.memo.with_memos``)
+    parses = Parses(scan_run_input, scan_known_run_input)
 
     def parse(self, body: bytes, content_type: str | None) -> AguiInput:
         # messages are decoded at admission, only those the thread does not hold (``AguiInput.fresh``)
-        return scan_known_run_input(body, content_type, self.memo) or scan_run_input(body, content_type, self.memo)
-
-    def parse_known(self, body: bytes, content_type: str | None) -> AguiInput | None:
-        return scan_known_run_input(body, content_type, self.memo, most=ON_LOOP_REST)
+        return scan_run_input(body, content_type)
 
     def encoder(self, parsed: AguiInput | None) -> AguiEncoder:
         if parsed is None:
@@ -112,6 +108,8 @@ async def read_history(ledger: Ledger, thread_id: str, cursor: str | None, limit
     """One page of AG-UI messages and the cursor after it."""
     messages, next_cursor = await read_page(ledger, thread_id, cursor, limit)
     return project_history(messages), next_cursor
+
+
 
 
 #: what the ``ag-ui`` entry point of the ``awaken.wires`` group registers

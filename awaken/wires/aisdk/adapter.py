@@ -32,7 +32,7 @@ from awaken.wires.aisdk.history import project_history, same_group
 from awaken.wires.aisdk.request import AiSdkInput, ToolPartAnswer, scan_chat_request, scan_known_chat_request
 from awaken.wires.aisdk.wire import DONE, approval_id
 from awaken.wires.encoding import WireEvent
-from awaken.wires.memo import ON_LOOP_REST, ReplayMemo
+from awaken.wires.memo import Parses
 from awaken.wires.protocol import Asks, Protocol, RunRequest, ToolDecision
 from awaken.wires.registry import Wire
 
@@ -60,16 +60,12 @@ class AiSdkProtocol(Protocol):
         """Every AI SDK stream, a run's or a refusal's, ends with ``[DONE]`` after its ``finish``."""
         return [DONE]
 
-    def __init__(self) -> None:
-        #: the replayed histories of recent requests, as bytes (a pure parse cache: see replaymemo.py)
-        self.memo = ReplayMemo()
+    #: what a server's replay memo wraps (``awaken.wires.memo.with_memos``)
+    parses = Parses(scan_chat_request, scan_known_chat_request)
 
     def parse(self, body: bytes, content_type: str | None) -> AiSdkInput:
         # messages are decoded at admission, only those the thread does not hold (``fresh_inputs``)
-        return scan_known_chat_request(body, content_type, self.memo) or scan_chat_request(body, content_type, self.memo)
-
-    def parse_known(self, body: bytes, content_type: str | None) -> AiSdkInput | None:
-        return scan_known_chat_request(body, content_type, self.memo, most=ON_LOOP_REST)
+        return scan_chat_request(body, content_type)
 
     def encoder(self, parsed: AiSdkInput | None) -> AiSdkEncoder:
         return AiSdkEncoder(parsed.continued_id if parsed is not None else None)
