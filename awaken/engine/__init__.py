@@ -15,11 +15,22 @@ General layout (one job per module):
 * ``admission`` — ``RunApplication``: the thread claim, the registry of active runs, ``admit``
   (everything that can refuse a request), ``stop``; the fresh run's first write.
 * ``limits`` — ``RunLimiter``: the caps per caller (``[limits]``) that ``admit`` checks first.
-* ``run`` — ``AdmittedRun``: one admitted run's state, its own cancel scope and nursery, ``cancel``.
-* ``steps`` — the step loop and ``StepBuilder`` (a model step's output, streamed and assembled).
-* ``policy`` — tool policy: permission gates, server tools, client tools, a resume's decisions.
-* ``commit`` — the one function that commits a step and announces what it committed.
+* ``run`` — ``AdmittedRun``: one admitted run's execution, its own cancel scope and nursery, ``cancel``.
+* ``steps`` — the step loop and ``StepBuilder`` (a model step's output, streamed and assembled); a
+  step returns its commit.
+* ``policy`` — tool policy: permission gates, server tools, client tools, a resume's decisions; it
+  returns results and commits, never writes.
+* ``commit`` — every write of a run; ``apply``, the one function that commits a step, moves the run
+  and announces what it committed.
 * ``outcome`` — the run's end: waiting, failure, the final and interrupted commits.
+* ``reconcile`` — commits the outcomes the store was too slow or failing to take in time.
+* ``rundata`` — the run's data that all of the above read: ``RunSpec`` (frozen at admission),
+  ``Progress`` (what it committed), ``Broadcast`` (what the engine needs of the streams).
+* ``state`` — run statuses, causes, the transition table and ``RunState``, the one object that
+  changes a run's status, cause and settled flag (crash recovery's ``Change`` too).
+
+Each module imports only the ones below it: admission → run → steps → policy → commit/outcome →
+rundata → state.
 """
 
 from __future__ import annotations

@@ -34,10 +34,11 @@ the same question for the routes that are not runs (``awaken/engine/access.py``)
 
 Hosting. ``launch`` admits a run and executes it as a task of the server-owned nursery that
 ``hosting()`` opens (``cli.serve`` and the test server hold it open around hypercorn): a run is
-owned by the server, not by the connection that asked for it, and streams into its
-``RunBroadcast`` for whoever watches. Whether a connection that goes away takes its run along is
-the connection's decision (``exchange``: the agent's ``on_disconnect``). Leaving ``hosting()``
-interrupts every run still in it for ``shutdown``.
+owned by the server, not by the connection that asked for it, and streams into its broadcast
+(``rundata.Broadcast``: the streams' ``RunBroadcast``) for whoever watches. With no ``hosting()``
+open, ``launch`` opens a nursery of its own for the run: no engine entry point takes a nursery.
+Whether a connection that goes away takes its run along is the connection's decision (``exchange``:
+the agent's ``on_disconnect``). Leaving ``hosting()`` interrupts every run still in it for ``shutdown``.
 """
 
 from __future__ import annotations
@@ -46,33 +47,30 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
 
 import attrs
 import orjson
 import trio
 
-from awaken.core.errors import InputRejected, StoreUnavailable, UnknownThread
+from awaken.core.errors import AwakenError, InputRejected, StoreUnavailable, UnknownThread
 from awaken.core.messages import Message
 from awaken.core.principal import Principal
-from awaken.engine import outcome, reconcile
 from awaken.engine.access import may_see
 from awaken.engine.agents import Agent, AgentRegistry
 from awaken.engine.commit import write
 from awaken.engine.dedup import admission_view
 from awaken.engine.limits import RunLimiter
-from awaken.engine.outcome import FINAL_COMMIT_TIMEOUT
+from awaken.engine.outcome import FINAL_COMMIT_TIMEOUT, interrupt
 from awaken.engine.policy import superseded
+from awaken.engine.reconcile import settle_late
 from awaken.engine.run import AdmittedRun
-from awaken.engine.state import Cause, RunStatus
+from awaken.engine.rundata import Broadcast, RunSpec
+from awaken.engine.state import Cause, RunState, RunStatus
 from awaken.ledger.interface import Commit, Ledger, PendingCall, ThreadView
 from awaken.models import ToolSpec
 from awaken.runtime.tuning import OFF_LOOP_MESSAGES
 from awaken.tools import ToolRegistry
 from awaken.wires.protocol import Asks, RunRequest, ToolDecision, new_id
-
-if TYPE_CHECKING:
-    from awaken.streams.broadcast import RunBroadcast
 
 log = logging.getLogger("awaken.engine")
 
@@ -115,18 +113,32 @@ class RunApplication:
                 for run in list(self._active.values()):
                     run.cancel(Cause.SHUTDOWN)
 
+    @contextlib.asynccontextmanager
     async def launch(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
-                     broadcast: Callable[[AdmittedRun], RunBroadcast], nursery: trio.Nursery,
-                     asks: Asks | None = None, *, principal: Principal) -> AdmittedRun:
+                     broadcast: Callable[[AdmittedRun], Broadcast], asks: Asks | None = None, *,
+                     principal: Principal) -> AsyncIterator[AdmittedRun]:
         """Admit a request (raising ``InputRejected``/``StoreUnavailable`` having changed nothing, as
-        ``admit``) and execute the run into ``broadcast(run)`` as a task of the server's nursery (of
-        ``nursery`` when no ``hosting`` is open). Returns the admitted run once it is streaming;
-        its broadcast closes after its outcome is committed."""
-        host = self._host or nursery
-        return await host.start(self._hosted, thread_id, agent_id, build, broadcast, asks, principal)
+        ``admit``) and execute the run into ``broadcast(run)`` as a task of the server's nursery
+        (``hosting``); yields the admitted run once it is streaming; its broadcast closes after its
+        outcome is committed. When no ``hosting`` is open the engine opens a nursery of its own for
+        the run, and leaving this waits until the run ended."""
+        args = (thread_id, agent_id, build, broadcast, asks, principal)
+        if self._host is not None:
+            yield await self._host.start(self._hosted, *args)
+            return
+        refused: AwakenError | None = None
+        async with trio.open_nursery() as own:
+            try:
+                run = await own.start(self._hosted, *args)
+            except AwakenError as exc:  # a refusal leaves the nursery as itself, not in an exception group
+                refused = exc
+            else:
+                yield run
+        if refused is not None:
+            raise refused
 
     async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
-                      broadcast: Callable[[AdmittedRun], RunBroadcast], asks: Asks | None,
+                      broadcast: Callable[[AdmittedRun], Broadcast], asks: Asks | None,
                       principal: Principal,
                       task_status: trio.TaskStatus[AdmittedRun] = trio.TASK_STATUS_IGNORED) -> None:
         async with self.admit(thread_id, agent_id, build, asks, principal=principal) as run:
@@ -197,7 +209,8 @@ class RunApplication:
                 f"thread {thread_id!r} already has an active run; send the next input when it ends",
                 code="THREAD_BUSY",
             )
-        run = AdmittedRun(self, agent, thread_id)
+        run = AdmittedRun(self.ledger, self.tools, agent, thread_id, release=self._release,
+                          reconcile=self.reconcile)
         run.owner = principal.subject
         run.slot = slot
         self._active[thread_id] = run
@@ -227,7 +240,7 @@ class RunApplication:
             # (they are decoded and stamped); a replayed history's are set lookups
             fresh = len(asks.message_ids) - len(view.known_ids or ()) if asks is not None else 0
             request = await trio.to_thread.run_sync(build, view) if fresh >= OFF_LOOP_MESSAGES else build(view)
-            await prepare(run, request, view, off_loop=len(request.inputs) >= OFF_LOOP_MESSAGES)
+            await prepare(run, request, view, self.agents, off_loop=len(request.inputs) >= OFF_LOOP_MESSAGES)
             admitted = True
             yield run
         finally:
@@ -237,7 +250,7 @@ class RunApplication:
                 slot.refund()
             run.abandon()
             try:
-                await outcome.interrupt(run)
+                await interrupt(run)
             finally:
                 await run.settle()
 
@@ -316,7 +329,7 @@ class RunApplication:
         """Commit late outcomes as the store answers (the server's nursery runs this until shutdown)."""
         async with trio.open_nursery() as nursery:
             async for run in self._late_receive:
-                nursery.start_soon(reconcile.settle_late, run)
+                nursery.start_soon(settle_late, run)
 
     async def _release(self, run: AdmittedRun) -> None:
         if self._active.get(run.thread_id) is run:
@@ -335,43 +348,46 @@ REMOTE_STOP_GRACE = 3.0
 REMOTE_POLL_SECONDS = 0.05
 
 
-async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView, *, off_loop: bool = False) -> None:
+async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView, agents: AgentRegistry, *,
+                  off_loop: bool = False) -> None:
     """Everything that can refuse the request happens here, before any byte is sent (with
-    ``off_loop``, a large input is stamped with its run id in a worker thread).
+    ``off_loop``, a large input is stamped with its run id in a worker thread); the run's frozen part
+    (``RunSpec``) is made here, once.
 
     A fresh run's record and input are written by ``execute`` beside its first step; a resume only
     validates its decisions here (``execute`` applies them, so a slow tool never delays the response
     head). Only superseding a waiting run writes before the stream starts.
     """
-    run.request = request
-    run.state = dict(view.thread.state) if view.thread else {}
-    if request.state is not None and request.state != run.state:
-        run.state, run.client_state = dict(request.state), True
-    run.history = list(view.messages)
+    state = dict(view.thread.state) if view.thread else {}
+    client_state = request.state is not None and request.state != state
+    if client_state:  # the client's state differs from the committed one: it is committed first
+        state = dict(request.state or {})
+    spec = RunSpec(request, run.agent, run.thread_id, state=state, client_state=client_state)
+    history = list(view.messages)
     pending = list(view.pending)
     if request.replay:
-        _prepare_replay(run)
+        spec = _prepare_replay(run, spec)
     elif request.decisions:
-        await _prepare_resume(run, pending)
+        spec = await _prepare_resume(run, spec, pending, history, agents)
     elif request.inputs:
         if pending:
-            await _supersede(run, pending)
-        _prepare_fresh(run)
+            history.extend(await _supersede(run, pending))
+        spec = _prepare_fresh(run, spec)
         if off_loop:
-            run.history.extend(await trio.to_thread.run_sync(_stamped, request.inputs, run.run_id))
+            history.extend(await trio.to_thread.run_sync(_stamped, request.inputs, spec.run_id))
         else:
-            run.history.extend(_stamped(request.inputs, run.run_id))
+            history.extend(_stamped(request.inputs, spec.run_id))
     else:
         raise InputRejected("the request carries no new input: every message is already committed",
                             code="NO_NEW_INPUT")
+    run.admitted(attrs.evolve(spec, history=tuple(history)))
 
 
-def _prepare_replay(run: AdmittedRun) -> None:
+def _prepare_replay(run: AdmittedRun, spec: RunSpec) -> RunSpec:
     """A request that only repeats committed decisions: nothing runs and nothing is written; its
     stream starts and finishes (the committed status it reports is the thread's, unchanged)."""
-    run.run_id = run.request.run_id or new_id("run")
-    run.replay = True
-    run.status = RunStatus.COMPLETED
+    run.runstate.replayed()
+    return attrs.evolve(spec, run_id=spec.request.run_id or new_id("run"), replay=True)
 
 
 def offered_client_tools(agent: Agent, declared: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
@@ -381,12 +397,12 @@ def offered_client_tools(agent: Agent, declared: tuple[ToolSpec, ...]) -> tuple[
     return tuple(t for t in declared if t.name not in own)
 
 
-def _prepare_fresh(run: AdmittedRun) -> None:
+def _prepare_fresh(run: AdmittedRun, spec: RunSpec) -> RunSpec:
     """A new run: its record and input are written while the first step streams."""
-    run.run_id = run.request.run_id or new_id("run")
-    run.client_tools = offered_client_tools(run.agent, run.request.tools)
-    run.answer_message_id = new_id("msg")
     run.start = trio.Event()
+    return attrs.evolve(spec, run_id=spec.request.run_id or new_id("run"),
+                        client_tools=offered_client_tools(spec.agent, spec.request.tools),
+                        answer_message_id=new_id("msg"))
 
 
 def _stamped(inputs: tuple[Message, ...] | list[Message], run_id: str) -> list[Message]:
@@ -394,21 +410,25 @@ def _stamped(inputs: tuple[Message, ...] | list[Message], run_id: str) -> list[M
     return [attrs.evolve(m, run_id=run_id) for m in inputs]
 
 
-async def _supersede(run: AdmittedRun, pending: list[PendingCall]) -> None:
-    """New input while a run waits: its open calls are closed as cancelled, the run interrupted."""
+async def _supersede(run: AdmittedRun, pending: list[PendingCall]) -> tuple[Message, ...]:
+    """New input while a run waits: its open calls are closed as cancelled, the run interrupted (the
+    waiting run's change, from the table). Returns the committed closing results."""
     run_id = pending[0].run_id
+    waiting = RunState()
+    waiting.resumed()
+    change = waiting.change(RunStatus.INTERRUPTED, cause=Cause.SUPERSEDED)
     committed = await write(
-        run.ledger, run.thread_id, run_id, RunStatus.WAITING,
+        run.ledger, run.thread_id, run_id, change,
         Commit(status=RunStatus.INTERRUPTED, messages=superseded(pending, run_id),
                resolved=tuple(p.tool_call_id for p in pending)),
-        Cause.SUPERSEDED,
     )
-    run.history.extend(committed)
+    waiting.committed(change)
+    return committed
 
 
 def _check_edited(run: AdmittedRun, call: PendingCall, arguments: str) -> None:
     """Edited arguments replace the model's only if they satisfy the tool's parameters."""
-    tools = run.app.tools
+    tools = run.tools
     problem = "the tool is not available" if call.name not in tools else tools.check_arguments(
         call.name, orjson.loads(arguments))
     if problem is not None:
@@ -416,13 +436,14 @@ def _check_edited(run: AdmittedRun, call: PendingCall, arguments: str) -> None:
                             f"its parameters: {problem}", code="INVALID_RESUME")
 
 
-async def _prepare_resume(run: AdmittedRun, pending: list[PendingCall]) -> None:
+async def _prepare_resume(run: AdmittedRun, spec: RunSpec, pending: list[PendingCall], history: list[Message],
+                          agents: AgentRegistry) -> RunSpec:
     if not pending:
         raise InputRejected("a tool result or decision arrived but nothing on this thread is waiting",
                             code="NO_PENDING_RUN")
     by_id = {p.tool_call_id: p for p in pending}
     decided: dict[str, ToolDecision] = {}
-    for decision in run.request.decisions:
+    for decision in spec.request.decisions:
         call = by_id.get(decision.tool_call_id)
         if call is None:
             raise InputRejected(
@@ -437,19 +458,22 @@ async def _prepare_resume(run: AdmittedRun, pending: list[PendingCall]) -> None:
         if decision.arguments is not None:
             _check_edited(run, call, decision.arguments)
         decided[call.tool_call_id] = decision
-    run.run_id = pending[0].run_id
-    record = await run.ledger.get_run(run.run_id)
+    run_id = pending[0].run_id
+    record = await run.ledger.get_run(run_id)
     if record is None or record.status is not RunStatus.WAITING:
         raise InputRejected("the waiting run is gone", code="NO_PENDING_RUN")
-    # The run continues under the agent that started it, whichever route the decision came by.
-    run.agent = run.app.agents.get(record.agent_id)
-    run.resumed = True
-    run.status = RunStatus.WAITING
-    run.usage = record.usage
-    run.steps_done = record.steps
-    run.client_tools = record.tools
-    run.answer_message_id = next(
-        (m.id for m in run.history if m.run_id == run.run_id and m.role == "assistant"), new_id("msg")
+    run.runstate.resumed()
+    return attrs.evolve(
+        spec,
+        # The run continues under the agent that started it, whichever route the decision came by.
+        agent=agents.get(record.agent_id),
+        run_id=run_id,
+        resumed=True,
+        usage=record.usage,
+        steps_done=record.steps,
+        client_tools=record.tools,
+        answer_message_id=next((m.id for m in history if m.run_id == run_id and m.role == "assistant"),
+                               new_id("msg")),
+        decided=tuple((p, decided[p.tool_call_id]) for p in pending if p.tool_call_id in decided),
+        remaining=tuple(p for p in pending if p.tool_call_id not in decided),
     )
-    run.decided = [(p, decided[p.tool_call_id]) for p in pending if p.tool_call_id in decided]
-    run.remaining = [p for p in pending if p.tool_call_id not in decided]

@@ -4,7 +4,7 @@ shielded and bounded, so a cancellation cannot tear them and a stuck store canno
 connection.
 
 A final commit that cannot happen in time (the store is slow or failing) is not given up: the run
-keeps its outcome in ``run.unsettled``, the failure is logged, the thread stays claimed
+keeps its outcome pending in its ``RunState`` (``run.unsettled``), the failure is logged, the thread stays claimed
 (``THREAD_BUSY`` while the store is only slow with the commit, ``STORE_UNAVAILABLE`` once the store
 refused it: ``run.outcome_refused``), and the reconciler (``reconcile.py``) commits it once the store answers and only
 then frees the thread. No run is ever left ``running`` next to a newer run on its thread.
@@ -14,43 +14,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
 from awaken.core.errors import StoreUnavailable
 from awaken.core.events import Gate, RunFailed, RunFinished
 from awaken.engine.commit import write
+from awaken.engine.rundata import RunBase
 from awaken.engine.state import Cause, RunStatus
 from awaken.ledger.interface import Commit, PendingCall
 from awaken.wires.protocol import Sink
-
-if TYPE_CHECKING:
-    from awaken.engine.run import AdmittedRun
 
 log = logging.getLogger("awaken.engine")
 #: how long a shielded final commit may hold the connection before the reconciler takes it over
 FINAL_COMMIT_TIMEOUT = 2.0
 
 
-@attrs.frozen
-class Final:
-    """A terminal outcome decided for a run and not yet committed."""
-
-    status: RunStatus
-    code: str | None = None
-    message: str | None = None
-    cause: Cause | None = None
-
-    def commit(self) -> Commit:
-        return Commit(status=self.status, error_code=self.code, error_message=self.message)
-
-
-def finish_waiting(run: AdmittedRun, sink: Sink, pending: Sequence[PendingCall]) -> None:
+def finish_waiting(run: RunBase, sink: Sink, pending: Sequence[PendingCall]) -> None:
     """The stream's end for a run that waits (its ``waiting`` status is already committed): the
     pending call ids, the permission gates among them, and the thread as committed."""
-    tools = run.app.tools
+    tools = run.tools
     gates = tuple(
         Gate(p.tool_call_id, p.name, p.arguments, tools.get(p.name).parameters if p.name in tools else {})
         for p in pending if p.kind == "approval"
@@ -61,45 +44,45 @@ def finish_waiting(run: AdmittedRun, sink: Sink, pending: Sequence[PendingCall])
                      gates, tuple(run.history), dict(run.state), whole))
 
 
-async def fail(run: AdmittedRun, sink: Sink, code: str, message: str) -> None:
+async def fail(run: RunBase, sink: Sink, code: str, message: str) -> None:
     """Commit ``failed`` with ``code`` and end the stream with it."""
     committed = await commit_final(run, RunStatus.FAILED, code, message)
     if not committed and code != "STORE_UNAVAILABLE":
         code, message = "STORE_UNAVAILABLE", f"{message} (and the failure could not be committed)"
-        if run.unsettled is not None:  # the reconciler commits what the client was told
-            run.unsettled = Final(RunStatus.FAILED, code, message)
+        if run.runstate.outcome is not None:  # the reconciler commits what the client was told
+            run.runstate.redecide(code, message)
     sink(RunFailed(code, message, run.usage))
 
 
-async def interrupt(run: AdmittedRun) -> None:
+async def interrupt(run: RunBase) -> None:
     """Commit ``interrupted`` for the run's cause, if it is still running (the stream just stops)."""
     if run.status is RunStatus.RUNNING and run.run_id:
         await commit_final(run, RunStatus.INTERRUPTED, None, None, run.cause)
 
 
-async def commit_final(run: AdmittedRun, status: RunStatus, code: str | None, message: str | None,
+async def commit_final(run: RunBase, status: RunStatus, code: str | None, message: str | None,
                        cause: Cause | None = None) -> bool:
     """Commit a terminal status, shielded and bounded. Returns whether it was committed.
 
-    When the store does not answer in time (or fails), the outcome stays in ``run.unsettled`` for
-    the reconciler, and the thread stays claimed until it is committed.
+    When the store does not answer in time (or fails), the outcome stays pending in the run's
+    ``RunState`` for the reconciler, and the thread stays claimed until it is committed.
     """
-    if run.status is not RunStatus.RUNNING or not run.run_id or run.unsettled is not None:
-        return run.status is not RunStatus.RUNNING
-    run.unsettled = Final(status, code, message, cause)
+    state = run.runstate
+    if state.status is not RunStatus.RUNNING or not run.run_id or state.outcome is not None:
+        return state.status is not RunStatus.RUNNING
+    change = state.decide(status, cause=cause, error_code=code, error_message=message)
     with trio.move_on_after(FINAL_COMMIT_TIMEOUT, shield=True):
         if not await run.started():
-            run.unsettled = None
+            state.abandon_outcome()
             return False  # the run record was never written: there is nothing to close
         try:
-            await write(run.ledger, run.thread_id, run.run_id, run.status, run.unsettled.commit(), cause)
+            await write(run.ledger, run.thread_id, run.run_id, change, Commit(status=status))
         except StoreUnavailable as exc:
-            run.outcome_refused = True
+            state.store_refused()
             log.error("run %s: could not commit %s (%s); thread %s stays busy until it is committed",
                       run.run_id, status.value, exc.message, run.thread_id)
             return False
-        run.status = status
-        run.unsettled = None
+        state.committed(change)
         return True
     log.error("run %s: committing %s took longer than %.1f s; thread %s stays busy until it is committed",
               run.run_id, status.value, FINAL_COMMIT_TIMEOUT, run.thread_id)

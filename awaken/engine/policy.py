@@ -7,31 +7,29 @@ brings.
 * A server tool under ``deny`` gets a ``denied`` result; an unknown tool an ``error`` result.
 * An allowed server tool runs now; several run concurrently. Results keep call order.
 
-A resume's decisions are applied by ``apply_decisions``: approved calls run, denied ones get a
-``denied`` result, a client tool's answer becomes its result, and all of it is one commit.
+A resume's decisions are applied by ``decided``: approved calls run, denied ones get a ``denied``
+result, a client tool's answer becomes its result, and all of it is one commit. Both return what the
+run commits (results, pending calls, a ``Commit``); neither writes into the run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import trio
 
 from awaken.core.messages import Message, ToolCallPart, ToolResultPart
-from awaken.engine.commit import commit_step
+from awaken.engine.rundata import RunBase
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit, PendingCall
 from awaken.tools import ToolContext
-from awaken.wires.protocol import SUPERSEDED, Sink, denial, result_id
-
-if TYPE_CHECKING:
-    from awaken.engine.run import AdmittedRun
+from awaken.wires.protocol import SUPERSEDED, denial, result_id
 
 
 async def run_tools(
-    run: AdmittedRun, calls: list[ToolCallPart], message_id: str
+    run: RunBase, calls: list[ToolCallPart], message_id: str
 ) -> tuple[list[Message], list[PendingCall], dict[str, Any]]:
     """Execute allowed server tools concurrently; deny or park the rest. Results keep call order."""
     agent = run.agent
@@ -58,7 +56,7 @@ async def run_tools(
             runnable.append(call)
 
     async def run_one(call: ToolCallPart) -> None:
-        outcome = await run.app.tools.execute(call.name, call.arguments,
+        outcome = await run.tools.execute(call.name, call.arguments,
                                               ToolContext(run.thread_id, run.run_id, state))
         outcomes[call.tool_call_id] = ToolResultPart(call.tool_call_id, call.name, outcome.content,
                                                      "ok" if outcome.ok else "error")
@@ -77,8 +75,9 @@ async def run_tools(
     return results, pending, state
 
 
-async def apply_decisions(run: AdmittedRun, sink: Sink) -> None:
-    """Run approved calls, then commit every decided result in one step (a resume's first commit).
+async def decided(run: RunBase) -> Commit:
+    """Run approved calls; the commit of every decided result in one step (a resume's first commit),
+    not written: ``waiting`` while calls remain undecided, else ``running``.
 
     Until that commit the run stays ``waiting``: a crash or a disconnect while an approved tool
     runs leaves the same calls pending, to be decided again. New input in the same request closes
@@ -86,13 +85,13 @@ async def apply_decisions(run: AdmittedRun, sink: Sink) -> None:
     """
     state = dict(run.state)
     results: list[Message] = []
-    for call, decision in run.decided:
+    for call, decision in run.spec.decided:
         if call.kind == "client":
             status = "ok" if decision.kind == "ok" else "error"
             part = ToolResultPart(call.tool_call_id, call.name, decision.content, status)
         elif decision.kind in ("ok", "approve"):
             # Edited arguments (validated at admission) replace the model's; the result records them.
-            outcome = await run.app.tools.execute(
+            outcome = await run.tools.execute(
                 call.name, decision.arguments or call.arguments, ToolContext(run.thread_id, run.run_id, state)
             )
             part = ToolResultPart(call.tool_call_id, call.name, outcome.content,
@@ -105,17 +104,18 @@ async def apply_decisions(run: AdmittedRun, sink: Sink) -> None:
         message_id = decision.message_id if call.kind == "client" else None
         results.append(Message(message_id or result_id(call.tool_call_id), "tool", (part,), run.run_id))
     inputs = tuple(attrs.evolve(m, run_id=run.run_id) for m in run.request.inputs)
+    remaining = run.spec.remaining
     closed: tuple[Message, ...] = ()
-    if inputs and run.remaining:
-        closed, run.remaining = superseded(run.remaining, run.run_id), []
-    await commit_step(run, sink, Commit(
-        status=RunStatus.WAITING if run.remaining else RunStatus.RUNNING,
-        messages=tuple(results) + closed + (inputs if not run.remaining else ()),
-        resolved=tuple(c.tool_call_id for c, _ in run.decided) + tuple(m.tool_result.tool_call_id
-                                                                      for m in closed),
+    if inputs and remaining:
+        closed, remaining = superseded(remaining, run.run_id), ()
+    return Commit(
+        status=RunStatus.WAITING if remaining else RunStatus.RUNNING,
+        messages=tuple(results) + closed + (inputs if not remaining else ()),
+        resolved=tuple(c.tool_call_id for c, _ in run.spec.decided) + tuple(m.tool_result.tool_call_id
+                                                                           for m in closed),
         # a state the client sent with the decisions is committed with them
-        state=state if state != run.state or run.client_state else None,
-    ))
+        state=state if state != run.state or run.spec.client_state else None,
+    )
 
 
 def superseded(pending: Sequence[PendingCall], run_id: str) -> tuple[Message, ...]:

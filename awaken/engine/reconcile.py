@@ -2,8 +2,8 @@
 
 ``outcome.commit_final`` gives up waiting on a slow or failing store after
 ``FINAL_COMMIT_TIMEOUT`` so the connection is not held, but it never gives up the outcome: the run
-keeps it in ``run.unsettled`` and stays in the registry, so its thread answers ``THREAD_BUSY`` while
-the store is slow, and ``STORE_UNAVAILABLE`` (runs, stop and delete on it) once the store refused the
+keeps it pending in its ``RunState`` (``run.unsettled``) and stays in the registry, so its thread
+answers ``THREAD_BUSY`` while the store is slow, and ``STORE_UNAVAILABLE`` (runs, stop and delete on it) once the store refused the
 commit (``run.outcome_refused``): then the store, not another run, is what the client waits for.
 ``settle_late`` commits it as soon as the store answers (retrying with back-off), then frees the
 thread. It runs in the server's nursery (``RunApplication.reconcile_forever``, started by the ASGI
@@ -19,7 +19,8 @@ import trio
 
 from awaken.core.errors import StoreUnavailable
 from awaken.engine.commit import write
-from awaken.engine.state import RunStatus
+from awaken.engine.state import Cause, RunStatus
+from awaken.ledger.interface import Commit
 
 if TYPE_CHECKING:
     from awaken.engine.run import AdmittedRun
@@ -31,7 +32,7 @@ RETRY_MAX = 5.0
 
 
 async def settle_late(run: AdmittedRun) -> None:
-    """Commit ``run.unsettled`` (unless the store already holds an outcome), then free the thread."""
+    """Commit the run's pending outcome (unless the store already holds one), then free the thread."""
     final = run.unsettled
     assert final is not None
     delay = RETRY_FIRST
@@ -39,16 +40,17 @@ async def settle_late(run: AdmittedRun) -> None:
         while True:
             try:
                 if await run.started():
+                    final = run.unsettled or final
                     record = await run.ledger.get_run(run.run_id)
                     if record is not None and record.status is RunStatus.RUNNING:
-                        await write(run.ledger, run.thread_id, run.run_id, RunStatus.RUNNING, final.commit(),
-                                    final.cause)
-                        run.status = final.status
+                        await write(run.ledger, run.thread_id, run.run_id, final, Commit(status=final.status))
+                        run.runstate.committed(final)
                     elif record is not None:  # the slow commit got through after all
-                        run.status = record.status
+                        cause = final.cause if record.status is final.status else _cause(record.status, record.cause)
+                        run.runstate.found(record.status, cause)
                 break
             except StoreUnavailable as exc:
-                run.outcome_refused = True
+                run.runstate.store_refused()
                 log.warning("run %s: still cannot commit %s (%s); retrying in %.2f s", run.run_id,
                             final.status.value, exc.message, delay)
                 await trio.sleep(delay)
@@ -57,5 +59,16 @@ async def settle_late(run: AdmittedRun) -> None:
     except Exception:  # a bug must not keep the thread busy for ever
         log.exception("run %s: the reconciler failed to commit %s", run.run_id, final.status.value)
     finally:
-        run.unsettled = None
+        run.runstate.abandon_outcome()
         await run.settle()
+
+
+def _cause(status: RunStatus, value: str | None) -> Cause | None:
+    """The cause of an outcome found in the store (an interruption's; a cause this version does not
+    know, or none, reads as the client's going)."""
+    if status is not RunStatus.INTERRUPTED:
+        return None
+    try:
+        return Cause(value) if value is not None else Cause.CLIENT_GONE
+    except ValueError:
+        return Cause.CLIENT_GONE

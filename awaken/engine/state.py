@@ -1,9 +1,13 @@
-"""Rule 1: every run status, every legal change between them, and why a run was interrupted, live here.
+"""Rule 1: every run status, every legal change between them, why a run was interrupted, and the one
+object that changes a run's status, cause and settled flag, live here.
 
-The ledger stores a run's status; this table decides which changes are legal. ``transition`` is the
-only way a run's status changes: the engine calls it on every commit path (a step, a resume, a
-superseded waiting run, the final or interrupted outcome, a failure) *before* it writes, so an
-illegal change raises ``IllegalTransition`` and nothing is committed.
+The ledger stores a run's status; ``TRANSITIONS`` decides which changes are legal (in the manner of
+h11's ``_state.py``). ``RunState`` is the only code that changes a run's status: the engine asks it
+for the ``Change`` of every commit path (a step, a resume, a superseded waiting run, the final or
+interrupted outcome, a failure) *before* it writes, and tells it once the ledger took it, so an
+illegal change raises ``IllegalTransition`` and nothing is committed. A replay (nothing runs) and a
+resume (the committed ``waiting`` run) start here too. Crash recovery in every backend writes the
+``Change`` that ``recovery(cause)`` gives it, from the same table.
 
 Theory of operation::
 
@@ -23,7 +27,10 @@ cause (``Commit.cause``) and says it in words (``error_message``, from ``describ
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Protocol
+
+import attrs
 
 
 class RunStatus(enum.StrEnum):
@@ -107,6 +114,186 @@ def transition(current: RunStatus, new: RunStatus, cause: Cause | None = None) -
             + ("without a cause" if cause is None else f"with a cause ({cause.value})")
         )
     return new
+
+
+@attrs.frozen
+class Change:
+    """One legal status change, as the ledger writes it: from ``previous`` to ``status``, with the
+    interruption's ``cause`` and the words for it (``error_message``), or a failure's ``error_code``.
+
+    Only ``RunState.change`` and ``recovery`` make one (both ask the table first)."""
+
+    previous: RunStatus
+    status: RunStatus
+    cause: Cause | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+    @property
+    def cause_value(self) -> str | None:
+        """The cause as the ledger stores it (its value), or None."""
+        return self.cause.value if self.cause is not None else None
+
+
+def _change(current: RunStatus, new: RunStatus, cause: Cause | None, error_code: str | None,
+            error_message: str | None) -> Change:
+    transition(current, new, cause)
+    if error_code is not None and new is not RunStatus.FAILED:
+        raise IllegalTransition(f"run cannot go from {current.value} to {new.value} with an error code")
+    if cause is not None and error_message is None:
+        error_message = describe(cause)
+    return Change(current, new, cause, error_code, error_message)
+
+
+def recovery(cause: Cause) -> Change:
+    """The change a ledger's crash recovery writes to every run it finds ``running`` whose process is
+    gone: ``interrupted`` for ``cause`` (``SERVER_RESTART`` at open, ``OWNER_DIED`` when another
+    process's lease lapsed), the cause in words, no error code. Backends write exactly these fields,
+    to runs whose status is ``previous``."""
+    if cause not in RECOVERY_CAUSES:
+        raise IllegalTransition(f"crash recovery does not interrupt runs for {cause.value}")
+    return _change(RunStatus.RUNNING, RunStatus.INTERRUPTED, cause, None, None)
+
+
+#: the causes crash recovery writes (the process that ran the run is gone)
+RECOVERY_CAUSES: frozenset[Cause] = frozenset({Cause.SERVER_RESTART, Cause.OWNER_DIED})
+
+
+class RunState:
+    """The changing status of one run in this process: the only code that changes a run's status, the
+    cause it would be interrupted for, and whether it is settled. Pure: no I/O, no trio.
+
+    In the manner of h11's ``ConnectionState``: every change is checked against ``TRANSITIONS``
+    first, and an illegal one raises ``IllegalTransition`` with nothing changed. A status change is
+    two steps around the ledger's write: ``change`` (or ``decide``, for a terminal outcome) asks the
+    table and returns the ``Change`` to write; ``committed`` records it once the ledger took it.
+
+    * ``status``: the run's committed status, as far as this process wrote it (a fresh run starts
+      ``running``; ``resumed`` makes it the committed ``waiting`` run; ``replayed`` completes a
+      request that only repeats committed decisions, with nothing written).
+    * ``cause``: why a cancellation interrupts the run (``blame``: the first recorded cause wins).
+    * ``outcome``: a terminal change decided and not committed yet (the store is slow or failing),
+      and ``refused``: the store refused its last attempt.
+    * ``settled``: the outcome is committed (or could not be) and the run let its thread go; set once
+      (``settle``), after which nothing changes.
+    """
+
+    __slots__ = ("_on_settle", "cause", "outcome", "refused", "settled", "status")
+
+    def __init__(self, on_settle: Callable[[], object] | None = None) -> None:
+        self.status = RunStatus.RUNNING
+        self.cause: Cause | None = None
+        self.outcome: Change | None = None
+        self.refused = False
+        self.settled = False
+        self._on_settle = on_settle
+
+    def __repr__(self) -> str:
+        return (f"RunState({self.status.value}, cause={self.cause and self.cause.value}, "
+                f"outcome={self.outcome and self.outcome.status.value}, settled={self.settled})")
+
+    def _check_open(self) -> None:
+        if self.settled:
+            raise IllegalTransition(f"run is settled ({self.status.value}): nothing changes any more")
+
+    # -- where the run starts ---------------------------------------------------------------------
+
+    def resumed(self) -> None:
+        """The run is the committed ``waiting`` one a resume continues (before anything is written)."""
+        self._check_open()
+        if self.status is not RunStatus.RUNNING or self.outcome is not None:
+            raise IllegalTransition(f"run cannot be resumed from {self.status.value}")
+        self.status = RunStatus.WAITING
+
+    def replayed(self) -> None:
+        """The request only repeats committed decisions: the run is ``completed`` at once, nothing
+        runs and nothing is written (its stream starts and finishes)."""
+        self._check_open()
+        if self.outcome is not None:
+            raise IllegalTransition("run cannot be replayed: an outcome is pending")
+        self.status = transition(self.status, RunStatus.COMPLETED)
+
+    # -- why it would be interrupted --------------------------------------------------------------
+
+    def blame(self, cause: Cause) -> None:
+        """Record ``cause`` for an interruption to come; the first cause recorded wins."""
+        if self.cause is None:
+            self.cause = cause
+
+    @property
+    def interrupt_cause(self) -> Cause:
+        """Why the run would be interrupted now: the recorded cause, else the client went away."""
+        return self.cause or Cause.CLIENT_GONE
+
+    # -- changes around a write -------------------------------------------------------------------
+
+    def change(self, new: RunStatus, *, cause: Cause | None = None, error_code: str | None = None,
+               error_message: str | None = None) -> Change:
+        """The change from the current status to ``new``, to be written; nothing changes here.
+        Raises ``IllegalTransition`` when the table does not allow it, or once the run is settled."""
+        self._check_open()
+        return _change(self.status, new, cause, error_code, error_message)
+
+    def committed(self, change: Change) -> None:
+        """The ledger took ``change``: the run is now in its status (and a pending outcome that it
+        was is no longer pending). A change made from another status raises, changing nothing."""
+        self._check_open()
+        if change.previous is not self.status:
+            raise IllegalTransition(f"run is {self.status.value}, not {change.previous.value}: "
+                                    f"a change to {change.status.value} made earlier cannot be committed")
+        self.status = change.status
+        if change.status in TERMINAL:
+            self.outcome = None
+
+    def decide(self, new: RunStatus, *, cause: Cause | None = None, error_code: str | None = None,
+               error_message: str | None = None) -> Change:
+        """Decide the run's terminal outcome (from ``running``): it is pending until ``committed``;
+        returned, to be written. A decided outcome is decided once (``redecide`` rewords it)."""
+        if new not in TERMINAL:
+            raise IllegalTransition(f"{new.value} is not an outcome")
+        if self.outcome is not None:
+            raise IllegalTransition(f"run already has an outcome pending ({self.outcome.status.value})")
+        self.outcome = self.change(new, cause=cause, error_code=error_code, error_message=error_message)
+        return self.outcome
+
+    def redecide(self, error_code: str, error_message: str) -> Change:
+        """Reword a pending failure (what the client was told is what gets committed)."""
+        if self.outcome is None or self.outcome.status is not RunStatus.FAILED:
+            raise IllegalTransition("only a pending failure can be reworded")
+        self.outcome = self.change(RunStatus.FAILED, error_code=error_code, error_message=error_message)
+        return self.outcome
+
+    def store_refused(self) -> None:
+        """The store refused the pending outcome (as opposed to being slow with it)."""
+        if self.outcome is None:
+            raise IllegalTransition("no outcome is pending")
+        self.refused = True
+
+    def abandon_outcome(self) -> None:
+        """The pending outcome has nothing to close (the run record was never written), or the
+        reconciler gave up on it: nothing is pending any more, the status stays."""
+        self.outcome = None
+
+    def found(self, status: RunStatus, cause: Cause | None) -> None:
+        """The ledger already holds this run's outcome (a slow commit got through after all): the run
+        is in it, if the table allows getting there."""
+        self._check_open()
+        if status is not self.status:
+            self.status = transition(self.status, status, cause)
+        self.outcome = None
+
+    # -- the end ---------------------------------------------------------------------------------
+
+    def settle(self) -> None:
+        """The run's outcome is committed (or could not be) and it let its thread go: nothing changes
+        from now on. Refused while an outcome is still pending; a no-op the second time."""
+        if self.settled:
+            return
+        if self.outcome is not None:
+            raise IllegalTransition(f"run cannot settle: its outcome ({self.outcome.status.value}) is pending")
+        self.settled = True
+        if self._on_settle is not None:
+            self._on_settle()
 
 
 class Interruptible(Protocol):

@@ -1,11 +1,13 @@
-"""The step loop: one model step after another until the run finishes, waits or hits its limit;
-and ``StepBuilder``, the ``ModelOutput`` of one step (live deltas out, the message assembled).
+"""The step loop: one model step after another until the run finishes, waits or hits its limit. A
+step (``model_step``) returns its commit; the loop hands it to ``commit.apply``, the only code that
+writes it and moves the run. And ``StepBuilder``, the ``ModelOutput`` of one step (live deltas out,
+the message assembled).
 """
 
 from __future__ import annotations
 
 from collections.abc import Container
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from awaken.core.errors import RunFailure
 from awaken.core.events import (
@@ -23,20 +25,19 @@ from awaken.core.events import (
     ToolCallStart,
 )
 from awaken.core.messages import Message, ReasoningPart, TextPart, ToolCallPart, Usage
-from awaken.engine import outcome, policy
-from awaken.engine.commit import commit_step
+from awaken.engine.commit import apply
+from awaken.engine.outcome import finish_waiting
+from awaken.engine.policy import run_tools
+from awaken.engine.rundata import RunBase
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit, model_window
 from awaken.models import ModelRequest
 from awaken.runtime.tuning import JOIN_EVERY
 from awaken.wires.protocol import Sink, new_id, result_id
 
-if TYPE_CHECKING:
-    from awaken.engine.run import AdmittedRun
 
-
-async def step_loop(run: AdmittedRun, sink: Sink) -> None:
-    """Run model steps, committing each one, until the run completes or waits.
+async def step_loop(run: RunBase, sink: Sink) -> None:
+    """Run model steps, committing each one (``commit.apply``), until the run completes or waits.
 
     The limit counts every step of the run, across resumes (a run resumed after step 3 of 8 has 5
     left), so a model that keeps asking for client tools or approvals still stops.
@@ -45,41 +46,49 @@ async def step_loop(run: AdmittedRun, sink: Sink) -> None:
     for _ in range(max(0, agent.config.max_steps - run.steps_done)):
         step = run.steps_done + 1
         sink(StepStarted(step))
-        builder = StepBuilder(sink, run.answer_message_id if run.steps_done == 0 else new_id("msg"),
-                              used_call_ids(run))
-        request = ModelRequest(agent.config.system_prompt, model_window(run.history, agent.config.history_messages),
-                               agent.tools + run.client_tools, context=run.request.context, state=run.state)
-        await agent.model.stream(request, builder)
-        builder.close()
-        calls = await fresh_call_ids(run, builder, builder.finish_calls())
-        # The run's first write (started beside this step) must be in before anything names the
-        # run: the ledger may have given it a fresh id if the client's was taken.
-        if not await run.started():
-            assert run.start_error is not None
-            raise run.start_error
-        assistant = builder.message(run.run_id)
-        results, pending, state = await policy.run_tools(run, calls, assistant.id)
-        status = RunStatus.WAITING if pending else RunStatus.RUNNING if calls else RunStatus.COMPLETED
-        await commit_step(run, sink, Commit(
-            status=status,
-            messages=((assistant,) if assistant.parts else ()) + tuple(results),
-            pending=tuple(pending),
-            state=state if state != run.state else None,
-            usage=builder.step_usage,
-            steps=1,
-        ))
-        sink(StepFinished(step, builder.step_usage))
-        if status is RunStatus.WAITING:
-            outcome.finish_waiting(run, sink, pending)
+        made = await model_step(run, sink)
+        await apply(run, sink, made)
+        sink(StepFinished(step, made.usage))
+        if made.status is RunStatus.WAITING:
+            finish_waiting(run, sink, made.pending)
             return
-        if status is RunStatus.COMPLETED:
+        if made.status is RunStatus.COMPLETED:
             sink(RunFinished(run.thread_id, run.run_id, "completed", run.usage))
             return
     raise RunFailure(f"the agent reached its step limit ({agent.config.max_steps}) without finishing",
                      code="STEP_LIMIT")
 
 
-def used_call_ids(run: AdmittedRun) -> UsedCallIds:
+async def model_step(run: RunBase, sink: Sink) -> Commit:
+    """One model step, streamed into ``sink``, and its tools: the commit it makes (not written; the
+    status it moves the run to is ``waiting`` with pending calls, ``running`` after tool results,
+    ``completed`` after a final answer)."""
+    agent = run.agent
+    builder = StepBuilder(sink, run.answer_message_id if run.steps_done == 0 else new_id("msg"),
+                          used_call_ids(run))
+    request = ModelRequest(agent.config.system_prompt, model_window(run.history, agent.config.history_messages),
+                           agent.tools + run.client_tools, context=run.request.context, state=run.state)
+    await agent.model.stream(request, builder)
+    builder.close()
+    calls = await fresh_call_ids(run, builder, builder.finish_calls())
+    # The run's first write (started beside this step) must be in before anything names the
+    # run: the ledger may have given it a fresh id if the client's was taken.
+    if not await run.started():
+        assert run.start_error is not None
+        raise run.start_error
+    assistant = builder.message(run.run_id)
+    results, pending, state = await run_tools(run, calls, assistant.id)
+    return Commit(
+        status=RunStatus.WAITING if pending else RunStatus.RUNNING if calls else RunStatus.COMPLETED,
+        messages=((assistant,) if assistant.parts else ()) + tuple(results),
+        pending=tuple(pending),
+        state=state if state != run.state else None,
+        usage=builder.step_usage,
+        steps=1,
+    )
+
+
+def used_call_ids(run: RunBase) -> UsedCallIds:
     """Tool call ids already on the thread as far as the run read it (its history budget): a provider
     that reuses ids (``call_0`` every turn) gets fresh ones, because results, pending calls and
     clients key on them thread-wide. (An id reused from beyond the budget is caught before the step
@@ -103,7 +112,7 @@ class UsedCallIds:
         return call_id in self._ids
 
 
-async def fresh_call_ids(run: AdmittedRun, builder: StepBuilder, calls: list[ToolCallPart]) -> list[ToolCallPart]:
+async def fresh_call_ids(run: RunBase, builder: StepBuilder, calls: list[ToolCallPart]) -> list[ToolCallPart]:
     """Calls whose id the thread already holds beyond the run's history budget get fresh ids before
     the step commits (one indexed ledger read, only for steps with calls). The live stream already
     named the reused id; the committed step, its results and everything after use the fresh one, so

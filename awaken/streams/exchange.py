@@ -13,6 +13,7 @@ The transports know nothing of this module: ``sse_route``/``ws_route`` hand them
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -141,10 +142,10 @@ async def exchange(
         first.append(out.open_channel(protocol, encoder).watch(_unattached, 0, hold=True))
         return out
 
-    async with trio.open_nursery() as local:  # holds the run only when the server hosts none
+    async with contextlib.AsyncExitStack() as held:  # holds the run only when the server hosts none
         try:
-            run = await ctx.app.launch(thread_id, agent, build, broadcast, local, protocol.asks(parsed),
-                                       principal=principal)
+            run = await held.enter_async_context(ctx.app.launch(thread_id, agent, build, broadcast,
+                                                                protocol.asks(parsed), principal=principal))
         except UnknownThread as exc:
             await transport.not_found(exc, protocol.refusal(exc.code, exc.message, encoder))
             return

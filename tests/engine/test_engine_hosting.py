@@ -1,8 +1,11 @@
 """Runs hosted in the server-owned nursery (issue 16): a run outlives the task that launched it, a
-stop interrupts it for ``stopped``, leaving ``hosting`` interrupts it for ``shutdown``; and the
+stop interrupts it for ``stopped``, leaving ``hosting`` interrupts it for ``shutdown``; with no
+``hosting`` open the engine holds the run in a nursery of its own (no entry point takes one); and the
 broadcast it streams into (positions, bounded replay, watchers that leave alone)."""
 
 from __future__ import annotations
+
+import inspect
 
 import orjson
 import trio
@@ -24,16 +27,17 @@ def broadcast_for(protocol, limit: int = 1 << 20):  # noqa: ANN001, ANN201
     return make
 
 
-async def launch_held(ctx, nursery, thread_id: str, run_id: str):  # noqa: ANN001, ANN201
-    """A run of many slow words, launched by a task that ends at once."""
-    return await ctx.app.launch(thread_id, None, ask(thread_id, "/delay 20\n/words 500", run_id=run_id),
-                                broadcast_for(agui_adapter.PROTOCOL), nursery, principal=ANONYMOUS)
+async def launch_held(ctx, thread_id: str, run_id: str):  # noqa: ANN001, ANN201
+    """A run of many slow words, launched by a task that ends at once (the server's nursery holds it)."""
+    async with ctx.app.launch(thread_id, None, ask(thread_id, "/delay 20\n/words 500", run_id=run_id),
+                              broadcast_for(agui_adapter.PROTOCOL), principal=ANONYMOUS) as run:
+        return run
 
 
 async def test_a_hosted_run_outlives_the_task_that_launched_it_and_stop_interrupts_it_for_stopped(tmp_path):
     async with engine(tmp_path) as ctx, ctx.app.hosting():
         async with trio.open_nursery() as connection:
-            run = await launch_held(ctx, connection, "t1", "r1")
+            run = await launch_held(ctx, "t1", "r1")
             connection.cancel_scope.cancel()  # the launching connection goes
         assert ctx.app.is_active("t1") and run.status is RunStatus.RUNNING
         assert await ctx.app.stop("t1") is RunStatus.INTERRUPTED
@@ -44,11 +48,32 @@ async def test_a_hosted_run_outlives_the_task_that_launched_it_and_stop_interrup
 
 async def test_leaving_hosting_interrupts_hosted_runs_for_shutdown(tmp_path):
     async with engine(tmp_path) as ctx:
-        async with ctx.app.hosting(), trio.open_nursery() as connection:
-            await launch_held(ctx, connection, "t1", "r1")
+        async with ctx.app.hosting(), trio.open_nursery():
+            await launch_held(ctx, "t1", "r1")
         record = await ctx.ledger.get_run("r1")
         assert (record.status, record.error_message) == (RunStatus.INTERRUPTED, "the server shut down")
         assert not ctx.app.is_active("t1")
+
+
+async def test_without_hosting_launch_holds_the_run_in_the_engines_own_nursery_until_it_ends(tmp_path):
+    async with engine(tmp_path) as ctx:
+        assert not ctx.app.hosting_runs
+        async with ctx.app.launch("t1", None, ask("t1", "hello", run_id="r1"), broadcast_for(agui_adapter.PROTOCOL),
+                                  principal=ANONYMOUS) as run:
+            assert run.run_id == "r1" and ctx.app.is_active("t1")
+        # leaving ``launch`` waited for the run: it ended, committed, its broadcast closed
+        assert run.status is RunStatus.COMPLETED and not ctx.app.is_active("t1")
+        assert (await ctx.ledger.get_run("r1")).status is RunStatus.COMPLETED
+        assert run.broadcast is not None and run.broadcast.closed
+
+
+def test_no_engine_entry_point_takes_a_nursery():
+    from awaken.engine import RunApplication
+
+    takes = sorted(name for name, fn in inspect.getmembers(RunApplication, inspect.isfunction)
+                   if not name.startswith("_") and any("nursery" in p.lower() or "Nursery" in str(v.annotation)
+                                                       for p, v in inspect.signature(fn).parameters.items()))
+    assert takes == []
 
 
 def test_positions_count_every_wire_event_and_the_replay_is_bounded_in_bytes():
