@@ -36,7 +36,7 @@ import trio
 
 from awaken.core.errors import StoreUnavailable
 from awaken.engine.claims import StopHandler, ThreadClaims
-from awaken.engine.state import Cause, RunStatus, describe
+from awaken.engine.state import Cause, recovery
 
 T = TypeVar("T")
 
@@ -144,6 +144,8 @@ class PostgresClaims(ThreadClaims):
         """One heartbeat and one sweep; returns the runs this sweep interrupted (a dead owner's)."""
         tokens = sorted(self._tokens())
 
+        change = recovery(Cause.OWNER_DIED)  # the run state's table decides what the sweep writes
+
         def q(conn: psycopg.Connection) -> list[str]:
             with conn.transaction():
                 alive = conn.execute(
@@ -160,11 +162,11 @@ class PostgresClaims(ThreadClaims):
                     "freed AS (DELETE FROM thread_claims c WHERE c.process_id IN (SELECT id FROM dead) "
                     "          OR NOT EXISTS (SELECT 1 FROM processes p WHERE p.id = c.process_id) "
                     "          RETURNING thread_id) "
-                    "UPDATE runs SET status = %s, cause = %s, error_code = NULL, error_message = %s, "
+                    "UPDATE runs SET status = %s, cause = %s, error_code = %s, error_message = %s, "
                     "updated_at = (extract(epoch from clock_timestamp()) * 1000)::bigint "
                     "WHERE status = %s AND thread_id IN (SELECT thread_id FROM freed) RETURNING id",
-                    (RunStatus.INTERRUPTED.value, Cause.OWNER_DIED.value, describe(Cause.OWNER_DIED),
-                     RunStatus.RUNNING.value),
+                    (change.status.value, change.cause_value, change.error_code, change.error_message,
+                     change.previous.value),
                 ).fetchall()
             return [bytes(r[0]).decode("utf-8") for r in rows]
 

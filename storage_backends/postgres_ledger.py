@@ -56,12 +56,11 @@ from psycopg.conninfo import conninfo_to_dict
 
 from awaken.core.errors import StoreUnavailable
 from awaken.core.messages import Message, Usage, parts_from_json, parts_to_json
-from awaken.engine.state import RunStatus
+from awaken.engine.state import Cause, RunStatus, recovery
 from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThread, HotThreads, cached_facts, entry_for
 from awaken.ledger.interface import (
     ALL_OWNERS,
     NO_THREAD,
-    RESTART_CAUSE,
     AdmissionFacts,
     Commit,
     DuplicateRun,
@@ -650,13 +649,16 @@ def _recover(conn: psycopg.Connection) -> None:
     The table lock waits for any transaction still writing runs (a killed client's, being rolled
     back or committed right now), so a run it commits cannot slip past this update.
     """
+    change = recovery(Cause.SERVER_RESTART)  # the run state's table decides what recovery writes
     with conn.transaction():
         conn.execute("LOCK TABLE runs IN SHARE ROW EXCLUSIVE MODE")
         conn.execute(
-            "UPDATE runs SET status = %s, error_code = NULL, cause = %s, updated_at = %s WHERE status = %s "
+            "UPDATE runs SET status = %s, error_code = %s, error_message = %s, cause = %s, updated_at = %s "
+            "WHERE status = %s "
             "AND NOT EXISTS (SELECT 1 FROM thread_claims c JOIN processes p ON p.id = c.process_id "
             "                WHERE c.thread_id = runs.thread_id AND p.lease_until >= now())",
-            (RunStatus.INTERRUPTED.value, RESTART_CAUSE, _now_ms(), RunStatus.RUNNING.value),
+            (change.status.value, change.error_code, change.error_message, change.cause_value, _now_ms(),
+             change.previous.value),
         )
 
 

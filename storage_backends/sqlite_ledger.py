@@ -51,12 +51,11 @@ import trio
 
 from awaken.core.errors import StoreUnavailable
 from awaken.core.messages import Message, Usage, parts_from_json, parts_to_json
-from awaken.engine.state import RunStatus
+from awaken.engine.state import Cause, RunStatus, recovery
 from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThreads, cached_facts, entry_for
 from awaken.ledger.interface import (
     ALL_OWNERS,
     NO_THREAD,
-    RESTART_CAUSE,
     AdmissionFacts,
     Commit,
     DuplicateRun,
@@ -341,9 +340,12 @@ class SqliteLedger(Ledger):
             conn.execute("PRAGMA cache_size = -512")
             _migrate(conn)
             now = _now_ms()
+            change = recovery(Cause.SERVER_RESTART)  # the run state's table decides what recovery writes
             conn.execute(
-                "UPDATE runs SET status = ?, error_code = NULL, cause = ?, updated_at = ? WHERE status = ?",
-                (RunStatus.INTERRUPTED.value, RESTART_CAUSE, now, RunStatus.RUNNING.value),
+                "UPDATE runs SET status = ?, error_code = ?, error_message = ?, cause = ?, updated_at = ? "
+                "WHERE status = ?",
+                (change.status.value, change.error_code, change.error_message, change.cause_value, now,
+                 change.previous.value),
             )
             self._load_known(conn)
         except BaseException:

@@ -7,9 +7,6 @@ from .interface import (
     LEDGER_GROUP as LEDGER_GROUP,
 )
 from .interface import (
-    RESTART_CAUSE as RESTART_CAUSE,
-)
-from .interface import (
     TITLE_LIMIT as TITLE_LIMIT,
 )
 from .interface import (

@@ -15,7 +15,8 @@ and one ``ledger_factory`` fixture):
 * **Per-thread order.** Messages get ``seq`` 1, 2, 3… per thread in commit order; ids are unique per
   thread (a duplicate id in a commit raises ``ValueError`` and commits nothing).
 * **Recovery.** ``open`` commits runs left ``running`` by a dead process as ``interrupted`` with
-  cause ``RESTART_CAUSE`` (``"server_restart"``).
+  cause ``server_restart``: exactly the fields of ``awaken.engine.state.recovery(Cause.SERVER_RESTART)``
+  (status, cause, the cause in words, no error code), the run state's table, not the backend, decides them.
 * **Causes.** A run's ``cause`` (why it was interrupted) is stored with its status by ``commit``
   and returned by ``get_run``/``list_runs``.
 * **Errors.** Any failure to reach the store raises ``StoreUnavailable``; nothing partial is left.
@@ -193,10 +194,6 @@ def model_window(messages: Sequence[Message], budget: int) -> tuple[Message, ...
         while start < len(messages) and messages[start].role == "tool":
             start += 1
     return tuple(messages[start:])
-
-
-#: the cause of a run that ``open`` found ``running`` (its process died) and committed ``interrupted``
-RESTART_CAUSE = "server_restart"
 
 
 class AllOwners(enum.Enum):

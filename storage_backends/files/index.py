@@ -362,11 +362,13 @@ class Index:
         elif kind == "recover":
             if thread is None or d is None:
                 raise CorruptRecord(f"recovery for unknown thread {thread_id!r}")
-            for run_id in record["runs"]:
+            for run_id in record["runs"]:  # the change ``state.recovery`` gave (older records: status, words implied)
+                run = d.runs[run_id]
                 self._set_run(thread, d, attrs.evolve(
-                    d.runs[run_id],
-                    status=RunStatus.INTERRUPTED,
+                    run,
+                    status=RunStatus(record.get("status", RunStatus.INTERRUPTED.value)),
                     error_code=None,
+                    error_message=record.get("error_message", run.error_message),
                     cause=record.get("cause"),
                     updated_at=record["updated_at"],
                 ))

@@ -21,12 +21,11 @@ import trio
 
 from awaken.core.errors import StoreUnavailable
 from awaken.core.messages import Message, message_from_json, message_to_json
-from awaken.engine.state import RunStatus
+from awaken.engine.state import Cause, RunStatus, recovery
 from awaken.ledger.hotcache import MIN_KEEP
 from awaken.ledger.interface import (
     ALL_OWNERS,
     NO_THREAD,
-    RESTART_CAUSE,
     AdmissionFacts,
     Commit,
     DuplicateRun,
@@ -413,14 +412,17 @@ class FileLedger(Ledger):
 
     def _recover(self, index: Index, stale: list[ThreadEntry]) -> None:
         now = _now_ms()
+        change = recovery(Cause.SERVER_RESTART)  # the run state's table decides what recovery writes
         for thread in stale:
             assert thread.detail is not None
-            run_ids = [r.run_id for r in thread.detail.runs.values() if r.status is RunStatus.RUNNING]
+            run_ids = [r.run_id for r in thread.detail.runs.values() if r.status is change.previous]
             record = {
                 "type": "recover",
                 "thread": thread.thread_id,
                 "runs": run_ids,
-                "cause": RESTART_CAUSE,
+                "status": change.status.value,
+                "cause": change.cause_value,
+                "error_message": change.error_message,
                 "updated_at": now,
                 "v": FORMAT_VERSION,
             }

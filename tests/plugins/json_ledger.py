@@ -23,10 +23,9 @@ import trio
 
 from awaken.core.errors import StoreUnavailable
 from awaken.core.messages import Message, Usage, message_from_json, message_to_json
-from awaken.engine.state import RunStatus
+from awaken.engine.state import Cause, RunStatus, recovery
 from awaken.ledger.interface import (
     ALL_OWNERS,
-    RESTART_CAUSE,
     Commit,
     DuplicateRun,
     Ledger,
@@ -134,9 +133,11 @@ class JsonFileLedger(Ledger):
 
         def recover(state: State) -> None:
             now = _now_ms()
+            change = recovery(Cause.SERVER_RESTART)  # what recovery writes is the run state's, not ours
             for run in state["runs"].values():
-                if run["status"] == RunStatus.RUNNING.value:
-                    run.update(status=RunStatus.INTERRUPTED.value, error_code=None, cause=RESTART_CAUSE, updated_at=now)
+                if run["status"] == change.previous.value:
+                    run.update(status=change.status.value, error_code=change.error_code,
+                               error_message=change.error_message, cause=change.cause_value, updated_at=now)
 
         await self._write(recover)
 

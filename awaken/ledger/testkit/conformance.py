@@ -37,10 +37,9 @@ from awaken.core.messages import (
     ToolResultPart,
     Usage,
 )
-from awaken.engine.state import RunStatus
+from awaken.engine.state import Cause, RunStatus, recovery
 from awaken.ledger.interface import (
     ALL_OWNERS,
-    RESTART_CAUSE,
     TITLE_LIMIT,
     Commit,
     DuplicateRun,
@@ -506,8 +505,13 @@ async def test_open_marks_running_runs_interrupted(ledger_factory: LedgerFactory
         run_a = await ledger.get_run("run-a")
         assert run_a is not None and run_a.error_code is None and run_a.steps == 1
         causes = {run_id: run.cause for run_id, run in runs.items()}
-        assert causes == {"run-a": RESTART_CAUSE, "run-b": None, "run-c": None, "run-d": RESTART_CAUSE}
-        assert (await ledger.get_run("run-d")).cause == RESTART_CAUSE  # type: ignore[union-attr]
+        restart = Cause.SERVER_RESTART.value
+        assert causes == {"run-a": restart, "run-b": None, "run-c": None, "run-d": restart}
+        assert (await ledger.get_run("run-d")).cause == restart  # type: ignore[union-attr]
+        # the recovery writes the run state's change, every field of it (the cause in words too)
+        recovered = recovery(Cause.SERVER_RESTART)
+        assert (run_a.status, run_a.cause, run_a.error_code, run_a.error_message) == (
+            recovered.status, recovered.cause_value, recovered.error_code, recovered.error_message)
         assert [p.tool_call_id for p in await ledger.pending_calls("B")] == ["c1"]
         after = await snapshot(ledger)
         assert after["B"] == before["B"] and after["C"] == before["C"]

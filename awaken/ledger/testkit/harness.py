@@ -18,9 +18,8 @@ from typing import Any
 import attrs
 
 from awaken.core.messages import Message, TextPart, ToolCallPart, ToolResultPart, Usage
-from awaken.engine.state import RunStatus
+from awaken.engine.state import Cause, RunStatus
 from awaken.ledger.interface import (
-    RESTART_CAUSE,
     Commit,
     Ledger,
     PendingCall,
@@ -236,7 +235,7 @@ async def check_crash_ledger(ledger: Ledger, acks: Sequence[tuple[str, str, int]
             assert run.status is CRASH_STATUS_AFTER[done], (run.run_id, done, run.status)
             assert run.steps == done, (run.run_id, run.steps, done)
             assert run.usage == Usage(done * CRASH_USAGE.input_tokens, done * CRASH_USAGE.output_tokens)
-            expected_cause = RESTART_CAUSE if run.status is RunStatus.INTERRUPTED else None
+            expected_cause = Cause.SERVER_RESTART.value if run.status is RunStatus.INTERRUPTED else None
             assert run.cause == expected_cause, (run.run_id, run.status, run.cause)
             if done == 1:
                 expected_pending.append(f"{run.run_id}-call")
