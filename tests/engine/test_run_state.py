@@ -228,3 +228,24 @@ def test_the_server_restart_cause_has_one_spelling():
 
     assert not hasattr(interface, "RESTART_CAUSE")
     assert recovery(Cause.SERVER_RESTART).cause_value == "server_restart"
+
+
+def test_only_the_run_state_assigns_a_runs_status_cause_or_settled_flag():
+    """Read from the source: outside ``state.py`` no engine or backend module assigns an attribute
+    named ``status``, ``cause``, ``settled``, ``outcome`` or ``refused`` (the engine asks ``RunState``)."""
+    import ast
+
+    from tests.builders import ROOT
+
+    owned = {"status", "cause", "settled", "outcome", "refused"}
+    found = []
+    for top in ("awaken/engine", "storage_backends"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if path == ROOT / "awaken/engine/state.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                targets = (node.targets if isinstance(node, ast.Assign)
+                           else [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else [])
+                found += [f"{path.relative_to(ROOT)}:{node.lineno} .{t.attr}" for t in targets
+                          if isinstance(t, ast.Attribute) and t.attr in owned]
+    assert found == []
