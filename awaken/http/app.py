@@ -188,7 +188,9 @@ def wire_routes(wires: dict[str, Wire]) -> list[tuple[str, re.Pattern[str], Stre
         for method, template, kind in wire.routes():
             if kind in _SERVED_BY:  # a Wire with such routes has a protocol
                 routes.append((method, path_pattern(template), _SERVED_BY[kind](wire.protocol)))
-        routes += [(method, path_pattern(r.path), r.handler) for r in wire.extra for method in r.methods]
+        for extra in wire.extra:
+            handler = extra.serve(wire.protocol)
+            routes += [(method, path_pattern(extra.path), handler) for method in extra.methods]
     return routes
 
 

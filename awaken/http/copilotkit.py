@@ -41,7 +41,8 @@ from awaken.wires.agui.capabilities import capabilities
 from awaken.wires.copilotkit import runtime
 from awaken.wires.copilotkit.replay import Joined, replay_events
 from awaken.wires.encoding import sse_frames, text_payload
-from awaken.wires.registry import Route, Wire
+from awaken.wires.protocol import Protocol
+from awaken.wires.registry import Handler, Route, Wire
 
 PREFIX = "/v1/copilotkit"
 _JSON = [(b"content-type", b"application/json")]
@@ -58,8 +59,9 @@ async def _refuse(send: sse.ASGISend, exc: AwakenError, headers: list[tuple[byte
 
 
 async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
-                params: dict[str, str] | None = None) -> None:
-    """Serve one request under ``PREFIX`` (``scope["path"]`` is already percent-decoded)."""
+                agui: Protocol = AGUI) -> None:
+    """Serve one request under ``PREFIX`` (``scope["path"]`` is already percent-decoded); ``agui``: the
+    AG-UI protocol as this server serves it (its replay memo included)."""
     method = scope.get("method", "GET")
     found = runtime.route(method, scope["path"][len(PREFIX):])
     if found is None:
@@ -94,7 +96,7 @@ async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send:
             body.data, call = call.body, attrs.evolve(call, body=b"")
         else:
             await body.release()
-        await _serve(ctx, call, body, scope, receive, send)
+        await _serve(ctx, agui, call, body, scope, receive, send)
     except (InputRejected, StoreUnavailable) as exc:
         await _refuse(send, exc)
     finally:
@@ -102,7 +104,7 @@ async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send:
             await body.release()
 
 
-async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, body: Body, scope: dict,
+async def _serve(ctx: ServerContext, agui: Protocol, call: runtime.RuntimeCall, body: Body, scope: dict,
                  receive: sse.ASGIReceive, send: sse.ASGISend) -> None:
     """Answer ``call``; ``body`` holds its large-body slot, given back once the run's input is parsed."""
     if call.kind == "info":
@@ -112,24 +114,24 @@ async def _serve(ctx: ServerContext, call: runtime.RuntimeCall, body: Body, scop
     ctx.agents.get(call.agent_id)  # UNKNOWN_AGENT (404) for an agent that is not published
     if call.kind == "run":
         server = ctx.config.server
-        transport = sse.SseTransport(send, receive, sse.sse_headers(AGUI.sse_headers),
+        transport = sse.SseTransport(send, receive, sse.sse_headers(agui.sse_headers),
                                      keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes,
                                      scope=scope)
-        await exchange(ctx, AGUI, transport, body, "application/json", call.agent_id, principal_of(scope))
+        await exchange(ctx, agui, transport, body, "application/json", call.agent_id, principal_of(scope))
     elif call.kind == "connect":
-        await _connect(ctx, call, scope, receive, send)
+        await _connect(ctx, agui, call, scope, receive, send)
     else:
         await _stop(ctx, call, scope, send)
 
 
-async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, receive: sse.ASGIReceive,
+async def _connect(ctx: ServerContext, agui: Protocol, call: runtime.RuntimeCall, scope: dict, receive: sse.ASGIReceive,
                    send: sse.ASGISend) -> None:
     data = load_json_object(call.body)
     thread_id = data.get("threadId")
     if not isinstance(thread_id, str) or not thread_id:
         raise InputRejected("threadId must be a non-empty string")
     principal = principal_of(scope)
-    live = await watch_thread(ctx, AGUI, thread_id, principal)  # first: a run ending now is in the view
+    live = await watch_thread(ctx, agui, thread_id, principal)  # first: a run ending now is in the view
     view = await ctx.ledger.thread_view(thread_id)
     _exists, owner = await ctx.app.owner_of(thread_id)
     if view.thread is not None and not may_see(principal, owner):
@@ -137,7 +139,7 @@ async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, r
     active = ctx.app.active(thread_id)
     history = replay_events(view, active.run_id if live is not None and active is not None else None)
     if live is None:
-        await sse.send_once(send, sse.sse_headers(AGUI.sse_headers), sse_frames(history))
+        await sse.send_once(send, sse.sse_headers(agui.sse_headers), sse_frames(history))
         return
     joined = Joined.of(view.messages)
 
@@ -147,7 +149,7 @@ async def _connect(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, r
         await live(lambda at, payload: deliver(at, payload) if joined.keeps(orjson.loads(payload)) else None)
 
     server = ctx.config.server
-    transport = sse.SseTransport(send, receive, sse.sse_headers(AGUI.sse_headers),
+    transport = sse.SseTransport(send, receive, sse.sse_headers(agui.sse_headers),
                                  keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
     await transport.stream(produce, DETACHED)
 
@@ -166,5 +168,17 @@ async def _stop(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send
     await _json(send, 200, runtime.stop_answer(stopped, call.thread_id, run_id))
 
 
-#: the runtime as a wire: every route under ``PREFIX``, GET and POST, served by ``route``
-WIRE = Wire(extra=(Route(("POST", "GET"), PREFIX + "{rest}", route),))
+def serve(agui: Protocol | None) -> Handler:
+    """The handler of every route under ``PREFIX``, for the AG-UI protocol as the server serves it."""
+    protocol = agui or AGUI
+
+    async def handler(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
+                      params: dict[str, str]) -> None:
+        await route(ctx, scope, receive, send, protocol)
+
+    return handler
+
+
+#: the runtime as a wire: its runs are AG-UI's (one protocol, one replay memo with ``/v1/ag-ui``), and every
+#: route under ``PREFIX``, GET and POST, is ``route``'s
+WIRE = Wire(AGUI, extra=(Route(("POST", "GET"), PREFIX + "{rest}", serve),))

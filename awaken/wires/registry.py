@@ -18,8 +18,9 @@ cross-site checks, CORS, authentication) as every other ``/v1/`` route:
 * ``rejoins``: ``GET`` paths that rejoin the thread's active run (``Last-Event-ID``; 204 when idle);
 * ``history``: ``GET`` paths answering ``{items, cursor}`` pages read by ``read_history``, with the
   visibility rule and the 400/404/503 of every history route;
-* ``extra``: anything else, as ``Route``s whose handler does its own I/O (a wire that needs the HTTP
-  edge's handles gets them as the handler's ``host`` argument: the server's context).
+* ``extra``: anything else, as ``Route``s whose handler does its own I/O: the edge builds it with
+  ``serve(protocol)`` (the wire's protocol as this server serves it, its replay memo included, or None)
+  and calls it with the server's context as its ``host`` argument.
 
 Paths are templates: ``{agent}`` is one path segment naming the agent, ``{thread}`` the rest of the
 path up to the next literal part (a thread id may hold ``/``), and a final ``{rest}`` the path's
@@ -48,6 +49,8 @@ PageReader = Callable[[Ledger, str, "str | None", int], Awaitable[tuple[list, st
 #: an extra route's ASGI handler: ``handler(host, scope, receive, send, params)``; ``params`` are the
 #: path template's parts (``agent``, ``thread``, ``rest``), ``host`` the server's context
 Handler = Callable[[Any, dict, Any, Any, dict[str, str]], Awaitable[None]]
+#: what builds an extra route's handler from the wire's protocol as the server serves it
+HandlerFactory = Callable[[Protocol | None], Handler]
 
 _PART = re.compile(r"\{(agent|thread|rest)\}")
 _REGEX = {"agent": r"(?P<agent>[^/]+)", "thread": r"(?P<thread>.+)", "rest": r"(?P<rest>/.*)?"}
@@ -86,16 +89,17 @@ def _templates(instance: Any, attribute: attrs.Attribute, value: tuple[str, ...]
 
 @attrs.frozen
 class Route:
-    """An extra route: its methods, its path template and the handler that serves it."""
+    """An extra route: its methods, its path template and what builds the handler that serves it."""
 
     methods: tuple[Method, ...]
     path: str = attrs.field(validator=lambda i, a, v: _templates(i, a, (v,)))
-    handler: Handler
+    serve: HandlerFactory
 
 
 @attrs.frozen
 class Wire:
-    """What a wire serves. Run, socket and rejoin paths need a ``protocol``; history paths a ``read_history``."""
+    """What a wire serves. Run, socket and rejoin paths need a ``protocol`` (extra routes may use it too:
+    the CopilotKit runtime's runs are AG-UI's); history paths a ``read_history``."""
 
     protocol: Protocol | None = None
     runs: tuple[str, ...] = attrs.field(default=(), validator=_templates)

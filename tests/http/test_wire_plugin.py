@@ -139,3 +139,17 @@ async def test_the_plugin_wire_is_behind_the_front_door(tmp_path, monkeypatch):
         page = await client.get("/v1/plain/threads/t-auth/messages", headers={**bearer(USER_KEY), "origin": ALLOWED})
         assert page.status_code == 200 and page.headers["access-control-allow-origin"] == ALLOWED
         assert [i["id"] for i in page.json()["items"]][0] == "u1"
+
+
+async def test_copilotkit_runs_share_the_ag_ui_protocol_and_its_replay_memo(tmp_path):
+    """The CopilotKit wire declares AG-UI as its protocol: the server serves both wires one protocol, so a
+    run through ``/v1/copilotkit`` keeps its replayed history in the same replay memo as ``/v1/ag-ui``."""
+    async with live_server(make_config(tmp_path)) as server, server.client() as client:
+        assert server.memo("copilotkit") is server.memo("ag-ui")
+        history = [{"id": f"h{i}", "role": "user" if i % 2 == 0 else "assistant", "content": f"{i} " + "x" * 120}
+                   for i in range(300)]
+        body = {"threadId": "t-ck-memo", "runId": "r1", "state": {}, "tools": [], "context": [],
+                "forwardedProps": {}, "messages": [*history, {"id": "u", "role": "user", "content": "hi"}]}
+        response = await client.post("/v1/copilotkit/agent/assistant/run", json=body)
+        assert response.status_code == 200 and b'"RUN_FINISHED"' in response.content
+        assert "t-ck-memo" in server.memo("ag-ui").owners()
