@@ -167,3 +167,22 @@ async def read_history(client: httpx.AsyncClient, path: str) -> list[dict[str, A
             else:
                 items.append(item)
         cursor = page["cursor"]
+
+
+async def server_history(server: Any, protocol: str, thread: str, headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every committed message of ``thread`` at the server's ``protocol`` history route (``ag-ui`` or ``ai-sdk``)."""
+    async with server.client(**({"headers": headers} if headers else {})) as client:
+        return await read_history(client, f"/v1/{protocol}/threads/{thread}/messages")
+
+
+async def send(tab: Tab, text: str) -> None:
+    """Type ``text`` into a test page's ``#input`` and press ``#send``."""
+    await tab.fill("#input", text)
+    await tab.click("#send")
+
+
+async def settled(tab: Tab, predicate: str, *, idle: str = "s.status === 'ready'") -> dict[str, Any]:
+    """The page's state once ``predicate(state)`` holds and no run is going (``idle``), with no error shown."""
+    state = await tab.wait_for_state(f"s => {idle} && ({predicate})(s)")
+    assert state["errors"] == []
+    return state

@@ -1,7 +1,13 @@
-"""Test helpers: a live server in the test's nursery, SSE parsing, config building."""
+"""The tests' one shared builders module: messages and request bodies for each wire and for the engine,
+config building, a live server in the test's nursery, SSE parsing, credentials and socket URLs.
+
+Every test imports its builders from here; ``tests/package/test_helpers_shared.py`` fails when a helper is
+defined more than twice across ``tests/``."""
 
 from __future__ import annotations
 
+import json
+import socket
 import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +22,8 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from awaken.config import AppConfig, parse_config
+from awaken.core.errors import InputRejected
+from awaken.core.messages import Message, TextPart
 from awaken.http.app import build_asgi
 from awaken.http.context import ServerContext
 from awaken.runtime import tcp
@@ -80,6 +88,48 @@ async def live_server(config: AppConfig) -> AsyncIterator[LiveServer]:
             await ctx.aclose()
 
 
+def openai_config(tmp_path: Path, base_url: str, *, tools: tuple[str, ...] = ("calculator",),
+                  **provider: Any) -> AppConfig:
+    """The repo's config with one agent, ``assistant``, on the OpenAI-compatible provider at ``base_url``
+    (the key from ``FAKE_OPENAI_API_KEY``; ``provider`` adds or replaces settings)."""
+    return make_config(tmp_path,
+                       providers={"openai": {"base_url": base_url, "api_key_env": "FAKE_OPENAI_API_KEY", **provider}},
+                       agents={"assistant": {"model": "openai:fake-model", "tools": list(tools)}},
+                       default_agent="assistant")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_request_outcome(protocol: Any, parsed: object, view: object) -> object:
+    """What ``protocol`` makes of a parsed request against ``view``: the run request, or
+    ``("refused", code, message)``."""
+    try:
+        return protocol.to_run_request(parsed, "t", None, view)
+    except InputRejected as exc:
+        return ("refused", exc.code, exc.message)
+
+
+def bearer(token: str) -> dict[str, str]:
+    """The ``Authorization`` header for ``token``."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+def ws_url(base_url: str, path: str) -> str:
+    """The WebSocket URL of ``path`` on the server at ``base_url``."""
+    return "ws" + base_url.removeprefix("http") + path
+
+
+async def ledger_view(ledger: Any, thread_id: str) -> tuple[Any, ...]:
+    """Everything the ledger holds for one thread (record, runs, messages, pending calls): to prove nothing changed."""
+    return (await ledger.get_thread(thread_id), await ledger.list_runs(thread_id),
+            await ledger.read_messages(thread_id, 0, 10**6), await ledger.pending_calls(thread_id))
+
+
 def parse_sse(raw: str | bytes) -> list[Any]:
     """The ``data:`` payloads of an SSE body, JSON-decoded (``[DONE]`` kept as the string)."""
     text = raw.decode() if isinstance(raw, bytes) else raw
@@ -92,6 +142,41 @@ def parse_sse(raw: str | bytes) -> list[Any]:
         payload = "\n".join(line[6:] for line in lines)
         out.append(payload if payload == "[DONE]" else orjson.loads(payload))
     return out
+
+
+# -- messages and bodies ---------------------------------------------------------------------------------
+
+
+def user(id: str, content: Any) -> dict[str, Any]:
+    """An AG-UI user message (``content`` a string or a list of parts)."""
+    return {"id": id, "role": "user", "content": content}
+
+
+def aisdk_user(id: str, *parts: str | dict[str, Any]) -> dict[str, Any]:
+    """An AI SDK ``UIMessage`` from the user: each string a text part, each dict a part as it is (no part: "hi")."""
+    return {"id": id, "role": "user",
+            "parts": [{"type": "text", "text": p} if isinstance(p, str) else p for p in parts]
+            or [{"type": "text", "text": "hi"}]}
+
+
+def user_message(text: str, *parts: Any, id: str = "u1") -> Message:
+    """The engine's user ``Message``: ``text`` first, then any other parts."""
+    return Message(id, "user", (TextPart(text), *parts))
+
+
+def call(name: str, **args: Any) -> str:
+    """The scripted model's directive to call ``name`` with ``args``."""
+    return f"/call {name} {json.dumps(args)}"
+
+
+def call_ids(events: list[dict[str, Any]]) -> list[str]:
+    """The tool call ids of an AG-UI stream, in the order their calls started."""
+    return [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START"]
+
+
+def ask(thread_id: str, run_id: str, message_id: str | None = None, text: str = "hi") -> dict[str, Any]:
+    """An AG-UI run on ``thread_id`` with one user message (id ``u-<runId>`` unless given)."""
+    return agui_body(thread_id, run_id, [user(message_id or f"u-{run_id}", text)])
 
 
 def agui_body(thread_id: str, run_id: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -107,6 +192,13 @@ async def post_agui(client: httpx.AsyncClient, body: dict[str, Any], path: str =
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     return parse_sse(response.content)
+
+
+async def history_page(client: httpx.AsyncClient, protocol: str, thread_id: str, **params: Any) -> dict[str, Any]:
+    """One page of ``thread_id``'s history route for ``protocol`` (``ag-ui`` or ``ai-sdk``): ``{items, cursor}``."""
+    response = await client.get(f"/v1/{protocol}/threads/{thread_id}/messages", params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
 
 
 def types(events: list[dict[str, Any]]) -> list[str]:

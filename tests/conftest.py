@@ -23,7 +23,7 @@ import trio
 
 from tests import pg_cluster
 from tests.browser_harness import BrowserRunner
-from tests.helpers import default_config_data, live_server, make_config
+from tests.builders import default_config_data, live_server, make_config
 
 #: seconds a Trio test may take (set-up, body and teardown) unless marked ``@pytest.mark.timeout(N)``
 DEFAULT_TIMEOUT_S = 60.0

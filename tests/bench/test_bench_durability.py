@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from bench.durability import CONFIGS, RATIOS, SHAPES
-from tests.helpers import ROOT
+from tests.builders import ROOT
 
 
 def test_the_durability_bench_reports_every_configuration_and_ratio(tmp_path):

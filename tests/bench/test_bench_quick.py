@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.builders import ROOT
 
 #: each target's figure in the report's sections: (section rows, the key its ``value`` comes from)
 FIGURES = {

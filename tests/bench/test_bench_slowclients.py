@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.builders import ROOT
 
 
 @pytest.mark.slow  # real server subprocesses and a burst of 48 MB: about half a minute

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from bench.stall import EXPECTED, KINDS, TARGET_P99_MS
-from tests.helpers import ROOT
+from tests.builders import ROOT
 
 
 @pytest.mark.slow  # a real server subprocess and a probe process

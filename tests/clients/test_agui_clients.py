@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from awaken.engine.state import RunStatus
-from tests.helpers import live_server, record_dedup, squeeze
+from tests.builders import live_server, record_dedup, squeeze
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 SCRIPT = NODE_DIR / "agui_client.mjs"

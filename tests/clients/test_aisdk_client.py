@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from awaken.wires.aisdk.wire import check_chunk
-from tests.helpers import ROOT, parse_sse, record_dedup
+from tests.builders import ROOT, parse_sse, record_dedup
 
 NODE_DIR = ROOT / "tests" / "node"
 SCRIPT = NODE_DIR / "aisdk_client.mjs"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.helpers import live_server, make_config, parse_sse
+from tests.builders import live_server, make_config, parse_sse
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 

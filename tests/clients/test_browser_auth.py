@@ -12,14 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.browser_harness import Tab, read_history
-from tests.helpers import agui_body, default_config_data, live_server, make_config, parse_sse
+from tests.browser_harness import Tab, server_history
+from tests.builders import agui_body, bearer, default_config_data, live_server, make_config, parse_sse
 
 KEYS = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef"}
-
-
-def bearer(who: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {KEYS[who]}"}
 
 
 @pytest.fixture
@@ -31,7 +27,7 @@ async def auth_server(browser, tmp_path, monkeypatch):
     server = dict(default_config_data()["server"], cors_origins=[browser.pages_origin])
     async with live_server(make_config(tmp_path, server=server, auth={"mode": "tokens", "tokens": tokens})) as srv:
         async with srv.client() as client:  # bob's thread, which alice's pages must never see
-            response = await client.post("/v1/ag-ui", headers=bearer("bob"), json=agui_body(
+            response = await client.post("/v1/ag-ui", headers=bearer(KEYS["bob"]), json=agui_body(
                 "bob-secret", "r-bob", [{"id": "b1", "role": "user", "content": "bob's secret"}]))
             assert parse_sse(response.content)[-1]["type"] == "RUN_FINISHED"
         yield srv
@@ -48,11 +44,6 @@ async def listed(tab: Tab) -> dict[str, Any]:
     return await tab.command("eval", expression="window.__listThreads()")
 
 
-async def history(server, protocol: str, thread: str) -> list[dict[str, Any]]:  # noqa: ANN001
-    async with server.client(headers=bearer("alice")) as client:
-        return await read_history(client, f"/v1/{protocol}/threads/{thread}/messages")
-
-
 async def test_a_page_with_a_users_token_sees_only_that_users_threads(browser, auth_server):
     chat = await open_page(browser, auth_server, "usechat", "alice-chat")
     assert await listed(chat) == {"status": 200, "ids": []}
@@ -60,7 +51,7 @@ async def test_a_page_with_a_users_token_sees_only_that_users_threads(browser, a
     await chat.click("#send")
     state = await chat.wait_for_state("s => s.messages.length === 2 && s.status === 'ready'")
     assert state["error"] is None
-    assert state["messages"] == await history(auth_server, "ai-sdk", "alice-chat")
+    assert state["messages"] == await server_history(auth_server, "ai-sdk", "alice-chat", bearer(KEYS["alice"]))
     assert await listed(chat) == {"status": 200, "ids": ["alice-chat"]}
 
     agent = await open_page(browser, auth_server, "httpagent", "alice-agent")
@@ -68,7 +59,7 @@ async def test_a_page_with_a_users_token_sees_only_that_users_threads(browser, a
     await agent.click("#send")
     state = await agent.wait_for_state("s => s.status === 'ready' && s.messages.length === 2")
     assert state["errors"] == []
-    assert state["messages"] == await history(auth_server, "ag-ui", "alice-agent")
+    assert state["messages"] == await server_history(auth_server, "ag-ui", "alice-agent", bearer(KEYS["alice"]))
     assert await listed(agent) == {"status": 200, "ids": ["alice-agent", "alice-chat"]}
     assert await chat.page_errors() == [] and await agent.page_errors() == []
 
@@ -83,6 +74,6 @@ async def test_another_users_thread_is_not_found_from_the_page(browser, auth_ser
     agent = await open_page(browser, auth_server, "httpagent", "bob-secret")
     assert (await agent.state())["historyStatus"] == 404
     assert "bob-secret" not in (await listed(agent))["ids"]
-    async with auth_server.client(headers=bearer("bob")) as client:
+    async with auth_server.client(headers=bearer(KEYS["bob"])) as client:
         items = (await client.get("/v1/ag-ui/threads/bob-secret/messages")).json()["items"]
     assert [m["content"] for m in items if m["role"] == "user"] == ["bob's secret"]

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser_harness import Tab, read_history
-from tests.helpers import default_config_data, live_server, make_config, release
+from tests.browser_harness import Tab, server_history, settled
+from tests.builders import default_config_data, live_server, make_config, release
 
 CALC = '/call calculator {"expression":"6*7"}'
 MODES = pytest.mark.parametrize("mode", ["runtime", "direct"])
@@ -33,13 +33,6 @@ async def send(tab: Tab, text: str) -> None:
     await tab.click("[data-testid=copilot-send-button]")
 
 
-async def settled(tab: Tab, predicate: str) -> dict[str, Any]:
-    """The page's state once ``predicate(state)`` holds and no run is going."""
-    state = await tab.wait_for_state(f"s => !s.running && ({predicate})(s)")
-    assert state["errors"] == []
-    return state
-
-
 def answered(n: int) -> str:
     """A predicate: the conversation has ``n`` messages and ends with an assistant's text."""
     return (f"s => s.messages.length === {n} && s.messages.at(-1).role === 'assistant' "
@@ -48,11 +41,6 @@ def answered(n: int) -> str:
 
 def last_text(state: dict[str, Any]) -> str:
     return next(m["content"] for m in reversed(state["messages"]) if m["role"] == "assistant" and m.get("content"))
-
-
-async def history(server, thread: str) -> list[dict[str, Any]]:  # noqa: ANN001
-    async with server.client() as client:
-        return await read_history(client, f"/v1/ag-ui/threads/{thread}/messages")
 
 
 @MODES
@@ -65,10 +53,10 @@ async def test_text_streams_in(browser, cross_origin_server, mode):
     assert partial["messages"][1]["content"].strip() == "You"
     await tab.screenshot(f"copilotkit-{mode}-streaming")
     await release(cross_origin_server, thread)
-    state = await settled(tab, answered(2))
+    state = await settled(tab, answered(2), idle="!s.running")
     assert last_text(state) == 'You said: "hello from CopilotKit".'
     assert await tab.text("[data-testid=copilot-assistant-message]") == 'You said: "hello from CopilotKit".'
-    assert state["messages"] == await history(cross_origin_server, thread)
+    assert state["messages"] == await server_history(cross_origin_server, "ag-ui", thread)
     await tab.screenshot(f"copilotkit-{mode}-text")
     assert await tab.page_errors() == []
 
@@ -78,11 +66,11 @@ async def test_server_tool(browser, cross_origin_server, mode):
     thread = f"ck-tool-{mode}"
     tab = await open_app(browser, cross_origin_server, thread, mode)
     await send(tab, CALC)
-    state = await settled(tab, answered(4))
+    state = await settled(tab, answered(4), idle="!s.running")
     assert last_text(state) == 'Here is what the tools said: calculator returned {"result":42}.'
     assert await tab.text(".ck-tool[data-tool=calculator][data-status=complete]") == (
         'calculator({"expression":"6*7"}) → {"result":42}')
-    assert state["messages"] == await history(cross_origin_server, thread)
+    assert state["messages"] == await server_history(cross_origin_server, "ag-ui", thread)
     await tab.screenshot(f"copilotkit-{mode}-server-tool")
 
 
@@ -95,9 +83,9 @@ async def test_approval_runs_the_tool(browser, cross_origin_server, mode):
     await tab.screenshot(f"copilotkit-{mode}-gate")
     await tab.click(".ck-tool[data-tool=calculator] button.approve")
     state = await settled(tab, "s => last(s) && last(s).includes('returned')".replace(
-        "last(s)", "(s.messages.at(-1).role === 'assistant' && s.messages.at(-1).content)"))
+        "last(s)", "(s.messages.at(-1).role === 'assistant' && s.messages.at(-1).content)"), idle="!s.running")
     assert last_text(state) == 'Here is what the tools said: calculator returned {"result":42}.'
-    items = await history(cross_origin_server, thread)
+    items = await server_history(cross_origin_server, "ag-ui", thread)
     (result,) = [m for m in items if m["role"] == "tool"]
     assert result["content"] == '{"result":42}' and "error" not in result
     runs = await cross_origin_server.ctx.ledger.list_runs(thread)
@@ -112,10 +100,10 @@ async def test_denial_does_not_run_the_tool(browser, cross_origin_server, mode):
     await send(tab, CALC)
     await tab.click(".ck-tool[data-tool=calculator] button.deny")
     state = await settled(tab, "s => s.messages.at(-1).role === 'assistant' && s.messages.at(-1).content "
-                               "&& s.messages.at(-1).content.includes('denied')")
+                               "&& s.messages.at(-1).content.includes('denied')", idle="!s.running")
     assert last_text(state) == ("Here is what the tools said: calculator failed: denied: the user did not allow "
                                 "this call: the user said no.")
-    items = await history(cross_origin_server, thread)
+    items = await server_history(cross_origin_server, "ag-ui", thread)
     (result,) = [m for m in items if m["role"] == "tool"]
     assert result["error"] == result["content"] and "42" not in result["content"]
     await tab.screenshot(f"copilotkit-{mode}-denied")
@@ -127,10 +115,10 @@ async def test_frontend_tool_answered_by_the_page(browser, cross_origin_server, 
     tab = await open_app(browser, cross_origin_server, thread, mode)
     await tab.fill("#color", "blue")
     await send(tab, '/call pick_color {"question":"Which color?"}')
-    state = await settled(tab, "s => s.messages.at(-1).role === 'assistant' && s.messages.at(-1).content")
+    state = await settled(tab, "s => s.messages.at(-1).role === 'assistant' && s.messages.at(-1).content", idle="!s.running")
     assert last_text(state) == (
         'Here is what the tools said: pick_color returned {"question":"Which color?","color":"blue"}.')
-    items = await history(cross_origin_server, thread)
+    items = await server_history(cross_origin_server, "ag-ui", thread)
     (result,) = [m for m in items if m["role"] == "tool"]
     assert result["content"] == '{"question":"Which color?","color":"blue"}'
     await tab.screenshot(f"copilotkit-{mode}-frontend-tool")
@@ -143,10 +131,10 @@ async def test_shared_state_and_context_written_by_the_page_reach_the_agent(brow
     await tab.fill("#color", "orange")
     await tab.click("#set-state")
     await send(tab, "/state")
-    state = await settled(tab, answered(2))
+    state = await settled(tab, answered(2), idle="!s.running")
     assert last_text(state) == 'State: {"color":"orange"}.'
     await send(tab, "/context")
-    state = await settled(tab, answered(4))
+    state = await settled(tab, answered(4), idle="!s.running")
     assert last_text(state) == 'Context: favorite color = orange.'
     thread_state = (await cross_origin_server.ctx.ledger.get_thread(thread)).state
     assert thread_state == {"color": "orange"}
@@ -158,19 +146,19 @@ async def test_reload_shows_the_thread_and_a_next_turn_works(browser, cross_orig
     thread = f"ck-reload-{mode}"
     tab = await open_app(browser, cross_origin_server, thread, mode)
     await send(tab, "first")
-    await settled(tab, answered(2))
+    await settled(tab, answered(2), idle="!s.running")
     await send(tab, CALC)
-    await settled(tab, answered(6))
+    await settled(tab, answered(6), idle="!s.running")
     before = await tab.text("[data-testid=copilot-message-list]")
     await tab.reload()
-    state = await settled(tab, answered(6))
+    state = await settled(tab, answered(6), idle="!s.running")
     await tab.screenshot(f"copilotkit-{mode}-reloaded")
-    assert state["messages"] == await history(cross_origin_server, thread)
+    assert state["messages"] == await server_history(cross_origin_server, "ag-ui", thread)
     assert await tab.text("[data-testid=copilot-message-list]") == before
     await send(tab, "after the reload")
-    state = await settled(tab, answered(8))
+    state = await settled(tab, answered(8), idle="!s.running")
     assert last_text(state) == 'You said: "after the reload".'
-    assert state["messages"] == await history(cross_origin_server, thread)
+    assert state["messages"] == await server_history(cross_origin_server, "ag-ui", thread)
     assert await tab.page_errors() == []
 
 
@@ -190,7 +178,7 @@ async def test_a_page_reloaded_mid_run_joins_the_run_through_the_runtime(browser
     thread = "ck-join-runtime"
     tab = await open_app(browser, continue_server, thread, "runtime", agent="detached")
     await send(tab, "first")
-    await settled(tab, answered(2))
+    await settled(tab, answered(2), idle="!s.running")
     await send(tab, f"second\n/hold {thread}")
     await tab.wait_for_state("s => s.running && s.messages.length === 4 && s.messages[3].content")
     await tab.reload()
@@ -201,11 +189,11 @@ async def test_a_page_reloaded_mid_run_joins_the_run_through_the_runtime(browser
     assert continue_server.ctx.app.active(thread) is not None  # still the held run
     await tab.screenshot("copilotkit-runtime-joined")
     await release(continue_server, thread)
-    state = await settled(tab, answered(4))
+    state = await settled(tab, answered(4), idle="!s.running")
     assert last_text(state) == 'You said: "second".'
-    assert state["messages"] == await history(continue_server, thread)
+    assert state["messages"] == await server_history(continue_server, "ag-ui", thread)
     await send(tab, "third")
-    state = await settled(tab, answered(6))
+    state = await settled(tab, answered(6), idle="!s.running")
     assert last_text(state) == 'You said: "third".'
-    assert state["messages"] == await history(continue_server, thread)
+    assert state["messages"] == await server_history(continue_server, "ag-ui", thread)
     assert await tab.page_errors() == []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.browser_harness import Tab, read_history
+from tests.browser_harness import Tab, send, server_history, settled
 
 CALC = '/call calculator {"expression":"6*7"}'
 
@@ -22,25 +22,8 @@ async def open_agent(browser, server, thread: str, agent: str = "assistant") -> 
     return tab
 
 
-async def send(tab: Tab, text: str) -> None:
-    await tab.fill("#input", text)
-    await tab.click("#send")
-
-
-async def settled(tab: Tab, predicate: str) -> dict[str, Any]:
-    """The page's state once ``predicate(state)`` holds and no run is going."""
-    state = await tab.wait_for_state(f"s => s.status === 'ready' && ({predicate})(s)")
-    assert state["errors"] == []
-    return state
-
-
 def last_text(state: dict[str, Any]) -> str:
     return next(m["content"] for m in reversed(state["messages"]) if m["role"] == "assistant" and m.get("content"))
-
-
-async def history(server, thread: str) -> list[dict[str, Any]]:  # noqa: ANN001
-    async with server.client() as client:
-        return await read_history(client, f"/v1/ag-ui/threads/{thread}/messages")
 
 
 def without_decisions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -53,7 +36,7 @@ async def test_text(browser, cross_origin_server):
     await send(tab, "hello from the browser")
     state = await settled(tab, "s => s.messages.length === 2")
     assert await tab.text("#messages") == 'user\nhello from the browser\nassistant\nYou said: "hello from the browser".'
-    assert state["messages"] == await history(cross_origin_server, "ha-text")
+    assert state["messages"] == await server_history(cross_origin_server, "ag-ui", "ha-text")
     await tab.screenshot("httpagent-text")
     assert await tab.page_errors() == []
 
@@ -65,7 +48,7 @@ async def test_server_tool(browser, cross_origin_server):
     assert await tab.text(".tool[data-tool=calculator][data-state=done]") == (
         'calculator({"expression":"6*7"}) → {"result":42}')
     assert last_text(state) == 'Here is what the tools said: calculator returned {"result":42}.'
-    assert state["messages"] == await history(cross_origin_server, "ha-tool")
+    assert state["messages"] == await server_history(cross_origin_server, "ag-ui", "ha-tool")
     await tab.screenshot("httpagent-server-tool")
 
 
@@ -77,7 +60,7 @@ async def test_approval_runs_the_tool(browser, cross_origin_server):
     assert last_text(state) == 'Here is what the tools said: calculator returned {"result":42}.'
     # the server's result follows the page's decision and is what the page shows
     assert await tab.text(".tool[data-tool=calculator]") == 'calculator({"expression":"6*7"}) → {"result":42}'
-    assert without_decisions(state["messages"]) == await history(cross_origin_server, "ha-approve")
+    assert without_decisions(state["messages"]) == await server_history(cross_origin_server, "ag-ui", "ha-approve")
     runs = await cross_origin_server.ctx.ledger.list_runs("ha-approve")
     assert [(r.status.value, r.steps) for r in runs] == [("completed", 2)]
     await tab.screenshot("httpagent-approved")
@@ -90,7 +73,7 @@ async def test_denial_does_not_run_the_tool(browser, cross_origin_server):
     state = await settled(tab, "s => s.messages.at(-1).role === 'assistant' && s.messages.at(-1).content")
     assert last_text(state) == ("Here is what the tools said: calculator failed: denied: the user did not allow "
                                 "this call: the user said no.")
-    items = await history(cross_origin_server, "ha-deny")
+    items = await server_history(cross_origin_server, "ag-ui", "ha-deny")
     (result,) = [m for m in items if m["role"] == "tool"]
     assert result["error"] == result["content"] and "42" not in result["content"]
     # live, TOOL_CALL_RESULT carries the denial as content (AG-UI events have no error field);
@@ -110,7 +93,7 @@ async def test_client_tool_answered_by_the_page(browser, cross_origin_server):
     assert last_text(state) == 'Here is what the tools said: ask_user returned {"answer":"blue"}.'
     assert await tab.text(".tool[data-tool=ask_user]") == (
         'ask_user({"question":"Favourite colour?"}) → {"answer":"blue"}')
-    assert state["messages"] == await history(cross_origin_server, "ha-client")
+    assert state["messages"] == await server_history(cross_origin_server, "ag-ui", "ha-client")
 
 
 async def test_history_reload_shows_the_conversation(browser, cross_origin_server):
@@ -123,11 +106,11 @@ async def test_history_reload_shows_the_conversation(browser, cross_origin_serve
     await tab.reload()
     state = await tab.wait_for_state("s => s.historyStatus === 200 && s.messages.length === 6")
     assert await tab.text("#messages") == before
-    assert state["messages"] == await history(cross_origin_server, "ha-reload")
+    assert state["messages"] == await server_history(cross_origin_server, "ag-ui", "ha-reload")
     await tab.screenshot("httpagent-reloaded")
     # the reloaded agent goes on: it resends the history it loaded, the server keeps only the new turn
     await send(tab, "after the reload")
     state = await settled(tab, "s => s.messages.length === 8")
     assert last_text(state) == 'You said: "after the reload".'
-    assert state["messages"] == await history(cross_origin_server, "ha-reload")
+    assert state["messages"] == await server_history(cross_origin_server, "ag-ui", "ha-reload")
     assert await tab.page_errors() == []

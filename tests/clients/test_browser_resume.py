@@ -13,7 +13,7 @@ import trio
 
 from awaken.engine.state import RunStatus
 from tests.browser_harness import Tab, read_history
-from tests.helpers import default_config_data, held, live_server, make_config, release
+from tests.builders import default_config_data, held, live_server, make_config, release
 
 WORDS = 30
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser_harness import Tab, read_history
-from tests.helpers import default_config_data, live_server, make_config
+from tests.browser_harness import Tab, send, server_history
+from tests.builders import default_config_data, live_server, make_config
 
 CALC = '/call calculator {"expression":"6*7"}'
 
@@ -30,21 +30,11 @@ async def open_chat(browser, server, thread: str, agent: str = "assistant", page
     return tab
 
 
-async def send(tab: Tab, text: str) -> None:
-    await tab.fill("#input", text)
-    await tab.click("#send")
-
-
 async def settled(tab: Tab, messages: int) -> dict[str, Any]:
     """The page's state once it holds ``messages`` messages and the chat is idle again."""
     state = await tab.wait_for_state(f"s => s.messages.length === {messages} && s.status === 'ready'")
     assert state["error"] is None
     return state
-
-
-async def history(server, thread: str) -> list[dict[str, Any]]:  # noqa: ANN001
-    async with server.client() as client:
-        return await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
 
 
 def tool_part(message: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +50,7 @@ async def test_text(browser, cross_origin_server, page):
     state = await settled(tab, 2)
     shown = await tab.text("#messages")
     assert shown == 'user\nhello from the browser\nassistant\nYou said: "hello from the browser".'
-    assert state["messages"] == await history(cross_origin_server, f"uc-text-{page}")
+    assert state["messages"] == await server_history(cross_origin_server, "ai-sdk", f"uc-text-{page}")
     await tab.screenshot(f"{page}-text")
     assert await tab.page_errors() == []
 
@@ -75,7 +65,7 @@ async def test_server_tool(browser, cross_origin_server, page):
     shown = await tab.text("#messages .message[data-role=assistant]")
     assert shown == ('assistant\ncalculator({"expression":"6*7"}) → {"result":42}\n'
                      'Here is what the tools said: calculator returned {"result":42}.')
-    assert state["messages"] == await history(cross_origin_server, f"uc-tool-{page}")
+    assert state["messages"] == await server_history(cross_origin_server, "ai-sdk", f"uc-tool-{page}")
     await tab.screenshot(f"{page}-server-tool")
 
 
@@ -91,7 +81,7 @@ async def test_approval_runs_the_tool(browser, cross_origin_server, page):
     assert (part["state"], part["output"], part["approval"]["approved"]) == ("output-available", {"result": 42}, True)
     assert (await tab.text(".message[data-role=assistant] .part.text")) == (
         'Here is what the tools said: calculator returned {"result":42}.')
-    assert state["messages"] == await history(cross_origin_server, f"uc-approve-{page}")
+    assert state["messages"] == await server_history(cross_origin_server, "ai-sdk", f"uc-approve-{page}")
     runs = await cross_origin_server.ctx.ledger.list_runs(f"uc-approve-{page}")
     assert [r.status.value for r in runs] == ["completed"]
 
@@ -107,7 +97,7 @@ async def test_denial_does_not_run_the_tool(browser, cross_origin_server, page):
     assert "output" not in part
     shown = await tab.text(".message[data-role=assistant]")
     assert "denied: the user did not allow this call" in shown and "42" not in shown
-    assert state["messages"] == await history(cross_origin_server, f"uc-deny-{page}")
+    assert state["messages"] == await server_history(cross_origin_server, "ai-sdk", f"uc-deny-{page}")
     await tab.screenshot(f"{page}-denied")
 
 
@@ -122,7 +112,7 @@ async def test_client_tool_answered_by_the_page(browser, cross_origin_server, pa
     assert (part["state"], part["output"]) == ("output-available", {"answer": "blue"})
     assert (await tab.text(".message[data-role=assistant] .part.text")) == (
         'Here is what the tools said: ask_user returned {"answer":"blue"}.')
-    assert state["messages"] == await history(cross_origin_server, f"uc-client-{page}")
+    assert state["messages"] == await server_history(cross_origin_server, "ai-sdk", f"uc-client-{page}")
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -136,13 +126,13 @@ async def test_history_reload_shows_the_conversation(browser, cross_origin_serve
     await tab.reload()
     state = await tab.wait_for_state("s => s.historyStatus === 200 && s.messages.length === 4")
     assert await tab.text("#messages") == before
-    assert state["messages"] == await history(cross_origin_server, f"uc-reload-{page}")
+    assert state["messages"] == await server_history(cross_origin_server, "ai-sdk", f"uc-reload-{page}")
     await tab.screenshot(f"{page}-reloaded")
     # the reloaded chat goes on: it resends the history it loaded, the server keeps only the new turn
     await send(tab, "after the reload")
     state = await settled(tab, 6)
     assert state["messages"][-1]["parts"][-1]["text"] == 'You said: "after the reload".'
-    assert state["messages"] == await history(cross_origin_server, f"uc-reload-{page}")
+    assert state["messages"] == await server_history(cross_origin_server, "ai-sdk", f"uc-reload-{page}")
     assert await tab.page_errors() == []
 
 

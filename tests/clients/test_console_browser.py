@@ -15,7 +15,7 @@ import trio
 
 from awaken.core.errors import StoreUnavailable
 from tests.browser_harness import Tab, read_history
-from tests.helpers import agui_body, held, live_server, parse_sse, post_agui, release
+from tests.builders import agui_body, held, live_server, parse_sse, post_agui, release
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 COMBOS = [("ai-sdk", "sse"), ("ai-sdk", "ws"), ("ag-ui", "sse"), ("ag-ui", "ws")]
@@ -44,7 +44,7 @@ async def say(tab: Tab, text: str) -> None:
     await tab.click("#chat-send")
 
 
-async def settled(tab: Tab) -> None:
+async def chat_idle(tab: Tab) -> None:
     await tab.wait_for("() => ['ready', 'error'].includes(document.querySelector('#chat-status')?.dataset.status)"
                        " && !document.querySelector('#chat-send').disabled")
 
@@ -63,7 +63,7 @@ async def test_chat_over_each_protocol_runs_server_tool_approval_denial_and_clie
     await say(tab, '/call calculator {"expression": "6*7"}')
     await tool_state(tab, "calculator", "output-available")
     await wait_text(tab, "#transcript .message[data-role=assistant]", "42")
-    await settled(tab)
+    await chat_idle(tab)
     async with server.client() as client:
         history = await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
     assert [m["role"] for m in history] == ["user", "assistant"]
@@ -71,18 +71,18 @@ async def test_chat_over_each_protocol_runs_server_tool_approval_denial_and_clie
     thread = await chat_to(tab, server, protocol, transport, "guarded")
     await say(tab, '/call calculator {"expression": "2+3"}')
     await tool_state(tab, "calculator", "approval-requested")
-    await settled(tab)
+    await chat_idle(tab)
     await tab.click("#transcript .approve")
     await tool_state(tab, "calculator", "output-available")
     await wait_text(tab, "#transcript .message[data-role=assistant]", "5")
-    await settled(tab)
+    await chat_idle(tab)
     await say(tab, '/call calculator {"expression": "1/1"}')
     await tab.wait_for("() => document.querySelectorAll('#transcript [data-tool=calculator]').length === 2"
                        " && document.querySelector('#transcript [data-state=approval-requested] .deny')")
-    await settled(tab)
+    await chat_idle(tab)
     await tab.fill("#transcript [data-state=approval-requested] .reason", "not today")
     await tab.click("#transcript [data-state=approval-requested] .deny")
-    await settled(tab)
+    await chat_idle(tab)
     async with server.client() as client:
         history = await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
         runs = (await client.get(f"/v1/threads/{thread}")).json()["runs"]
@@ -93,12 +93,12 @@ async def test_chat_over_each_protocol_runs_server_tool_approval_denial_and_clie
     thread = await chat_to(tab, server, protocol, transport, "frontend")
     await say(tab, '/call ask_user {"question": "Which colour?"}')
     await tool_state(tab, "ask_user", "input-available")
-    await settled(tab)
+    await chat_idle(tab)
     await tab.fill("#transcript .answer-text", "teal")
     await tab.click("#transcript .answer")
     await tool_state(tab, "ask_user", "output-available")
     await wait_text(tab, "#transcript .message[data-role=assistant]", "teal")
-    await settled(tab)
+    await chat_idle(tab)
     async with server.client() as client:
         history = await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
     (answer,) = [p for m in history for p in m["parts"] if p["type"] == "tool-ask_user"]
@@ -115,7 +115,7 @@ async def test_sessions_list_shows_a_thread_made_over_each_protocol(browser, ser
         threads.append(await chat_to(tab, server, protocol, transport, "assistant"))
         await say(tab, f"hello over {protocol} {transport}")
         await wait_text(tab, "#transcript .message[data-role=assistant]", "You said")
-        await settled(tab)
+        await chat_idle(tab)
     await goto(tab, server, "/sessions")
     await tab.wait_for("() => document.querySelector('#sessions')?.dataset.loaded === 'true'")
     shown = await tab.command("eval", expression="[...document.querySelectorAll('tr.session')].map((r) => r.dataset.thread)")
@@ -178,7 +178,7 @@ async def test_session_view_matches_the_history_route_field_for_field(browser, s
     thread = await chat_to(tab, server, "ai-sdk", "sse", "guarded")
     await say(tab, '/think weighing it\n/call calculator {"expression": "3*3"}\n/call current_time {}')
     await tab.wait_for("() => document.querySelectorAll('#transcript [data-state=approval-requested]').length === 2")
-    await settled(tab)
+    await chat_idle(tab)
     await goto(tab, server, f"/sessions/{thread}")
     await tab.wait_for("() => document.querySelector('#view')?.dataset.loaded === 'true'")
     # both calls wait on a person: approve one, deny the other with a reason, from the session view
@@ -212,7 +212,7 @@ async def test_agents_and_chat_pages_render_at_both_widths(browser, server):
     await chat_to(tab, server, "ag-ui", "sse", "guarded")
     await say(tab, '/think about it\n/call calculator {"expression": "7+8"}')
     await tool_state(tab, "calculator", "approval-requested")
-    await settled(tab)
+    await chat_idle(tab)
     await tab.screenshot("chat-1280")
     await tab.command("viewport", width=390, height=844)
     await tab.screenshot("chat-390")
@@ -430,7 +430,7 @@ async def test_the_main_controls_are_reachable_and_work_from_the_keyboard(browse
     await tab_to(tab, "#chat-send")
     await tab.press("Space")
     await tool_state(tab, "calculator", "approval-requested")
-    await settled(tab)
+    await chat_idle(tab)
     await tab.command("eval", expression="document.activeElement?.blur()")
     await tab_to(tab, "#transcript .approve")
     await tab.press("Enter")
@@ -454,7 +454,7 @@ async def test_every_page_fits_1280_and_390_px_without_horizontal_scroll(browser
     thread = await chat_to(tab, server, "ai-sdk", "sse", "guarded")
     await say(tab, '/think a long thought ' + "x" * 300 + '\n/call calculator {"expression": "' + "1+" * 60 + '1"}')
     await tool_state(tab, "calculator", "approval-requested")
-    await settled(tab)
+    await chat_idle(tab)
     pages = {"sessions": "() => document.querySelector('#sessions')?.dataset.loaded === 'true'",
              f"sessions/{thread}": "() => document.querySelector('#view')?.dataset.loaded === 'true'",
              "agents": "() => document.querySelectorAll('.agent').length === 3",
@@ -487,7 +487,7 @@ async def test_nothing_moves_while_a_stream_renders(browser, server, width):
     await tab.command("viewport", width=width, height=800)
     await chat_to(tab, server, "ai-sdk", "sse", "assistant")
     await say(tab, "/words 200")  # a transcript taller than the screen
-    await settled(tab)
+    await chat_idle(tab)
     gate = f"console-steady-{width}"
     await tab.command("eval", expression=f"""(() => {{ window.__boxes = new Set(); window.__sampling = true;
       const f = () => {{ window.__boxes.add({BOXES}); if (window.__sampling) requestAnimationFrame(f); }}; f(); }})()""")
@@ -496,7 +496,7 @@ async def test_nothing_moves_while_a_stream_renders(browser, server, width):
                        " && document.querySelectorAll('#transcript .message[data-role=assistant]').length === 2")
     async with trio.open_nursery() as nursery:
         nursery.start_soon(release, server, gate)
-        await settled(tab)
+        await chat_idle(tab)
     boxes = await tab.command("eval", expression="window.__sampling = false, [...window.__boxes]")
     assert len(boxes) == 1, boxes
     # the newest words are in sight: the transcript follows the stream to its end

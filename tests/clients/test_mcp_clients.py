@@ -15,11 +15,11 @@ import pytest
 import trio
 
 from awaken.engine.state import RunStatus
+from tests.builders import ROOT, default_config_data, make_config, squeeze
 from tests.clients.test_agui_clients import PACKAGES, WAITING_RUN
 from tests.clients.test_agui_clients import SCRIPT as AGUI_SCRIPT
 from tests.clients.test_aisdk_client import LIBS, assert_history_matches
 from tests.clients.test_aisdk_client import SCRIPT as AISDK_SCRIPT
-from tests.helpers import ROOT, default_config_data, make_config, squeeze
 
 NODE_DIR = ROOT / "tests" / "node"
 CALL = '/call time__convert_time {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}'
@@ -70,7 +70,7 @@ async def test_agui_approve_runs_the_published_server_tool(server, package):
                       json.dumps({"path": "/v1/ag-ui/agents/clock", "text": CALL})])
     assert out["logs"] == [] and all("failed" not in run for run in out["runs"])
     waiting, resumed, _ = [squeeze(run["types"]) for run in out["runs"]]
-    # a 1.x client is handed the gate as an interrupt, after the snapshots (README "AG-UI interrupts")
+    # a 1.x client is handed the gate as an interrupt, after the snapshots (docs/clients.md, "AG-UI interrupts")
     interrupt = ["STATE_SNAPSHOT", "MESSAGES_SNAPSHOT"] if package == "agui-client-1" else []
     assert waiting == [*WAITING_RUN[:-1], *interrupt, "RUN_FINISHED"]
     assert resumed[:2] == ["RUN_STARTED", "TOOL_CALL_RESULT"] and resumed[-1] == "RUN_FINISHED"

@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from awaken.engine.state import RunStatus
-from tests.helpers import agui_body, default_config_data, held, live_server, make_config, release
+from tests.builders import agui_body, default_config_data, held, live_server, make_config, release
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 SCRIPT = NODE_DIR / "rejoin_client.mjs"

@@ -29,7 +29,7 @@ from awaken.wires.agui.adapter import PROTOCOL as AGUI
 from awaken.wires.agui.request import AguiInput, InputMessage, ToolMessage
 from awaken.wires.aisdk.adapter import PROTOCOL as AISDK
 from awaken.wires.aisdk.request import AiSdkInput, InputUIMessage, ToolPartAnswer
-from awaken.wires.protocol import Protocol
+from tests.builders import run_request_outcome
 from tests.ledger_harness import BACKENDS
 from tests.plugins.json_ledger import JsonFileLedger
 
@@ -108,13 +108,6 @@ def aisdk_request(draw: st.DrawFn, ids: list[str], calls: list[str]) -> AiSdkInp
     return AiSdkInput("t", None, trigger, inputs, answers, "assistant-1" if answers else None)
 
 
-def outcome(protocol: Protocol, parsed: object, view: object) -> object:
-    try:
-        return protocol.to_run_request(parsed, "t", None, view)  # type: ignore[arg-type]
-    except InputRejected as exc:
-        return ("refused", exc.code, exc.message)
-
-
 @pytest.mark.parametrize("backend", list(FACTORIES))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=steps, data=st.data(), tail=st.integers(0, 6))
@@ -134,7 +127,7 @@ def test_the_fast_path_admits_exactly_what_the_plain_path_admits(backend, plan, 
                         fast = await admission_view(ledger, "t", asks.message_ids, asks.calls, tail)
                         assert (fast.thread, fast.pending) == (plain.thread, plain.pending)
                         assert fast.messages == (plain.messages[max(0, len(plain.messages) - tail):] if tail else ())
-                        assert outcome(protocol, parsed, fast) == outcome(protocol, parsed, plain)
+                        assert run_request_outcome(protocol, parsed, fast) == run_request_outcome(protocol, parsed, plain)
 
     trio.run(main)
 
@@ -298,7 +291,7 @@ def test_a_replayed_history_is_admitted_without_decoding_what_the_thread_holds(b
                             parsed = parse_run_input(orjson.dumps(sanitized), "application/json")
                         except InputRejected as exc:
                             return ("refused", exc.code, exc.message)
-                        return outcome(AGUI, parsed, plain_view)
+                        return run_request_outcome(AGUI, parsed, plain_view)
 
                     scanned = fast()
                     expected = plain()
@@ -308,7 +301,7 @@ def test_a_replayed_history_is_admitted_without_decoding_what_the_thread_holds(b
                         continue
                     parsed, asks = scanned  # type: ignore[misc]
                     view = await admission_view(ledger, "t", asks.message_ids, asks.calls, tail)
-                    assert outcome(AGUI, parsed, view) == expected
+                    assert run_request_outcome(AGUI, parsed, view) == expected
 
     trio.run(main)
 
@@ -363,7 +356,7 @@ def test_a_replayed_ui_history_is_admitted_without_decoding_what_the_thread_hold
                     try:
                         plain = parse_chat_request(orjson.dumps(dict(body, messages=ui_without_parts(raw, committed))),
                                                    "application/json")
-                        expected = outcome(AISDK, plain, plain_view)
+                        expected = run_request_outcome(AISDK, plain, plain_view)
                     except InputRejected as exc:
                         expected = ("refused", exc.code, exc.message)
                     if parsed is None:  # refused for its shape: the plain path refuses it too
@@ -371,6 +364,6 @@ def test_a_replayed_ui_history_is_admitted_without_decoding_what_the_thread_hold
                         continue
                     asks = AISDK.asks(parsed)
                     view = await admission_view(ledger, "t", asks.message_ids, asks.calls, tail)
-                    assert outcome(AISDK, parsed, view) == expected
+                    assert run_request_outcome(AISDK, parsed, view) == expected
 
     trio.run(main)

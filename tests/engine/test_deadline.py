@@ -11,7 +11,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
-from tests.helpers import ROOT
+from tests.builders import ROOT
 
 HANGING = r'''
 import pytest

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tests.builders import agui_body, live_server, make_config, post_agui, types
 from tests.fake_openai import DONE, fake_openai_server, finish, role, stream, text_reply, tool_call
-from tests.helpers import agui_body, live_server, make_config, post_agui, types
 
 
 def _calls_calculator_as_call_0():

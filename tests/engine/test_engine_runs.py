@@ -17,14 +17,13 @@ import pytest
 import trio
 
 from awaken.core import events as ev
-from awaken.core.messages import Message, TextPart
 from awaken.core.principal import ANONYMOUS
 from awaken.engine import RunApplication
 from awaken.engine import state as runstate
 from awaken.engine.state import Cause, IllegalTransition, RunStatus, transition
 from awaken.http.context import ServerContext
 from awaken.wires.protocol import DENIED, SUPERSEDED, RunRequest, ToolDecision, result_id
-from tests.helpers import default_config_data, make_config
+from tests.builders import default_config_data, make_config, user_message
 
 
 @asynccontextmanager
@@ -44,13 +43,9 @@ async def engine(tmp_path, **agents: dict[str, Any]) -> AsyncIterator[ServerCont
 _ids = itertools.count(1)
 
 
-def user(text: str) -> Message:
-    return Message(f"u{next(_ids)}", "user", (TextPart(text),))
-
-
 def ask(thread_id: str, text: str, agent: str | None = None, run_id: str | None = None):
     """A ``build`` for ``admit``: one new user message."""
-    return lambda view: RunRequest(thread_id, agent, (user(text),), (), run_id)
+    return lambda view: RunRequest(thread_id, agent, (user_message(text, id=f"u{next(_ids)}"),), (), run_id)
 
 
 def decide(thread_id: str, *decisions: ToolDecision):

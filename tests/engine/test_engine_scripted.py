@@ -18,6 +18,7 @@ from awaken.models import ModelRequest
 from awaken.models.scripted import ScriptedModel, parse_script
 from awaken.tools import ToolContext, ToolError, ToolRegistry
 from awaken.tools.builtins import BUILTINS, evaluate
+from tests.builders import user_message
 
 
 class Recorder:
@@ -46,10 +47,6 @@ class Recorder:
         return [c[0] for c in self.calls]
 
 
-def user(text: str, id: str = "u1") -> Message:
-    return Message(id, "user", (TextPart(text),))
-
-
 def result(call_id: str, name: str, content: str, status: str = "ok") -> Message:
     return Message(f"tr_{call_id}", "tool", (ToolResultPart(call_id, name, content, status),))
 
@@ -65,21 +62,21 @@ async def stream(*history: Message) -> Recorder:
 
 async def test_without_a_directive_it_quotes_the_input_in_word_deltas():
     """CONTRACT §2.1: a short deterministic sentence that quotes the input, in small deltas."""
-    out = await stream(user("Hello there"))
+    out = await stream(user_message("Hello there"))
     assert out.calls == [("text", "You "), ("text", "said: "), ("text", '"Hello '), ("text", 'there".')]
     assert out.used == Usage(2, 4)
 
 
 async def test_it_answers_the_newest_user_text():
     """CONTRACT §2.1: directives and the quote come from the newest user message."""
-    out = await stream(user("first", "u1"), Message("a1", "assistant", (TextPart("x"),)), user("second", "u2"))
+    out = await stream(user_message("first", id="u1"), Message("a1", "assistant", (TextPart("x"),)), user_message("second", id="u2"))
     assert out.joined("text") == 'You said: "second".'
 
 
 async def test_call_directive_streams_the_arguments_in_fragments():
     """CONTRACT §2.1: ``/call TOOL {json}`` calls the tool in the first step; arguments arrive in fragments."""
     args = '{"expression": "2 + 3 * 4"}'
-    out = await stream(user(f"/call calculator {args}"))
+    out = await stream(user_message(f"/call calculator {args}"))
     assert out.kinds() == ["tool"] * 4
     (_, index, call_id, name, first), *rest = out.calls
     assert (index, name) == (0, "calculator") and call_id.startswith("call_")
@@ -90,7 +87,7 @@ async def test_call_directive_streams_the_arguments_in_fragments():
 
 async def test_several_call_lines_are_several_calls_in_one_step():
     """CONTRACT §2.1: several ``/call`` lines = several calls in one step (indices 0, 1, …)."""
-    out = await stream(user('/call calculator {"expression": "1"}\n/call current_time\nplease'))
+    out = await stream(user_message('/call calculator {"expression": "1"}\n/call current_time\nplease'))
     starts = [c for c in out.calls if c[2] is not None]
     assert [(c[1], c[3]) for c in starts] == [(0, "calculator"), (1, "current_time")]
     assert starts[1][4] == "{}"
@@ -99,7 +96,7 @@ async def test_several_call_lines_are_several_calls_in_one_step():
 
 async def test_after_the_results_it_answers_with_each_result_and_stops():
     """CONTRACT §2.1: once the results are in, one sentence including each result; never another call."""
-    history = (user('/call calculator {"expression": "6*7"}\n/call current_time {}'),
+    history = (user_message('/call calculator {"expression": "6*7"}\n/call current_time {}'),
                Message("a1", "assistant", ()),
                result("c1", "calculator", '{"result":42}'),
                result("c2", "current_time", "invalid arguments: x", "error"))
@@ -111,7 +108,7 @@ async def test_after_the_results_it_answers_with_each_result_and_stops():
 
 async def test_think_streams_reasoning_before_the_answer():
     """CONTRACT §2.1: ``/think TEXT`` streams TEXT as reasoning before the answer."""
-    out = await stream(user("/think step by step\nWhy?"))
+    out = await stream(user_message("/think step by step\nWhy?"))
     assert out.kinds() == ["reasoning"] * 3 + ["text"] * 3
     assert out.joined("reasoning") == "step by step"
     assert out.joined("text") == 'You said: "Why?".'
@@ -119,14 +116,14 @@ async def test_think_streams_reasoning_before_the_answer():
 
 async def test_think_is_not_repeated_after_tool_results():
     """CONTRACT §2.1 (never loops): reasoning belongs to the first step only."""
-    out = await stream(user('/think hmm\n/call current_time {}'), result("c1", "current_time", "{}"))
+    out = await stream(user_message('/think hmm\n/call current_time {}'), result("c1", "current_time", "{}"))
     assert "reasoning" not in out.kinds()
 
 
 @pytest.mark.parametrize("n", [1, 7, 50])
 async def test_words_answers_with_exactly_n_one_word_deltas(n):
     """CONTRACT §2.1: ``/words N`` — exactly N words, one word per text delta."""
-    out = await stream(user(f"/words {n}"))
+    out = await stream(user_message(f"/words {n}"))
     assert len(out.calls) == n and out.kinds() == ["text"] * n
     assert len(out.joined("text").split()) == n
 
@@ -134,7 +131,7 @@ async def test_words_answers_with_exactly_n_one_word_deltas(n):
 async def test_delay_waits_before_each_delta(autojump_clock):
     """CONTRACT §2.1: ``/delay MS`` waits MS milliseconds before each delta."""
     start = trio.current_time()
-    out = await stream(user("/delay 250\n/words 4"))
+    out = await stream(user_message("/delay 250\n/words 4"))
     assert len(out.calls) == 4
     assert trio.current_time() - start == pytest.approx(1.0)
 
@@ -143,7 +140,7 @@ async def test_fail_raises_a_classified_error_after_the_first_delta():
     """CONTRACT §2.1: ``/fail`` — the model fails with a classified error after its first delta."""
     out = Recorder()
     with pytest.raises(ModelFailure) as info:
-        await ScriptedModel().stream(ModelRequest("s", (user("/fail\nboom"),)), out)
+        await ScriptedModel().stream(ModelRequest("s", (user_message("/fail\nboom"),)), out)
     assert info.value.code == "MODEL_ERROR"
     assert out.calls == [("text", "You ")]
 
@@ -163,18 +160,18 @@ async def test_hold_streams_one_delta_then_waits_for_release():
     model = ScriptedModel()
     held = Recorder()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(model.stream, ModelRequest("system", (user("/hold g1\n/words 3"),)), held)
+        nursery.start_soon(model.stream, ModelRequest("system", (user_message("/hold g1\n/words 3"),)), held)
         await trio.testing.wait_all_tasks_blocked()
         assert held.joined("text") == "alpha "
         await trio.testing.wait_all_tasks_blocked()
         assert held.joined("text") == "alpha "  # still held
         releaser = Recorder()
-        await model.stream(ModelRequest("system", (user("/release g1"),)), releaser)
+        await model.stream(ModelRequest("system", (user_message("/release g1"),)), releaser)
         assert releaser.kinds() and "text" in releaser.kinds()
     assert held.joined("text") == "alpha bravo charlie"
     # an open gate stays open: a later hold on it passes at once
     again = Recorder()
-    await model.stream(ModelRequest("system", (user("/hold g1\n/words 2"),)), again)
+    await model.stream(ModelRequest("system", (user_message("/hold g1\n/words 2"),)), again)
     assert again.joined("text") == "alpha bravo"
     assert (parse_script("/hold a b\n/release c").hold, parse_script("/hold a b\n/release c").release) == ("a b", "c")
 

@@ -21,7 +21,7 @@ from trio_websocket import open_websocket_url
 
 from awaken.config import LimitsConfig
 from awaken.core.principal import Principal
-from tests.helpers import agui_body, held, live_server, make_config, open_gate, parse_sse, types
+from tests.builders import agui_body, ask, bearer, held, live_server, make_config, open_gate, parse_sse, types
 from tests.http.test_agui_http import read_until
 
 ALICE_KEY = "alice-key-0123456789abcdef"
@@ -35,14 +35,6 @@ TOKENS = [
 ALICE = Principal("alice", "user")
 BUSY_2 = ("too many runs at once: 2 are executing for this caller (limits.max_concurrent_runs = 2); "
           "retry in 1 s, or when one of them ends")
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def ask(thread_id: str, run_id: str, text: str = "hi", message_id: str | None = None) -> dict[str, Any]:
-    return agui_body(thread_id, run_id, [{"id": message_id or f"u-{run_id}", "role": "user", "content": text}])
 
 
 def chat(chat_id: str, text: str = "hi") -> dict[str, Any]:
@@ -67,7 +59,7 @@ async def holding(client: httpx.AsyncClient, thread_id: str, gate: str, key: str
     """A run streaming on ``thread_id``, admitted and held at its first delta until ``gate`` opens;
     yields the rest of its events' reader."""
     headers = bearer(key) if key else {}
-    async with client.stream("POST", path, json=ask(thread_id, f"r-{thread_id}", held(gate, 3)),
+    async with client.stream("POST", path, json=ask(thread_id, f"r-{thread_id}", text=held(gate, 3)),
                              headers=headers) as response:
         lines = response.aiter_lines()
         await read_until(lines, "TEXT_MESSAGE_CONTENT")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -19,20 +18,20 @@ import pytest
 import trio
 
 from awaken.engine.state import RunStatus
-from tests.helpers import ROOT, agui_body, default_config_data, live_server, make_config, parse_sse, post_agui
+from tests.builders import (
+    ROOT,
+    agui_body,
+    default_config_data,
+    free_port,
+    live_server,
+    make_config,
+    parse_sse,
+    post_agui,
+    user,
+)
 from tests.mcp.demo_server import PNG
 
 DEMO = [sys.executable, "-m", "tests.mcp.demo_server"]
-
-
-def user(message_id: str, content: str) -> dict[str, Any]:
-    return {"id": message_id, "role": "user", "content": content}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def wait_until(predicate, seconds: float = 20) -> None:  # noqa: ANN001

@@ -14,7 +14,7 @@ from awaken.mcp.config import McpServerConfig
 from awaken.mcp.connection import McpConnection
 from awaken.mcp.results import result_text
 from awaken.tools import ToolError, ToolRegistry
-from tests.helpers import default_config_data, make_config
+from tests.builders import default_config_data, make_config
 
 STDIO = {"transport": "stdio", "command": "mcp-server-time"}
 HTTP = {"transport": "http", "url": "http://127.0.0.1:9/mcp"}

@@ -20,6 +20,15 @@ from awaken.core.messages import Message, TextPart
 from awaken.engine.state import RunStatus
 from awaken.models import ModelRequest
 from awaken.models.openai import OpenAIConfig, OpenAIModel
+from tests.builders import (
+    agui_body,
+    default_config_data,
+    live_server,
+    make_config,
+    parse_sse,
+    post_agui,
+    types,
+)
 from tests.engine.test_openai_provider import Recorder
 from tests.fake_openai import (
     DONE,
@@ -35,15 +44,6 @@ from tests.fake_openai import (
 )
 from tests.fake_openai import stream as sse_stream
 from tests.fake_openai import text as text_chunk
-from tests.helpers import (
-    agui_body,
-    default_config_data,
-    live_server,
-    make_config,
-    parse_sse,
-    post_agui,
-    types,
-)
 
 IDLE = 0.5
 TOTAL = 0.5

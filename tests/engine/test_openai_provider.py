@@ -28,6 +28,7 @@ from awaken.models.openai import OpenAIConfig, OpenAIModel
 from awaken.models.openai.mapping import to_openai_messages
 from awaken.models.openai.sanitize import sanitize
 from awaken.models.openai.sse import SSEParser
+from tests.builders import user_message
 from tests.fake_openai import (
     DONE,
     FAKE_API_KEY_ENV,
@@ -92,12 +93,8 @@ class Recorder:
         return out
 
 
-def user(text_: str, *parts: Any) -> Message:
-    return Message("m-user", "user", (TextPart(text_), *parts))
-
-
 def simple_request(prompt: str = "hello") -> ModelRequest:
-    return ModelRequest("You are terse.", (user(prompt),))
+    return ModelRequest("You are terse.", (user_message(prompt, id="m-user"),))
 
 
 @pytest.fixture(autouse=True)

@@ -18,8 +18,8 @@ import trio
 from awaken.engine.state import RunStatus
 from awaken.tools import Tool, ToolContext, ToolError, ToolRegistry, ToolText
 from awaken.tools.builtins import BUILTINS
+from tests.builders import agui_body, live_server, openai_config, parse_sse, post_agui, types
 from tests.fake_openai import DONE, Send, fake_openai_server, finish, role, stream, text_reply, tool_call
-from tests.helpers import agui_body, live_server, make_config, parse_sse, post_agui, types
 
 NOT_UNICODE = "invalid arguments: not valid Unicode (a string holds a lone surrogate)"
 
@@ -46,21 +46,12 @@ CASES = [
 IDS = ["calculator-escaped", "set_state-value-escaped", "set_state-key-escaped", "calculator-raw", "raw-outside-a-string"]
 
 
-def _config(tmp_path: Any, base_url: str) -> Any:
-    return make_config(
-        tmp_path,
-        providers={"openai": {"base_url": base_url, "api_key_env": "FAKE_OPENAI_API_KEY", "max_retries": 0}},
-        agents={"assistant": {"model": "openai:fake-model", "tools": ["calculator", "set_state"]}},
-        default_agent="assistant",
-    )
-
-
 @pytest.mark.parametrize(("frame", "shown", "result"), CASES, ids=IDS)
 async def test_agui_a_lone_surrogate_in_arguments_is_a_tool_error_the_model_answers(tmp_path, nursery, frame, shown,
                                                                                    result):
     first = stream(role(), frame, finish("tool_calls"), DONE)
     async with fake_openai_server(nursery, [first, text_reply("Sorry, bad input.")]) as upstream:
-        async with live_server(_config(tmp_path, upstream.base_url)) as server, server.client() as client:
+        async with live_server(openai_config(tmp_path, upstream.base_url, tools=("calculator", "set_state"), max_retries=0)) as server, server.client() as client:
             events = await post_agui(client, agui_body("t", "r", [{"id": "u1", "role": "user", "content": "go"}]))
             run = (await server.ctx.ledger.list_runs("t"))[0]
             thread = await server.ctx.ledger.get_thread("t")
@@ -86,7 +77,7 @@ async def test_aisdk_a_lone_surrogate_in_arguments_is_a_tool_error_the_model_ans
     frame, shown, result = CASES[1]
     first = stream(role(), frame, finish("tool_calls"), DONE)
     async with fake_openai_server(nursery, [first, text_reply("Sorry.")]) as upstream:
-        async with live_server(_config(tmp_path, upstream.base_url)) as server, server.client() as client:
+        async with live_server(openai_config(tmp_path, upstream.base_url, tools=("calculator", "set_state"), max_retries=0)) as server, server.client() as client:
             response = await client.post("/v1/ai-sdk/chat", json={"id": "c", "messages": [
                 {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}]})
             run = (await server.ctx.ledger.list_runs("c"))[0]
@@ -147,7 +138,7 @@ async def test_text_with_a_lone_surrogate_reaches_the_wire_repaired(tmp_path, nu
     odd = Send(b'data: {"choices":[{"index":0,"delta":{"reasoning_content":"hm\\udfff"}}]}\n\n'
                b'data: {"choices":[{"index":0,"delta":{"content":"a\\ud800b"}}]}\n\n')
     async with fake_openai_server(nursery, [stream(role(), odd, finish(), DONE)]) as upstream:
-        async with live_server(_config(tmp_path, upstream.base_url)) as server, server.client() as client:
+        async with live_server(openai_config(tmp_path, upstream.base_url, tools=("calculator", "set_state"), max_retries=0)) as server, server.client() as client:
             events = await post_agui(client, agui_body("t", "r", [{"id": "u1", "role": "user", "content": "go"}]))
             run = (await server.ctx.ledger.list_runs("t"))[0]
             history = (await client.get("/v1/ag-ui/threads/t/messages")).json()["items"]

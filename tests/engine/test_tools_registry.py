@@ -7,7 +7,7 @@ import pytest
 from awaken.core.errors import ConfigError
 from awaken.tools import ToolContext, ToolRegistry, load_plugin
 from awaken.tools.builtins import BUILTINS
-from tests.helpers import agui_body, live_server, make_config, post_agui, types
+from tests.builders import agui_body, live_server, make_config, post_agui, types
 
 
 def ctx(state=None):

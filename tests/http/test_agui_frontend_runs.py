@@ -4,15 +4,14 @@ shared state send, run as the issue promises."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from awaken.engine.state import RunStatus
 from awaken.models import ToolSpec
-from tests.helpers import agui_body, live_server, post_agui, squeeze, types
-from tests.helpers import agui_text as text_of
+from tests.builders import agui_body, call, call_ids, live_server, post_agui, squeeze, types, user
+from tests.builders import agui_text as text_of
 
 GUARDED = "/v1/ag-ui/agents/guarded"
 ASK_USER = {"name": "ask_user", "description": "Ask the person a question",
@@ -23,20 +22,8 @@ CALCULATOR_GATE = {"name": "calculator", "description": "Approve a calculation",
 SET_STATE_GATE = {"name": "set_state", "description": "Approve a state change", "parameters": {"type": "object"}}
 
 
-def user(id: str, content: str) -> dict[str, Any]:
-    return {"id": id, "role": "user", "content": content}
-
-
-def call(name: str, **args: Any) -> str:
-    return f"/call {name} {json.dumps(args)}"
-
-
 def tool_message(id: str, tool_call_id: str, content: str) -> dict[str, Any]:
     return {"id": id, "role": "tool", "toolCallId": tool_call_id, "content": content}
-
-
-def call_ids(events: list[dict[str, Any]]) -> list[str]:
-    return [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START"]
 
 
 async def test_a_frontend_tool_call_waits_across_a_restart_and_resumes_with_the_pages_answer(config):

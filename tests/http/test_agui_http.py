@@ -17,7 +17,7 @@ import trio
 
 from awaken.engine.state import RunStatus
 from awaken.ledger.paging import encode_cursor
-from tests.helpers import (
+from tests.builders import (
     agui_body,
     held,
     live_server,
@@ -27,15 +27,12 @@ from tests.helpers import (
     post_agui,
     release,
     types,
+    user,
 )
-from tests.helpers import agui_text as text_of
+from tests.builders import agui_text as text_of
 
 TEXT_RUN = ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", *["TEXT_MESSAGE_CONTENT"] * 3,
             "TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED"]
-
-
-def user(id: str, content: Any) -> dict[str, Any]:
-    return {"id": id, "role": "user", "content": content}
 
 
 def answer_id(events: list[dict[str, Any]]) -> str:

@@ -6,26 +6,29 @@ CONTRACT §2/§2.1 (agents, tools, policies), §3 (resume, stream rules, history
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import jsonpatch
 import pytest
 
 from awaken.engine.state import RunStatus
-from tests.helpers import agui_body, default_config_data, live_server, make_config, post_agui, squeeze, types
-from tests.helpers import agui_text as text_of
+from tests.builders import (
+    agui_body,
+    call,
+    call_ids,
+    default_config_data,
+    ledger_view,
+    live_server,
+    make_config,
+    post_agui,
+    squeeze,
+    types,
+    user,
+)
+from tests.builders import agui_text as text_of
 
 GUARDED = "/v1/ag-ui/agents/guarded"
 FRONTEND = "/v1/ag-ui/agents/frontend"
-
-
-def user(id: str, content: str) -> dict[str, Any]:
-    return {"id": id, "role": "user", "content": content}
-
-
-def call(name: str, **args: Any) -> str:
-    return f"/call {name} {json.dumps(args)}"
 
 
 def tool_message(id: str, tool_call_id: str, content: str, error: str | None = None) -> dict[str, Any]:
@@ -33,10 +36,6 @@ def tool_message(id: str, tool_call_id: str, content: str, error: str | None = N
     if error is not None:
         message["error"] = error
     return message
-
-
-def call_ids(events: list[dict[str, Any]]) -> list[str]:
-    return [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START"]
 
 
 ANSWER = ["STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED"]
@@ -50,11 +49,6 @@ async def history(client, thread_id: str) -> list[dict[str, Any]]:
     response = await client.get(f"/v1/ag-ui/threads/{thread_id}/messages")
     assert response.status_code == 200
     return response.json()["items"]
-
-
-async def ledger_view(ledger, thread_id: str) -> tuple:
-    return (await ledger.get_thread(thread_id), await ledger.list_runs(thread_id),
-            await ledger.read_messages(thread_id, 0, 10**6), await ledger.pending_calls(thread_id))
 
 
 async def suspend(client, thread_id: str, text: str, path: str = GUARDED, run_id: str = "r1",

@@ -20,7 +20,7 @@ from awaken.config.auth import AuthConfig, JwtConfig, TokenConfig
 from awaken.core.errors import ConfigError
 from awaken.http import auth
 from awaken.http.auth.middleware import AuthMiddleware, bearer_token
-from tests.helpers import ROOT, make_config
+from tests.builders import ROOT, make_config
 
 KEY = "k-0123456789abcdef-0123"
 
@@ -261,9 +261,9 @@ def test_config_toml_documents_every_auth_key():
     assert "[[auth.tokens]]" in text and "[auth.jwt]" in text
 
 
-def test_the_readme_auth_tables_are_valid_config(tmp_path):
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Authentication"):]
+def test_the_docs_auth_tables_are_valid_config(tmp_path):
+    readme = (ROOT / "docs" / "security.md").read_text()
+    section = readme[readme.index("## Authentication"):]
     tables = [tomllib.loads(block) for block in re.findall(r"```toml\n(.*?)```", section, re.DOTALL)][:2]
     assert [t["auth"]["mode"] for t in tables] == ["tokens", "jwt"]
     for table in tables:

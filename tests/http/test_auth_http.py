@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from trio_websocket import open_websocket_url
 
 from awaken import cli
-from tests.helpers import agui_body, agui_text, live_server, make_config, parse_sse
+from tests.builders import agui_body, agui_text, bearer, live_server, make_config, parse_sse, ws_url
 
 USER_KEY = "user-key-0123456789abcdef"
 ADMIN_KEY = "admin-key-0123456789abcdef"
@@ -40,14 +40,6 @@ MISSING = {"error": {"code": "UNAUTHENTICATED",
                      "message": "this route needs credentials: send Authorization: Bearer <key>"}}
 JWT_MISSING = {"error": {"code": "UNAUTHENTICATED",
                          "message": "this route needs credentials: send Authorization: Bearer <JWT>"}}
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def ws_url(base_url: str, path: str) -> str:
-    return base_url.replace("http://", "ws://", 1) + path
 
 
 async def refused_upgrade(base_url: str, path: str, subprotocols: list[str]) -> tuple[int, dict[str, str], Any]:

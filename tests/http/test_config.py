@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -15,7 +14,7 @@ import trio
 from awaken.config import load_config, parse_config
 from awaken.core.errors import ConfigError
 from awaken.http.context import ServerContext
-from tests.helpers import ROOT, agui_body, agui_text, default_config_data, live_server, post_agui
+from tests.builders import ROOT, agui_body, agui_text, default_config_data, free_port, live_server, post_agui
 
 
 def test_repo_config_is_the_working_default():
@@ -74,12 +73,6 @@ def test_unknown_tool_and_backend_are_named():
         ServerContext.build(parse_config(data))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_cli_bad_config_exits_with_one_line(tmp_path):
     """`awaken serve --config PATH` with a bad key prints one line and exits 2."""
     bad = tmp_path / "bad.toml"
@@ -94,7 +87,7 @@ async def test_cli_serves_with_config_and_bind_override(tmp_path):
     """`--config` and `--bind` override; the server answers /healthz and stops on SIGTERM."""
     cfg = tmp_path / "c.toml"
     cfg.write_text((ROOT / "config.toml").read_text().replace("./var/awaken.db", str(tmp_path / "a.db")))
-    port = _free_port()
+    port = free_port()
     proc = await trio.lowlevel.open_process(
         [sys.executable, "-m", "awaken", "serve", "--config", str(cfg), "--bind", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -116,12 +109,12 @@ async def test_cli_serves_with_config_and_bind_override(tmp_path):
     assert (tmp_path / "a.db").exists()
 
 
-def test_readme_openai_snippet_is_a_valid_agent_table():
-    """Issue 6.6: the README's three lines point an agent at a local OpenAI-compatible server."""
+def test_docs_openai_snippet_is_a_valid_agent_table():
+    """Issue 6.6: the docs' three lines point an agent at a local OpenAI-compatible server."""
     import re
     import tomllib
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "tools-and-models.md").read_text()
     snippet = re.search(r"```toml\n(\[agents\.assistant\]\n.*?)```", readme, re.S).group(1)
     assert len(snippet.strip().splitlines()) == 3
     data = default_config_data()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser_harness import Tab
-from tests.helpers import agui_body, live_server, make_config, parse_sse
+from tests.builders import agui_body, live_server, make_config, parse_sse
 
 KEYS = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef",
         "root": "root-key-0123456789abcdef"}

@@ -8,15 +8,11 @@ from typing import Any
 import orjson
 
 from awaken.engine.state import RunStatus
-from tests.helpers import agui_body, live_server, make_config, parse_sse, release, types
-from tests.helpers import agui_text as text_of
+from tests.builders import agui_body, live_server, make_config, parse_sse, release, types, user
+from tests.builders import agui_text as text_of
 from tests.http.test_rejoin_http import Frames, is_type
 
 CK = "/v1/copilotkit"
-
-
-def user(id: str, content: str) -> dict[str, Any]:
-    return {"id": id, "role": "user", "content": content}
 
 
 async def sse(response) -> list[dict[str, Any]]:

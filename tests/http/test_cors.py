@@ -15,7 +15,15 @@ from trio_websocket import open_websocket_url
 from awaken.config import edge, parse_config
 from awaken.core.errors import ConfigError
 from awaken.http import cors
-from tests.helpers import agui_body, aisdk_kinds, default_config_data, live_server, make_config, parse_sse
+from tests.builders import (
+    agui_body,
+    aisdk_kinds,
+    default_config_data,
+    live_server,
+    make_config,
+    parse_sse,
+    ws_url,
+)
 
 ALLOWED = "http://localhost:3000"
 ALSO_ALLOWED = "http://localhost:5173"
@@ -48,10 +56,6 @@ def preflight_headers(origin: str, method: str, headers: str = "content-type") -
 
 def cors_headers(response) -> dict[str, str]:  # noqa: ANN001 - an httpx response
     return {k: v for k, v in response.headers.items() if k.startswith("access-control-")}
-
-
-def ws_url(base_url: str, path: str) -> str:
-    return "ws" + base_url.removeprefix("http") + path
 
 
 # -- preflights ------------------------------------------------------------------------------------

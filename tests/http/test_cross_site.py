@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from awaken.engine.state import RunStatus
-from tests.helpers import LiveServer, agui_body, held, parse_sse, post_agui, release, types
+from tests.builders import LiveServer, agui_body, held, parse_sse, post_agui, release, types, user
 
 FOREIGN = "http://evil.example"
 SIMPLE_TYPES = ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=xyz", None]
@@ -28,10 +28,6 @@ def refused(origin: str) -> dict[str, Any]:
     return {"error": {"code": "ORIGIN_NOT_ALLOWED",
                       "message": f"the origin {origin} is neither this server's nor in server.cors_origins: "
                                  "a page on another site may not change state here"}}
-
-
-def user(message_id: str, text: str) -> dict[str, Any]:
-    return {"id": message_id, "role": "user", "content": text}
 
 
 def state_changing_routes(tag: str) -> list[tuple[str, str, bytes]]:

@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from awaken.streams.exchange import MAX_BODY
-from tests.helpers import LiveServer, agui_body, live_server, make_config
+from tests.builders import LiveServer, agui_body, live_server, make_config
 
 KEY = "early-key-0123456789abcdef"
 BODY = orjson.dumps(agui_body("early", "r1", [{"id": "u1", "role": "user", "content": "hi"}]))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -21,13 +20,9 @@ from hypothesis import strategies as st
 
 from awaken.http.app import build_asgi
 from awaken.http.context import ServerContext
-from tests.helpers import agui_body, make_config, parse_sse, post_agui
+from tests.builders import agui_body, make_config, parse_sse, post_agui, user
 
 HISTORY = ("/v1/ag-ui/threads/{}/messages", "/v1/ai-sdk/threads/{}/messages")
-
-
-def user(mid: str, text: str) -> dict[str, Any]:
-    return {"id": mid, "role": "user", "content": text}
 
 
 @pytest.mark.parametrize("limit", ["²", "①", "٣", "1.5", " 5", "0", "501"])

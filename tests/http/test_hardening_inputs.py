@@ -17,20 +17,23 @@ from awaken.core import jsonbody
 from awaken.core.jsonbody import COUNT_WINDOW, MAX_CONTAINERS, MAX_DEPTH, MAX_MESSAGES, count_containers
 from awaken.tools import MAX_STATE_BYTES
 from awaken.wires.agui import adapter as agui_adapter
-from tests.helpers import (
+from tests.builders import (
     agui_body,
     agui_text,
+    aisdk_user,
     default_config_data,
+    history_page,
     live_server,
     make_config,
     parse_sse,
     post_agui,
     types,
+    user,
+    ws_url,
 )
-from tests.http.test_aisdk_http import answered, history, post_chat, tool_call_id
-from tests.http.test_aisdk_http import user as ui_user
+from tests.http.test_aisdk_http import answered, post_chat, tool_call_id
 from tests.streams.test_ws_aisdk import chat, chat_over_ws, until_done
-from tests.streams.test_ws_transport import run_over_ws, ws_url
+from tests.streams.test_ws_transport import run_over_ws
 
 
 def nested(levels: int) -> Any:
@@ -38,10 +41,6 @@ def nested(levels: int) -> Any:
     for _ in range(levels - 1):
         value = [value]
     return value
-
-
-def user(mid: str, text: str) -> dict[str, Any]:
-    return {"id": mid, "role": "user", "content": text}
 
 
 def run_error(events: list[dict[str, Any]]) -> tuple[str, str]:
@@ -150,10 +149,10 @@ async def test_set_state_past_the_size_cap_is_a_tool_error_and_the_thread_keeps_
 
 async def test_an_ai_sdk_tool_output_nested_too_deep_is_a_coded_refusal_not_a_500(client, server):
     path = "/v1/ai-sdk/agents/frontend/chat"
-    first = await post_chat(client, {"id": "deep", "messages": [ui_user("u1", '/call ask_user {"question":"?"}')]},
+    first = await post_chat(client, {"id": "deep", "messages": [aisdk_user("u1", '/call ask_user {"question":"?"}')]},
                             path)
     call = tool_call_id(first)
-    u1, waiting = (await history(client, "deep"))["items"]
+    u1, waiting = (await history_page(client, "ai-sdk", "deep"))["items"]
     response = await client.post(path, json={"id": "deep", "messages": [
         u1, answered(waiting, state="output-available", output=nested(300))]})
     assert response.status_code == 200
@@ -166,7 +165,7 @@ async def test_an_ai_sdk_tool_output_nested_too_deep_over_websocket_is_a_coded_r
     """Finding 5 over WebSocket (it was ``INTERNAL_ERROR``): the same refusal as over HTTP, the call
     still pending, the socket still serving."""
     async with open_websocket_url(ws_url(server.base_url, "/v1/ai-sdk/ws")) as ws:
-        question = ui_user("d-u1", '/call ask_user {"question":"?"}')
+        question = aisdk_user("d-u1", '/call ask_user {"question":"?"}')
         asked = await chat_over_ws(ws, chat("deep-ws", [question], agentId="frontend"))
         call = next(c for c in asked if isinstance(c, dict) and c["type"] == "tool-input-available")
         part = {"type": "tool-ask_user", "toolCallId": call["toolCallId"], "state": "output-available",
@@ -177,7 +176,7 @@ async def test_an_ai_sdk_tool_output_nested_too_deep_over_websocket_is_a_coded_r
         refused = await until_done(ws)
         errors = [c for c in refused if isinstance(c, dict) and c["type"] == "error"]
         assert len(errors) == 1 and errors[0]["errorText"].startswith("NESTING_TOO_DEEP: "), refused
-        again = await chat_over_ws(ws, chat("other-ws", [ui_user("o-u1", "hello")]))
+        again = await chat_over_ws(ws, chat("other-ws", [aisdk_user("o-u1", "hello")]))
         assert any(isinstance(c, dict) and c["type"] == "finish" and c.get("finishReason") == "stop" for c in again)
     assert (await server.ctx.ledger.thread_view("deep-ws")).pending[0].tool_call_id == call["toolCallId"]
 

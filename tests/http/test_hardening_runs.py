@@ -21,8 +21,8 @@ from awaken.engine import outcome
 from awaken.engine.state import RunStatus
 from awaken.http import app as server_module
 from awaken.ledger.registry import build_ledger
+from tests.builders import agui_body, held, live_server, make_config, post_agui
 from tests.engine.test_engine_runs import ask, engine, run_once
-from tests.helpers import agui_body, held, live_server, make_config, post_agui
 
 
 async def test_a_final_commit_the_store_cannot_take_in_time_keeps_the_thread_busy_until_it_is_committed(

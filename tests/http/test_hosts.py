@@ -18,7 +18,7 @@ from awaken.config import edge, parse_config
 from awaken.core.errors import ConfigError
 from awaken.http import hosts
 from awaken.http.cors import CorsPolicy
-from tests.helpers import default_config_data, live_server, make_config
+from tests.builders import default_config_data, live_server, make_config
 
 REBIND = "rebind.evil.example"
 KEY = "hosts-key-0123456789abcdef"

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.http.test_auth_http import bearer, claims, hs, jwt_server, unauthenticated
+from tests.builders import bearer
+from tests.http.test_auth_http import claims, hs, jwt_server, unauthenticated
 
 __all__ = ["jwt_server"]  # the live JWT server fixture, shared with test_auth_http
 

@@ -6,6 +6,7 @@ import json
 
 import trio
 
+from tests.builders import agui_body, live_server, openai_config, post_agui, types
 from tests.fake_openai import (
     DONE,
     fake_openai_server,
@@ -17,17 +18,6 @@ from tests.fake_openai import (
     tool_call,
     usage,
 )
-from tests.helpers import agui_body, live_server, make_config, post_agui, types
-
-
-def _config(tmp_path, base_url: str):
-    return make_config(
-        tmp_path,
-        providers={"openai": {"base_url": base_url, "api_key_env": "FAKE_OPENAI_API_KEY",
-                              "first_byte_timeout": 5.0, "idle_timeout": 5.0}},
-        agents={"assistant": {"model": "openai:fake-model", "tools": ["calculator"]}},
-        default_agent="assistant",
-    )
 
 
 async def test_a_full_tool_round_trip_over_agui_with_the_openai_provider(tmp_path, nursery, monkeypatch):
@@ -37,7 +27,7 @@ async def test_a_full_tool_round_trip_over_agui_with_the_openai_provider(tmp_pat
                    tool_call(0, arguments='ession": "6*7"}'), finish("tool_calls"), usage(11, 7), DONE)
     second = text_reply("The answer ", "is 42.", usage=(20, 5))
     async with fake_openai_server(nursery, [first, second]) as upstream:
-        async with live_server(_config(tmp_path, upstream.base_url)) as server, server.client() as client:
+        async with live_server(openai_config(tmp_path, upstream.base_url, first_byte_timeout=5.0, idle_timeout=5.0)) as server, server.client() as client:
             events = await post_agui(client, agui_body("t", "r", [
                 {"id": "u1", "role": "user", "content": "What is 6*7?"}]), )
             history = (await client.get("/v1/ag-ui/threads/t/messages")).json()["items"]
@@ -66,7 +56,7 @@ async def test_a_client_disconnect_closes_the_upstream_request(tmp_path, nursery
     monkeypatch.setenv("FAKE_OPENAI_API_KEY", "k")
     slow = stream(role(), text("Hello"), Pause(30), text(" never"), finish(), DONE)
     async with fake_openai_server(nursery, [slow]) as upstream:
-        async with live_server(_config(tmp_path, upstream.base_url)) as server, server.client() as client:
+        async with live_server(openai_config(tmp_path, upstream.base_url, first_byte_timeout=5.0, idle_timeout=5.0)) as server, server.client() as client:
             body = agui_body("t", "r", [{"id": "u1", "role": "user", "content": "hi"}])
             async with client.stream("POST", "/v1/ag-ui", json=body) as response:
                 async for line in response.aiter_lines():

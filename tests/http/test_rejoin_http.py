@@ -17,7 +17,7 @@ from awaken.core.principal import ANONYMOUS, PRINCIPAL_KEY
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit
 from awaken.ledger.testkit.harness import assistant, run_record, user
-from tests.helpers import LiveServer, agui_body, default_config_data, held, live_server, make_config, release
+from tests.builders import LiveServer, agui_body, default_config_data, held, live_server, make_config, release
 from tests.plugins import gate
 
 GATE = '/call gate {"name": "%s"}'

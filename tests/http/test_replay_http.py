@@ -12,11 +12,7 @@ from typing import Any
 import pytest
 
 from awaken.wires.agui import request as agui_request
-from tests.helpers import agui_body, agui_text, post_agui, types
-
-
-def user(mid: str, content: Any) -> dict[str, Any]:
-    return {"id": mid, "role": "user", "content": content}
+from tests.builders import agui_body, agui_text, post_agui, types, user
 
 
 def assistant(events: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """A first live round trip: the default agent answers over AG-UI and history pages it back."""
 
-from tests.helpers import agui_body, post_agui, types
+from tests.builders import agui_body, post_agui, types
 
 
 async def test_default_agent_answers_and_history_pages_back(client):

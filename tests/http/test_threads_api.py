@@ -21,33 +21,24 @@ from trio_websocket import open_websocket_url
 from awaken.core.messages import Message, TextPart
 from awaken.engine.state import Cause, RunStatus, describe
 from awaken.ledger.interface import Commit, RunRecord
-from tests.helpers import (
+from tests.builders import (
     LiveServer,
     agui_body,
     aisdk_kinds,
+    bearer,
     held,
     live_server,
     make_config,
     parse_sse,
     types,
+    user,
+    ws_url,
 )
 
 KEYS = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef",
         "ops": "ops-key-0123456789abcdef"}
 ROLES = {"alice": "user", "bob": "user", "ops": "admin"}
 NOT_FOUND = "UNKNOWN_THREAD"
-
-
-def bearer(who: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {KEYS[who]}"}
-
-
-def ws_url(server: LiveServer, path: str) -> str:
-    return "ws" + server.base_url.removeprefix("http") + path
-
-
-def user(message_id: str, text: str) -> dict[str, Any]:
-    return {"id": message_id, "role": "user", "content": text}
 
 
 def chat_body(thread_id: str, message_id: str, text: str) -> dict[str, Any]:
@@ -77,7 +68,7 @@ async def client(server):
 async def agui_run(client: httpx.AsyncClient, who: str, thread_id: str, text: str, run_id: str | None = None,
                    path: str = "/v1/ag-ui", message_id: str = "u1") -> list[dict[str, Any]]:
     response = await client.post(path, json=agui_body(thread_id, run_id or f"r-{thread_id}", [user(message_id, text)]),
-                                 headers=bearer(who))
+                                 headers=bearer(KEYS[who]))
     assert response.status_code == 200, response.text
     return parse_sse(response.content)
 
@@ -99,7 +90,7 @@ async def test_the_listing_shows_a_user_only_its_own_threads_newest_first(client
     await agui_run(client, "alice", "a1", "first of alice")
     await agui_run(client, "bob", "b1", "bob's")
     await agui_run(client, "alice", "a2", "  second\n of   alice ")
-    response = await client.get("/v1/threads", headers=bearer("alice"))
+    response = await client.get("/v1/threads", headers=bearer(KEYS["alice"]))
     assert response.status_code == 200
     body = response.json()
     assert [t["threadId"] for t in body["items"]] == ["a2", "a1"]
@@ -110,7 +101,7 @@ async def test_the_listing_shows_a_user_only_its_own_threads_newest_first(client
         "second of alice", "assistant", 2, False)
     assert item["lastRun"] == {"runId": "r-a2", "status": "completed", "cause": None, "errorCode": None}
     assert isinstance(item["createdAt"], int) and item["updatedAt"] >= item["createdAt"]
-    bob = (await client.get("/v1/threads", headers=bearer("bob"))).json()
+    bob = (await client.get("/v1/threads", headers=bearer(KEYS["bob"]))).json()
     assert [t["threadId"] for t in bob["items"]] == ["b1"]
 
 
@@ -121,15 +112,15 @@ async def test_an_admin_lists_every_thread_and_unowned_ones_only_admins_see(clie
     record = RunRecord("r-old", "old", "default", RunStatus.RUNNING, 1, 1)
     await server.ctx.ledger.start_run(record, [Message("m1", "user", (TextPart("from before"),))])
     await server.ctx.ledger.commit("old", "r-old", Commit(RunStatus.COMPLETED))
-    admin = (await client.get("/v1/threads", headers=bearer("ops"))).json()
+    admin = (await client.get("/v1/threads", headers=bearer(KEYS["ops"]))).json()
     assert sorted(t["threadId"] for t in admin["items"]) == ["a1", "b1", "old"]
     for who in ("alice", "bob"):
-        listed = (await client.get("/v1/threads", headers=bearer(who))).json()
+        listed = (await client.get("/v1/threads", headers=bearer(KEYS[who]))).json()
         assert "old" not in [t["threadId"] for t in listed["items"]]
-        assert (await client.get("/v1/threads/old", headers=bearer(who))).json() == not_found("old")
-        history = await client.get("/v1/ag-ui/threads/old/messages", headers=bearer(who))
+        assert (await client.get("/v1/threads/old", headers=bearer(KEYS[who]))).json() == not_found("old")
+        history = await client.get("/v1/ag-ui/threads/old/messages", headers=bearer(KEYS[who]))
         assert (history.status_code, history.json()) == (404, not_found("old"))
-    assert (await client.get("/v1/threads/old", headers=bearer("ops"))).status_code == 200
+    assert (await client.get("/v1/threads/old", headers=bearer(KEYS["ops"]))).status_code == 200
 
 
 async def test_the_listing_pages_with_its_cursor_and_filters_by_agent(client):
@@ -139,20 +130,20 @@ async def test_the_listing_pages_with_its_cursor_and_filters_by_agent(client):
     seen, cursor = [], None
     for _ in range(10):
         params = {"limit": "1", **({"cursor": cursor} if cursor else {})}
-        page = (await client.get("/v1/threads", params=params, headers=bearer("alice"))).json()
+        page = (await client.get("/v1/threads", params=params, headers=bearer(KEYS["alice"]))).json()
         seen += [t["threadId"] for t in page["items"]]
         cursor = page["cursor"]
         if cursor is None:
             break
     assert seen == ["g1", "p2", "p1", "p0"]
-    guarded = (await client.get("/v1/threads", params={"agent": "guarded"}, headers=bearer("alice"))).json()
+    guarded = (await client.get("/v1/threads", params={"agent": "guarded"}, headers=bearer(KEYS["alice"]))).json()
     assert [t["threadId"] for t in guarded["items"]] == ["g1"]
     assert guarded["cursor"] is None
 
 
 @pytest.mark.parametrize("params", [{"cursor": "not-a-cursor"}, {"limit": "0"}, {"limit": "x"}])
 async def test_a_bad_listing_cursor_or_limit_is_400_invalid_cursor(client, params):
-    response = await client.get("/v1/threads", params=params, headers=bearer("alice"))
+    response = await client.get("/v1/threads", params=params, headers=bearer(KEYS["alice"]))
     assert response.status_code == 400
     assert response.json()["error"]["code"] == ("INVALID_LIMIT" if "limit" in params else "INVALID_CURSOR")
 
@@ -165,7 +156,7 @@ async def test_a_thread_shows_its_runs_pending_calls_and_state(client):
     events = await agui_run(client, "alice", "t1", '/call calculator {"expression": "1+1"}', run_id="r2",
                             path="/v1/ag-ui/agents/guarded", message_id="u2")
     call_id = next(e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START")
-    response = await client.get("/v1/threads/t1", headers=bearer("alice"))
+    response = await client.get("/v1/threads/t1", headers=bearer(KEYS["alice"]))
     assert response.status_code == 200
     body = response.json()
     assert set(body) == {"threadId", "title", "agentId", "createdAt", "updatedAt", "messageCount", "waiting",
@@ -181,7 +172,7 @@ async def test_a_thread_shows_its_runs_pending_calls_and_state(client):
 
 
 async def test_an_unknown_thread_is_404_unknown_thread(client):
-    response = await client.get("/v1/threads/nope", headers=bearer("ops"))
+    response = await client.get("/v1/threads/nope", headers=bearer(KEYS["ops"]))
     assert (response.status_code, response.json()) == (404, not_found("nope"))
 
 
@@ -194,12 +185,12 @@ async def test_every_read_and_write_route_answers_another_user_404(client, serve
     for method, path in [("GET", "/v1/threads/mine"), ("GET", "/v1/ag-ui/threads/mine/messages"),
                          ("GET", "/v1/ai-sdk/threads/mine/messages"), ("DELETE", "/v1/threads/mine"),
                          ("POST", "/v1/threads/mine/stop")]:
-        response = await client.request(method, path, headers=bearer("bob"))
+        response = await client.request(method, path, headers=bearer(KEYS["bob"]))
         assert (response.status_code, response.json()) == (404, not_found("mine")), (method, path)
         # the same answer as a thread that does not exist at all
-        absent = await client.request(method, path.replace("mine", "nothing"), headers=bearer("bob"))
+        absent = await client.request(method, path.replace("mine", "nothing"), headers=bearer(KEYS["bob"]))
         assert (absent.status_code, absent.json()) == (404, not_found("nothing")), (method, path)
-        admin = await client.request(method, path, headers=bearer("ops")) if method == "GET" else None
+        admin = await client.request(method, path, headers=bearer(KEYS["ops"])) if method == "GET" else None
         assert admin is None or admin.status_code == 200
     assert await server.ctx.ledger.thread_summary("mine") == before
 
@@ -209,7 +200,7 @@ async def test_an_agui_run_on_another_users_thread_is_404_over_sse(client, serve
     await agui_run(client, "alice", "mine", "secret")
     before = await server.ctx.ledger.thread_summary("mine")
     response = await client.post(path, json=agui_body("mine", "r-bob", [user("b1", "let me in")]),
-                                 headers=bearer("bob"))
+                                 headers=bearer(KEYS["bob"]))
     assert (response.status_code, response.json()) == (404, not_found("mine"))
     assert await server.ctx.ledger.thread_summary("mine") == before
     assert await server.ctx.ledger.get_run("r-bob") is None
@@ -218,7 +209,7 @@ async def test_an_agui_run_on_another_users_thread_is_404_over_sse(client, serve
 async def test_an_ai_sdk_run_on_another_users_thread_is_404_over_sse(client, server):
     await agui_run(client, "alice", "mine", "secret")
     before = await server.ctx.ledger.thread_summary("mine")
-    response = await client.post("/v1/ai-sdk/chat", json=chat_body("mine", "b1", "let me in"), headers=bearer("bob"))
+    response = await client.post("/v1/ai-sdk/chat", json=chat_body("mine", "b1", "let me in"), headers=bearer(KEYS["bob"]))
     assert (response.status_code, response.json()) == (404, not_found("mine"))
     assert await server.ctx.ledger.thread_summary("mine") == before
 
@@ -229,16 +220,16 @@ async def test_a_resume_of_another_users_waiting_run_is_404(client, server):
     call_id = next(e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START")
     approve = {"id": "tool-1", "role": "tool", "toolCallId": call_id, "content": "approved"}
     response = await client.post("/v1/ag-ui/agents/guarded", json=agui_body("mine", "r2", [approve]),
-                                 headers=bearer("bob"))
+                                 headers=bearer(KEYS["bob"]))
     assert (response.status_code, response.json()) == (404, not_found("mine"))
-    chat = await client.post("/v1/ai-sdk/agents/guarded/chat", headers=bearer("bob"), json={"id": "mine", "messages": [
+    chat = await client.post("/v1/ai-sdk/agents/guarded/chat", headers=bearer(KEYS["bob"]), json={"id": "mine", "messages": [
         {"id": "a1", "role": "assistant", "parts": [{"type": "tool-calculator", "toolCallId": call_id,
                                                      "state": "approval-responded", "input": {"expression": "2+2"},
                                                      "approval": {"id": call_id, "approved": True}}]}]})
     assert (chat.status_code, chat.json()) == (404, not_found("mine"))
     assert [p.tool_call_id for p in await server.ctx.ledger.pending_calls("mine")] == [call_id]
     # the owner resumes it
-    ok = await client.post("/v1/ag-ui/agents/guarded", json=agui_body("mine", "r2", [approve]), headers=bearer("alice"))
+    ok = await client.post("/v1/ag-ui/agents/guarded", json=agui_body("mine", "r2", [approve]), headers=bearer(KEYS["alice"]))
     assert types(parse_sse(ok.content))[-1] == "RUN_FINISHED"
 
 
@@ -252,7 +243,7 @@ async def test_a_run_on_another_users_thread_is_refused_unknown_thread_over_webs
                                                                                        terminal):
     await agui_run(client, "alice", "mine", "secret")
     before = await server.ctx.ledger.thread_summary("mine")
-    async with open_websocket_url(ws_url(server, path), subprotocols=["awaken.v1", f"bearer.{KEYS['bob']}"]) as ws:
+    async with open_websocket_url(ws_url(server.base_url, path), subprotocols=["awaken.v1", f"bearer.{KEYS['bob']}"]) as ws:
         await ws.send_message(json.dumps(body))
         with trio.fail_after(10):
             first = orjson.loads(await ws.get_message())
@@ -266,16 +257,16 @@ async def test_a_busy_thread_of_another_user_is_404_not_thread_busy(client, serv
         nursery.start_soon(agui_run, client, "alice", "mine", held(gate, 3))
         await started(server, "mine")
         response = await client.post("/v1/ag-ui", json=agui_body("mine", "r-bob", [user("b1", "x")]),
-                                     headers=bearer("bob"))
+                                     headers=bearer(KEYS["bob"]))
         assert (response.status_code, response.json()) == (404, not_found("mine"))
         own = parse_sse((await client.post("/v1/ag-ui", json=agui_body("mine", "r-again", [user("a9", "x")]),
-                                           headers=bearer("alice"))).content)
+                                           headers=bearer(KEYS["alice"]))).content)
         assert own[-1]["code"] == "THREAD_BUSY"
         await _release(client, gate)
 
 
 async def _release(client: httpx.AsyncClient, gate: str) -> None:
-    """``helpers.release`` with credentials: open ``gate`` from a run of the admin's."""
+    """``builders.release`` with credentials: open ``gate`` from a run of the admin's."""
     events = await agui_run(client, "ops", f"release-{gate}", f"/release {gate}")
     assert types(events)[-1] == "RUN_FINISHED"
 
@@ -285,13 +276,13 @@ async def _release(client: httpx.AsyncClient, gate: str) -> None:
 
 async def test_delete_removes_the_thread_and_frees_its_id(client, server):
     await agui_run(client, "alice", "gone", "first life")
-    response = await client.delete("/v1/threads/gone", headers=bearer("alice"))
+    response = await client.delete("/v1/threads/gone", headers=bearer(KEYS["alice"]))
     assert (response.status_code, response.content) == (204, b"")
-    assert (await client.get("/v1/ai-sdk/threads/gone/messages", headers=bearer("alice"))).status_code == 404
-    assert (await client.get("/v1/threads/gone", headers=bearer("alice"))).status_code == 404
-    assert (await client.delete("/v1/threads/gone", headers=bearer("alice"))).json() == not_found("gone")
+    assert (await client.get("/v1/ai-sdk/threads/gone/messages", headers=bearer(KEYS["alice"]))).status_code == 404
+    assert (await client.get("/v1/threads/gone", headers=bearer(KEYS["alice"]))).status_code == 404
+    assert (await client.delete("/v1/threads/gone", headers=bearer(KEYS["alice"]))).json() == not_found("gone")
     await agui_run(client, "bob", "gone", "second life", run_id="r-new")
-    items = (await client.get("/v1/ag-ui/threads/gone/messages", headers=bearer("bob"))).json()["items"]
+    items = (await client.get("/v1/ag-ui/threads/gone/messages", headers=bearer(KEYS["bob"]))).json()["items"]
     assert [m["content"] for m in items if m["role"] == "user"] == ["second life"]
     assert (await server.ctx.ledger.get_thread("gone")).owner == "bob"
 
@@ -301,7 +292,7 @@ async def test_delete_while_a_run_is_active_is_409_thread_busy(client, server):
     async with trio.open_nursery() as nursery:
         nursery.start_soon(agui_run, client, "alice", "busy", held(gate, 3))
         await started(server, "busy")
-        response = await client.delete("/v1/threads/busy", headers=bearer("alice"))
+        response = await client.delete("/v1/threads/busy", headers=bearer(KEYS["alice"]))
         assert response.status_code == 409
         assert response.json()["error"]["code"] == "THREAD_BUSY"
         await _release(client, gate)
@@ -313,14 +304,14 @@ async def test_delete_while_a_run_is_active_is_409_thread_busy(client, server):
 
 async def test_stop_when_nothing_runs_is_204(client):
     await agui_run(client, "alice", "idle", "hi")
-    response = await client.post("/v1/threads/idle/stop", headers=bearer("alice"))
+    response = await client.post("/v1/threads/idle/stop", headers=bearer(KEYS["alice"]))
     assert (response.status_code, response.content) == (204, b"")
-    assert (await client.get("/v1/threads/idle", headers=bearer("alice"))).status_code == 200  # same connection
+    assert (await client.get("/v1/threads/idle", headers=bearer(KEYS["alice"]))).status_code == 200  # same connection
 
 
 async def _stop(client: httpx.AsyncClient, server: LiveServer, thread_id: str, who: str = "alice") -> dict[str, Any]:
     await started(server, thread_id)
-    response = await client.post(f"/v1/threads/{thread_id}/stop", headers=bearer(who))
+    response = await client.post(f"/v1/threads/{thread_id}/stop", headers=bearer(KEYS[who]))
     assert response.status_code == 200, response.text
     run = await server.ctx.ledger.get_run(response.json()["runId"])
     assert (run.status, run.cause) == (RunStatus.INTERRUPTED, "stopped")  # committed before the answer
@@ -347,7 +338,7 @@ async def test_stop_ends_an_ai_sdk_sse_stream_with_abort_and_done(client, server
 
     async def run() -> None:
         response = await client.post("/v1/ai-sdk/chat", json=chat_body("s-sdk", "u1", held("stop-sdk-sse", 50)),
-                                     headers=bearer("alice"))
+                                     headers=bearer(KEYS["alice"]))
         result["chunks"] = parse_sse(response.content)
 
     async with trio.open_nursery() as nursery:
@@ -365,7 +356,7 @@ async def test_stop_ends_a_websocket_stream_with_the_protocols_terminal_event(cl
     gate = f"stop-ws-{protocol}"
     body = (agui_body("s-ws", "r-ws", [user("u1", held(gate, 50))]) if protocol == "ag-ui"
             else chat_body("s-ws", "u1", held(gate, 50)))
-    async with open_websocket_url(ws_url(server, path), subprotocols=["awaken.v1", f"bearer.{KEYS['alice']}"]) as ws:
+    async with open_websocket_url(ws_url(server.base_url, path), subprotocols=["awaken.v1", f"bearer.{KEYS['alice']}"]) as ws:
         await ws.send_message(json.dumps(body))
         first = orjson.loads(await ws.get_message())
         assert first["type"] in ("RUN_STARTED", "start")

@@ -30,13 +30,9 @@ from awaken.ledger.registry import build_ledger
 from awaken.ledger.testkit.harness import run_record, user
 from storage_backends.files import FileLedger, thread_file_name
 from tests import pg_cluster
-from tests.helpers import agui_body, held, live_server, make_config, post_agui, release, types
+from tests.builders import ask, held, live_server, make_config, post_agui, release, types
 from tests.http.test_agui_http import read_until
 from tests.ledger.test_ledger_postgres import postgres_config
-
-
-def ask(thread_id: str, run_id: str, message_id: str, text: str = "hi") -> dict:
-    return agui_body(thread_id, run_id, [{"id": message_id, "role": "user", "content": text}])
 
 
 def refused_for_the_store(events: list[dict]) -> bool:

@@ -17,16 +17,13 @@ from awaken.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from awaken.engine.dedup import admission_view
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit, Ledger, PendingCall, RunRecord
+from tests.builders import user_message
 from tests.ledger_harness import BACKENDS, opened
-
-
-def user(mid: str, text: str = "hi") -> Message:
-    return Message(mid, "user", (TextPart(text),))
 
 
 async def turn(ledger: Ledger, thread_id: str, n: int, *, owner: str | None = None) -> None:
     run_id = f"{thread_id}-r{n}"
-    await ledger.start_run(RunRecord(run_id, thread_id, "a", RunStatus.RUNNING, n, n), [user(f"u{n}")], owner)
+    await ledger.start_run(RunRecord(run_id, thread_id, "a", RunStatus.RUNNING, n, n), [user_message("hi", id=f"u{n}")], owner)
     await ledger.commit(thread_id, run_id, Commit(RunStatus.COMPLETED, (
         Message(f"a{n}", "assistant", (TextPart(f"answer {n}"),), run_id),)))
 
@@ -113,7 +110,7 @@ async def apply(ledger: Ledger, thread_id: str, plan: list[str], base: int) -> l
             await ledger.commit(thread_id, waiting.run_id, Commit(RunStatus.INTERRUPTED,
                                                                   resolved=(waiting.tool_call_id,)))
             waiting = None
-        await ledger.start_run(RunRecord(run_id, thread_id, "a", RunStatus.RUNNING, n, n), [user(f"u{n}")])
+        await ledger.start_run(RunRecord(run_id, thread_id, "a", RunStatus.RUNNING, n, n), [user_message("hi", id=f"u{n}")])
         ids.append(f"u{n}")
         if op == "call":
             call = f"c{n}"

@@ -11,7 +11,7 @@ from awaken.engine.state import RunStatus
 from awaken.ledger.copy import copy_ledger
 from awaken.ledger.interface import ALL_OWNERS, Commit
 from awaken.ledger.testkit.harness import opened, run_record, user
-from tests.helpers import ROOT, agui_body, live_server, make_config, post_agui, types
+from tests.builders import ROOT, agui_body, live_server, make_config, post_agui, types
 from tests.ledger_harness import file_ledger, sqlite_ledger
 
 

@@ -26,7 +26,7 @@ from storage_backends.postgres_ledger import PostgresLedger
 from storage_backends.postgres_schema import LATEST, MIGRATIONS
 from storage_backends.sqlite_ledger import SqliteLedger
 from tests import pg_cluster
-from tests.helpers import ROOT, agui_body, default_config_data, live_server, post_agui, types
+from tests.builders import ROOT, agui_body, default_config_data, live_server, post_agui, types
 from tests.ledger_harness import opened
 
 

@@ -24,11 +24,10 @@ from awaken.config import load_config
 from awaken.engine.state import RunStatus
 from awaken.http.context import ServerContext
 from tests import pg_cluster
-from tests.helpers import agui_body, held, post_agui, types
-from tests.helpers import agui_text as text_of
+from tests.builders import agui_body, call, call_ids, free_port, held, post_agui, types, user
+from tests.builders import agui_text as text_of
 from tests.http.test_agui_http import read_until
-from tests.http.test_agui_tools import GUARDED, call, call_ids, tool_message, user
-from tests.http.test_config import _free_port
+from tests.http.test_agui_tools import GUARDED, tool_message
 from tests.ledger.test_ledger_postgres import write_config, write_postgres_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -57,7 +56,7 @@ def postgres_config(path: Path, root: Path, workers: int = 1) -> Path:
 @asynccontextmanager
 async def awaken_serve(config: Path, log: Path) -> AsyncIterator[Process]:
     """An ``awaken serve`` process on a free port, up (``/healthz`` answers); SIGTERM on exit."""
-    port = _free_port()
+    port = free_port()
     with log.open("wb") as out:
         proc = await trio.lowlevel.open_process(
             [sys.executable, "-m", "awaken", "serve", "--config", str(config), "--bind", f"127.0.0.1:{port}"],
@@ -239,7 +238,7 @@ async def test_an_embedded_ledger_refuses_a_second_process_with_one_line(tmp_pat
     write_config(config, backend, str(tmp_path / "store"))
     async with awaken_serve(config, tmp_path / "first.log"):
         done = await trio.run_process([sys.executable, "-m", "awaken", "serve", "--config", str(config),
-                                       "--bind", f"127.0.0.1:{_free_port()}"],
+                                       "--bind", f"127.0.0.1:{free_port()}"],
                                       capture_stdout=True, capture_stderr=True, check=False)
     assert done.returncode == 1
     lines = done.stderr.decode().splitlines()

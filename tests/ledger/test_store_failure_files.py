@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 
-from tests.helpers import agui_body, live_server, make_config, post_agui, types
+from tests.builders import agui_body, live_server, make_config, post_agui, types
 
 
 def _fail_writes(real):  # noqa: ANN001, ANN202 - wraps os.pwrite

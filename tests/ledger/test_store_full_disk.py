@@ -19,7 +19,16 @@ import trio
 
 from awaken.engine import reconcile
 from awaken.http import app as server_module
-from tests.helpers import agui_body, held, live_server, make_config, open_gate, parse_sse, post_agui, types
+from tests.builders import (
+    ask,
+    held,
+    live_server,
+    make_config,
+    open_gate,
+    parse_sse,
+    post_agui,
+    types,
+)
 from tests.http.test_agui_http import read_until
 
 
@@ -27,10 +36,6 @@ from tests.http.test_agui_http import read_until
 def probe_every_time(monkeypatch):  # noqa: ANN001, ANN201
     """Every ``/readyz`` probes (no cached success hides the disk freeing up)."""
     monkeypatch.setattr(server_module, "READY_CACHE_SECONDS", 0.0)
-
-
-def ask(thread_id: str, run_id: str, message_id: str, text: str = "hi") -> dict:
-    return agui_body(thread_id, run_id, [{"id": message_id, "role": "user", "content": text}])
 
 
 def _full(fd: int, data: bytes, offset: int) -> int:

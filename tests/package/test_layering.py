@@ -12,7 +12,7 @@ import ast
 import re
 
 import awaken
-from tests.helpers import ROOT
+from tests.builders import ROOT
 
 #: the layers, lowest first; a module belongs to the longest prefix that names it
 LAYERS: tuple[tuple[str, ...], ...] = (

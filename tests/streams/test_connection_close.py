@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import trio
 
-from tests.helpers import agui_body, live_server, make_config
+from tests.builders import agui_body, live_server, make_config
 
 
 def _request(thread: str) -> bytes:

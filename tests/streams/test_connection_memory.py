@@ -26,7 +26,7 @@ from trio_websocket import open_websocket_url
 
 from awaken.runtime import tcp
 from awaken.transports import ws as ws_transport
-from tests.helpers import agui_body, live_server, make_config, post_agui
+from tests.builders import agui_body, live_server, make_config, post_agui
 
 
 def track(monkeypatch: pytest.MonkeyPatch, cls: type) -> list[weakref.ref]:

@@ -14,7 +14,16 @@ import pytest
 from trio_websocket import open_websocket_url
 
 from awaken.engine.state import RunStatus
-from tests.helpers import agui_body, default_config_data, held, live_server, make_config, post_agui, release
+from tests.builders import (
+    agui_body,
+    default_config_data,
+    held,
+    live_server,
+    make_config,
+    post_agui,
+    release,
+    ws_url,
+)
 from tests.http.test_rejoin_http import frames_of, wait_for_status, watchers_gone
 
 WORDS = 10
@@ -26,10 +35,6 @@ async def server(tmp_path):
     agents["detached"] = dict(agents["assistant"], on_disconnect="continue")
     async with live_server(make_config(tmp_path, agents=agents)) as srv:
         yield srv
-
-
-def ws_url(base_url: str, path: str) -> str:
-    return "ws" + base_url.removeprefix("http") + path
 
 
 async def first_events_then_close(server, thread: str) -> list[dict[str, Any]]:  # noqa: ANN001

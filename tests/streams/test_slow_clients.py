@@ -23,8 +23,8 @@ import trio
 from awaken.engine.state import RunStatus
 from awaken.streams.exchange import MAX_BODY
 from bench.slowclients import read_to_eof
-from tests.helpers import agui_body, default_config_data, live_server, parse_sse, release
-from tests.helpers import make_config as _make_config
+from tests.builders import agui_body, default_config_data, live_server, parse_sse, release
+from tests.builders import make_config as _make_config
 
 #: the deadlines the tests give the server, in seconds
 DEADLINE = 1.0

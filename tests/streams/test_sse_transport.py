@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 
 from awaken.transports.sse import COALESCE_BYTES, FrameBuffer
-from tests.helpers import agui_body, held, live_server, make_config, release
+from tests.builders import agui_body, held, live_server, make_config, release
 
 
 async def test_frames_queued_while_a_send_is_in_flight_are_coalesced():

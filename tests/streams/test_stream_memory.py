@@ -19,7 +19,7 @@ import trio
 from trio_websocket import open_websocket_url
 
 from awaken.wires.agui.request import AguiInput
-from tests.helpers import agui_body, held, live_server, make_config, release
+from tests.builders import agui_body, held, live_server, make_config, release
 
 
 def _holders(body_size: int) -> list[str]:

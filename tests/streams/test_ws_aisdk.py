@@ -15,10 +15,10 @@ from trio_websocket import WebSocketConnection, open_websocket_url
 
 from awaken.engine.state import RunStatus
 from awaken.wires.aisdk.wire import check_chunk
-from tests.helpers import aisdk_kinds as kinds
-from tests.helpers import aisdk_text as text_of
-from tests.helpers import held, parse_sse, release
-from tests.streams.test_ws_transport import run_node, ws_url
+from tests.builders import aisdk_kinds as kinds
+from tests.builders import aisdk_text as text_of
+from tests.builders import held, parse_sse, release, ws_url
+from tests.streams.test_ws_transport import run_node
 
 DONE = "[DONE]"
 #: the Node client's held run (``ws_client.mjs`` ``SLOW``: 12 words, held after the first until released)

@@ -29,7 +29,7 @@ from awaken.engine.state import RunStatus
 from awaken.http.app import build_asgi
 from awaken.http.context import ServerContext
 from awaken.transports import ws as ws_transport
-from tests.helpers import (
+from tests.builders import (
     LiveServer,
     agui_body,
     default_config_data,
@@ -39,8 +39,10 @@ from tests.helpers import (
     post_agui,
     release,
     types,
+    user,
+    ws_url,
 )
-from tests.helpers import agui_text as text_of
+from tests.builders import agui_text as text_of
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
@@ -49,15 +51,7 @@ TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
 # -- helpers ------------------------------------------------------------------------------------------
 
 
-def ws_url(base_url: str, path: str) -> str:
-    return "ws" + base_url.removeprefix("http") + path
-
-
-def user(message_id: str, text: str) -> dict[str, Any]:
-    return {"id": message_id, "role": "user", "content": text}
-
-
-async def send(ws: WebSocketConnection, body: dict[str, Any]) -> None:
+async def send_body(ws: WebSocketConnection, body: dict[str, Any]) -> None:
     await ws.send_message(orjson.dumps(body).decode())
 
 
@@ -71,7 +65,7 @@ async def until_terminal(ws: WebSocketConnection, terminal: tuple[str, ...] = TE
 
 
 async def run_over_ws(ws: WebSocketConnection, body: dict[str, Any]) -> list[dict[str, Any]]:
-    await send(ws, body)
+    await send_body(ws, body)
     return await until_terminal(ws)
 
 
@@ -317,11 +311,11 @@ async def test_requests_while_streaming_are_refused_after_the_run_never_inside_i
     alone = normalized(await post_agui(client, agui_body("t-alone", "r-alone", [user("u-alone", WORDS)])))
     assert types(alone)[-1] == "RUN_FINISHED" and text_of(alone) == SLOW_TEXT
     async with open_websocket_url(ws_url(server.base_url, "/v1/ag-ui/ws")) as ws:
-        await send(ws, agui_body("t-busy", "r-slow", [user("u-slow", held("busy"))]))
+        await send_body(ws, agui_body("t-busy", "r-slow", [user("u-slow", held("busy"))]))
         received = await until_streaming(ws)
-        await send(ws, agui_body("t-other", "r-refused", [user("u-refused", "hi")]))
+        await send_body(ws, agui_body("t-other", "r-refused", [user("u-refused", "hi")]))
         await ws.send_message(b"\x00binary")
-        await send(ws, agui_body("t-other", "r-refused2", [user("u-refused2", "hi")]))
+        await send_body(ws, agui_body("t-other", "r-refused2", [user("u-refused2", "hi")]))
         await ws.ping()  # its pong: the server has read the three messages (the run is still held)
         await release(server, "busy")
         with trio.fail_after(10):
@@ -405,7 +399,7 @@ async def test_bad_message_gets_the_post_routes_coded_error_and_the_socket_stays
 
 
 def parse_sse_events(raw: bytes) -> list[dict[str, Any]]:
-    from tests.helpers import parse_sse
+    from tests.builders import parse_sse
 
     return parse_sse(raw)
 
@@ -424,7 +418,7 @@ async def test_unknown_agent_in_the_path_is_a_coded_error_per_request(server):
 async def test_closing_the_socket_mid_run_commits_interrupted_within_a_second(server):
     """§5: socket close = disconnect: the run is cancelled and committed ``interrupted`` at once."""
     async with open_websocket_url(ws_url(server.base_url, "/v1/ag-ui/ws")) as ws:
-        await send(ws, agui_body("t-close", "r-close", [user("u-close", held("close", 500))]))
+        await send_body(ws, agui_body("t-close", "r-close", [user("u-close", held("close", 500))]))
         while orjson.loads(await ws.get_message())["type"] != "TEXT_MESSAGE_CONTENT":
             pass
         assert await run_status(server, "r-close") is RunStatus.RUNNING

@@ -17,7 +17,7 @@ from awaken.streams.exchange import serve_websocket
 from awaken.transports import ws as ws_module
 from awaken.transports.ws import AsgiWire, Batch, Close, HypercornWire, Outbox, slices
 from awaken.wires.agui.adapter import PROTOCOL as AGUI
-from tests.helpers import agui_body, default_config_data, held, make_config, open_gate
+from tests.builders import agui_body, default_config_data, held, make_config, open_gate
 
 
 def test_outbox_hands_over_everything_queued_as_one_batch_in_order():

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.helpers import agui_body, post_agui
+from tests.builders import agui_body, post_agui
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 needs_node = pytest.mark.skipif(

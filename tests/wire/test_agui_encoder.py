@@ -15,7 +15,7 @@ from awaken.core.messages import Message, TextPart, ToolCallPart, Usage
 from awaken.streams.broadcast import Channel
 from awaken.wires.agui.encoder import AguiEncoder
 from awaken.wires.encoding import EncoderClosed, EncoderMisuse
-from tests.helpers import parse_sse
+from tests.builders import parse_sse
 
 T, R = "thread-1", "run-1"
 STARTED = {"type": "RUN_STARTED", "threadId": T, "runId": R, "protocolVersion": "1.0"}
@@ -264,7 +264,7 @@ def test_the_sink_turns_misuse_into_one_run_error_and_then_drops_everything():
                                  "code": "INTERNAL_ERROR"}]
 
 
-# -- 1.0 interrupts and usage (README "AG-UI interrupts") ---------------------------------------------
+# -- 1.0 interrupts and usage (docs/clients.md, "AG-UI interrupts") ---------------------------------------------
 
 GATE = ev.Gate("c1", "calculator", '{"expression": "1"}', {"type": "object"})
 GATED_HISTORY = (Message("u1", "user", (TextPart("go"),)),

@@ -1,4 +1,4 @@
-"""AG-UI 1.0 interrupts and resume against a live server, one test per rule (README "AG-UI interrupts").
+"""AG-UI 1.0 interrupts and resume against a live server, one test per rule (docs/clients.md, "AG-UI interrupts").
 
 A client that declared ``protocolVersion`` 1.0 sees a run waiting at permission gates end with
 ``STATE_SNAPSHOT``, ``MESSAGES_SNAPSHOT`` and ``RUN_FINISHED.outcome = {type: "interrupt"}``; it answers
@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from awaken.engine.state import RunStatus
-from tests.helpers import agui_body, post_agui, squeeze, types
-from tests.helpers import agui_text as text_of
+from tests.builders import agui_body, call_ids, ledger_view, post_agui, squeeze, types, user
+from tests.builders import agui_text as text_of
 
 GUARDED = "/v1/ag-ui/agents/guarded"
 FRONTEND = "/v1/ag-ui/agents/frontend"
@@ -22,20 +22,12 @@ INTERRUPTED = ["RUN_STARTED", "STEP_STARTED", *CALL, "STEP_FINISHED", "STATE_SNA
                "RUN_FINISHED"]
 
 
-def user(id: str, content: str) -> dict[str, Any]:
-    return {"id": id, "role": "user", "content": content}
-
-
 def calc(expression: str) -> str:
     return f"/call calculator {json.dumps({'expression': expression})}"
 
 
 def v1(thread_id: str, run_id: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return agui_body(thread_id, run_id, messages, protocolVersion="1.0", **extra)
-
-
-def call_ids(events: list[dict[str, Any]]) -> list[str]:
-    return [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START"]
 
 
 def approve(interrupt_id: str, **payload: Any) -> dict[str, Any]:
@@ -58,12 +50,6 @@ async def interrupted(client, thread_id: str, text: str, path: str = GUARDED) ->
 def refusal(events: list[dict[str, Any]]) -> str:
     assert types(events) == ["RUN_ERROR"], events
     return events[0]["code"]
-
-
-async def ledger_view(server, thread_id: str) -> tuple:
-    ledger = server.ctx.ledger
-    return (await ledger.list_runs(thread_id), await ledger.read_messages(thread_id, 0, 10**6),
-            await ledger.pending_calls(thread_id), await ledger.get_thread(thread_id))
 
 
 # -- the interrupt ---------------------------------------------------------------------------------
@@ -143,7 +129,7 @@ async def test_an_approving_resume_runs_the_call_and_streams_only_its_result(cli
     assert events[-1] == {"type": "RUN_FINISHED", "threadId": "t-ok", "runId": "r2", "usage": [
         {"inputTokens": run.usage.input_tokens, "outputTokens": run.usage.output_tokens,
          "totalTokens": run.usage.total_tokens}]}
-    runs, messages, pending, _ = await ledger_view(server, "t-ok")
+    _, runs, messages, pending = await ledger_view(server.ctx.ledger, "t-ok")
     assert [(r.run_id, r.status) for r in runs] == [("r1", RunStatus.COMPLETED)]
     assert pending == [] and messages[2].tool_result.approval == "approved"
 
@@ -154,7 +140,7 @@ async def test_a_denying_resume_commits_the_reason(client, server):
     events = await post_agui(client, v1("t-no", "r2", [], resume=[deny(f"int_{cid}", "too risky")]), GUARDED)
     assert squeeze(types(events)) == ["RUN_STARTED", "TOOL_CALL_RESULT", *ANSWER, "RUN_FINISHED"]
     assert events[1]["content"] == "denied: the user did not allow this call: too risky"
-    _, messages, _, _ = await ledger_view(server, "t-no")
+    _, _, messages, _ = await ledger_view(server.ctx.ledger, "t-no")
     result = messages[2].tool_result
     assert (result.status, result.approval, result.content) == (
         "denied", "denied", "denied: the user did not allow this call: too risky")
@@ -176,7 +162,7 @@ async def test_edited_args_replace_the_arguments_and_the_committed_call_shows_wh
     events = await post_agui(client, v1("t-ed", "r2", [], resume=[
         approve(f"int_{cid}", editedArgs={"expression": "5 * 5"})]), GUARDED)
     assert events[1]["content"] == '{"result":25}'
-    _, messages, _, _ = await ledger_view(server, "t-ed")
+    _, _, messages, _ = await ledger_view(server.ctx.ledger, "t-ed")
     assert messages[2].tool_result.arguments == '{"expression":"5 * 5"}'
     items = (await client.get("/v1/ag-ui/threads/t-ed/messages")).json()["items"]
     assert items[1]["toolCalls"][0]["function"]["arguments"] == '{"expression":"5 * 5"}'
@@ -184,51 +170,51 @@ async def test_edited_args_replace_the_arguments_and_the_committed_call_shows_wh
 
 async def test_edited_args_outside_the_tool_schema_are_refused_and_change_nothing(client, server):
     (cid,) = call_ids(await interrupted(client, "t-bad", calc("1 + 1")))
-    before = await ledger_view(server, "t-bad")
+    before = await ledger_view(server.ctx.ledger, "t-bad")
     events = await post_agui(client, v1("t-bad", "r2", [], resume=[
         approve(f"int_{cid}", editedArgs={"expression": 5})]), GUARDED)
     assert refusal(events) == "INVALID_RESUME"
     assert "expression: 5 is not of type 'string'" in events[0]["message"]
-    assert await ledger_view(server, "t-bad") == before
+    assert await ledger_view(server.ctx.ledger, "t-bad") == before
 
 
 async def test_a_payload_outside_the_response_schema_is_refused(client, server):
     (cid,) = call_ids(await interrupted(client, "t-pay", calc("1 + 1")))
-    before = await ledger_view(server, "t-pay")
+    before = await ledger_view(server.ctx.ledger, "t-pay")
     for payload in ({"approved": "yes"}, None, {"approved": False, "editedArgs": {"expression": "1"}}):
         entry = {"interruptId": f"int_{cid}", "status": "resolved"}
         if payload is not None:
             entry["payload"] = payload
         assert refusal(await post_agui(client, v1("t-pay", "r2", [], resume=[entry]), GUARDED)) == "INVALID_RESUME"
-    assert await ledger_view(server, "t-pay") == before
+    assert await ledger_view(server.ctx.ledger, "t-pay") == before
 
 
 async def test_an_unknown_interrupt_id_is_refused_and_changes_nothing(client, server):
     (cid,) = call_ids(await interrupted(client, "t-unk", calc("1 + 1")))
-    before = await ledger_view(server, "t-unk")
+    before = await ledger_view(server.ctx.ledger, "t-unk")
     events = await post_agui(client, v1("t-unk", "r2", [], resume=[approve(f"int_{cid}"), approve("int_nope")]),
                              GUARDED)
     assert refusal(events) == "INTERRUPT_UNKNOWN"
-    assert await ledger_view(server, "t-unk") == before
+    assert await ledger_view(server.ctx.ledger, "t-unk") == before
 
 
 async def test_a_resume_missing_an_open_interrupt_is_refused(client, server):
     first, _ = call_ids(await interrupted(client, "t-miss", calc("1 + 1") + "\n" + calc("2 + 2")))
-    before = await ledger_view(server, "t-miss")
+    before = await ledger_view(server.ctx.ledger, "t-miss")
     events = await post_agui(client, v1("t-miss", "r2", [], resume=[approve(f"int_{first}")]), GUARDED)
     assert refusal(events) == "INTERRUPT_MISSING"
-    assert await ledger_view(server, "t-miss") == before
+    assert await ledger_view(server.ctx.ledger, "t-miss") == before
 
 
 async def test_new_input_while_interrupts_are_open_is_refused(client, server):
     """Rule 2 (interrupts.mdx rule 4): a 1.0 client's new user input without a resume is refused."""
     (cid,) = call_ids(await interrupted(client, "t-open", calc("1 + 1")))
-    before = await ledger_view(server, "t-open")
+    before = await ledger_view(server.ctx.ledger, "t-open")
     events = await post_agui(client, v1("t-open", "r2", [user("u1", calc("1 + 1")), user("u2", "never mind")]),
                              GUARDED)
     assert refusal(events) == "INTERRUPTS_OPEN"
     assert f"int_{cid}" in events[0]["message"]
-    assert await ledger_view(server, "t-open") == before
+    assert await ledger_view(server.ctx.ledger, "t-open") == before
 
 
 async def test_repeating_a_resume_with_the_same_payload_is_idempotent(client, server):
@@ -236,20 +222,20 @@ async def test_repeating_a_resume_with_the_same_payload_is_idempotent(client, se
     (cid,) = call_ids(await interrupted(client, "t-idem", calc("3 * 3")))
     resume = [approve(f"int_{cid}", editedArgs={"expression": "4 * 4"})]
     await post_agui(client, v1("t-idem", "r2", [], resume=resume), GUARDED)
-    after = await ledger_view(server, "t-idem")
+    after = await ledger_view(server.ctx.ledger, "t-idem")
     events = await post_agui(client, v1("t-idem", "r3", [], resume=resume), GUARDED)
     assert events == [{"type": "RUN_STARTED", "threadId": "t-idem", "runId": "r3", "protocolVersion": "1.0"},
                       {"type": "RUN_FINISHED", "threadId": "t-idem", "runId": "r3"}]
-    assert await ledger_view(server, "t-idem") == after
+    assert await ledger_view(server.ctx.ledger, "t-idem") == after
 
 
 async def test_a_second_resume_with_another_answer_is_refused(client, server):
     (cid,) = call_ids(await interrupted(client, "t-2nd", calc("3 * 3")))
     await post_agui(client, v1("t-2nd", "r2", [], resume=[approve(f"int_{cid}")]), GUARDED)
-    after = await ledger_view(server, "t-2nd")
+    after = await ledger_view(server.ctx.ledger, "t-2nd")
     events = await post_agui(client, v1("t-2nd", "r3", [], resume=[deny(f"int_{cid}")]), GUARDED)
     assert refusal(events) == "INTERRUPT_ANSWERED"
-    assert await ledger_view(server, "t-2nd") == after
+    assert await ledger_view(server.ctx.ledger, "t-2nd") == after
 
 
 async def test_the_tool_message_path_still_decides_a_gate_for_a_1_0_client(client):

@@ -13,6 +13,7 @@ import pytest
 from awaken.core.errors import CODES, InputRejected
 from awaken.core.messages import ImagePart, TextPart
 from awaken.wires.agui.request import AguiInput, InputMessage, ToolMessage, parse_run_input
+from tests.builders import user
 
 JSON = "application/json"
 
@@ -37,10 +38,6 @@ def rejected(data: Any, content_type: str | None = JSON) -> InputRejected:
     return info.value
 
 
-def user(content: Any, id: str = "u1") -> dict[str, Any]:
-    return {"id": id, "role": "user", "content": content}
-
-
 # -- accepted --------------------------------------------------------------------------------------
 
 
@@ -53,7 +50,7 @@ def test_default_httpagent_body_is_accepted():
 
 def test_absent_and_null_optional_fields_are_accepted():
     """reference/agui.md §9.11: tools, context, state, forwardedProps, resume may be absent or null."""
-    minimal = {"threadId": "t", "runId": "r", "messages": [user("x")]}
+    minimal = {"threadId": "t", "runId": "r", "messages": [user("u1", "x")]}
     assert parse(minimal).messages == (InputMessage("u1", "user", (TextPart("x"),)),)
     nulls = dict(minimal, tools=None, context=None, state=None, forwardedProps=None, resume=None, parentRunId=None)
     assert parse(nulls).state is None
@@ -76,7 +73,7 @@ def test_content_type_with_charset_is_accepted():
 def test_system_and_developer_text_are_input():
     """CONTRACT §3: fresh input is user, system and developer text."""
     parsed = parse(body(messages=[{"id": "s", "role": "system", "content": "Be brief"},
-                                  {"id": "d", "role": "developer", "content": "Dev note"}, user("Hi")]))
+                                  {"id": "d", "role": "developer", "content": "Dev note"}, user("u1", "Hi")]))
     assert parsed.messages == (
         InputMessage("s", "system", (TextPart("Be brief"),)),
         InputMessage("d", "developer", (TextPart("Dev note"),)),
@@ -89,7 +86,7 @@ def test_image_part_by_url():
     parts = [{"type": "text", "text": "What is this?"},
              {"type": "image", "source": {"type": "url", "value": "https://x.test/a.png", "mimeType": "image/png"}},
              {"type": "image", "source": {"type": "url", "value": "https://x.test/b.jpg"}}]
-    parsed = parse(body(messages=[user(parts)]))
+    parsed = parse(body(messages=[user("u1", parts)]))
     assert parsed.messages[0].parts == (TextPart("What is this?"), ImagePart("https://x.test/a.png", "image/png"),
                                        ImagePart("https://x.test/b.jpg", None))
 
@@ -97,19 +94,19 @@ def test_image_part_by_url():
 def test_image_part_inline_base64():
     """CONTRACT §3: image parts as inline base64 (kept as a data URL)."""
     parts = [{"type": "image", "source": {"type": "data", "value": "iVBORw0KGgo=", "mimeType": "image/png"}}]
-    parsed = parse(body(messages=[user(parts)]))
+    parsed = parse(body(messages=[user("u1", parts)]))
     assert parsed.messages[0].parts == (ImagePart("data:image/png;base64,iVBORw0KGgo=", "image/png"),)
 
 
 def test_history_roles_are_skipped_but_their_ids_kept_for_dedup():
     """CONTRACT §3: assistant/reasoning/activity messages are the client's copy of history."""
-    messages = [user("Hi"),
+    messages = [user("u1", "Hi"),
                 {"id": "rs", "role": "reasoning", "content": "hmm"},
                 {"id": "a1", "role": "assistant", "content": "Hello",
                  "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
                 {"id": "act", "role": "activity", "activityType": "x", "content": {}},
                 {"id": "tm", "role": "tool", "toolCallId": "c1", "content": "42"},
-                user("again", id="u2")]
+                user("u2", "again")]
     parsed = parse(body(messages=messages))
     assert parsed.message_ids == ("u1", "rs", "a1", "act", "tm", "u2")
     assert parsed.messages == (InputMessage("u1", "user", (TextPart("Hi"),)), ToolMessage("tm", "c1", "42"),
@@ -133,7 +130,7 @@ def test_non_empty_state_is_left_to_the_adapter():
 
 def test_empty_text_gives_no_parts():
     """CONTRACT §3: an empty user text is no content (the adapter then finds no new input)."""
-    assert parse(body(messages=[user("")])).messages == (InputMessage("u1", "user", ()),)
+    assert parse(body(messages=[user("u1", "")])).messages == (InputMessage("u1", "user", ()),)
 
 
 # -- rejected: transport-level ---------------------------------------------------------------------
@@ -175,19 +172,19 @@ def test_wrong_content_type_is_unsupported_media_type(content_type):
         body(messages=[{"id": "u1", "content": "x"}]),
         body(messages=[{"id": "u1", "role": ["assistant"], "content": "x"}]),
         body(messages=[{"id": "u1", "role": {"user": 1}, "content": "x"}]),
-        body(messages=[user(42)]),
-        body(messages=[user(None)]),
+        body(messages=[user("u1", 42)]),
+        body(messages=[user("u1", None)]),
         body(messages=[{"id": "s", "role": "system", "content": [{"type": "text", "text": "x"}]}]),
-        body(messages=[user(["not a part"])]),
-        body(messages=[user([{"type": "text", "text": 3}])]),
-        body(messages=[user([{"type": "sticker"}])]),
-        body(messages=[user([{"type": "image", "source": "https://x.test/a.png"}])]),
-        body(messages=[user([{"type": "image", "source": {"type": "url", "value": ""}}])]),
-        body(messages=[user([{"type": "image", "source": {"type": "data", "value": "AAAA"}}])]),
+        body(messages=[user("u1", ["not a part"])]),
+        body(messages=[user("u1", [{"type": "text", "text": 3}])]),
+        body(messages=[user("u1", [{"type": "sticker"}])]),
+        body(messages=[user("u1", [{"type": "image", "source": "https://x.test/a.png"}])]),
+        body(messages=[user("u1", [{"type": "image", "source": {"type": "url", "value": ""}}])]),
+        body(messages=[user("u1", [{"type": "image", "source": {"type": "data", "value": "AAAA"}}])]),
         body(messages=[{"id": "t1", "role": "tool", "content": "x"}]),
         body(messages=[{"id": "t1", "role": "tool", "toolCallId": "c1", "content": 5}]),
         body(messages=[{"id": "t1", "role": "tool", "toolCallId": "c1", "content": "x", "error": 1}]),
-        body(messages=[user("a"), user("b")]),
+        body(messages=[user("u1", "a"), user("u1", "b")]),
         body(tools={}),
         body(context="none"),
         body(forwardedProps=[]),
@@ -237,7 +234,7 @@ def test_unsupported_fields_are_unsupported_field(overrides):
 )
 def test_media_parts_are_unsupported_content(part):
     """CONTRACT §3: audio/video/document/binary parts (and provider file handles) → UNSUPPORTED_CONTENT."""
-    assert rejected(body(messages=[user([{"type": "text", "text": "look"}, part])])).code == "UNSUPPORTED_CONTENT"
+    assert rejected(body(messages=[user("u1", [{"type": "text", "text": "look"}, part])])).code == "UNSUPPORTED_CONTENT"
 
 
 def test_non_text_tool_result_parts_are_unsupported_content():
@@ -249,5 +246,5 @@ def test_non_text_tool_result_parts_are_unsupported_content():
 
 def test_rejections_name_the_offending_field():
     """CONTRACT §3: a RUN_ERROR message says what to fix."""
-    assert "messages[1].content[0]" in rejected(body(messages=[user("a"), user([{"type": "audio"}], "u2")])).message
+    assert "messages[1].content[0]" in rejected(body(messages=[user("u1", "a"), user("u2", [{"type": "audio"}])])).message
     assert "tools[0].parameters" in rejected(body(tools=[{"name": "f", "parameters": []}])).message

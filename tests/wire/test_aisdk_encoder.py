@@ -14,7 +14,7 @@ from awaken.wires.aisdk.wire import approval_id, check_chunk
 from awaken.wires.encoding import EncoderClosed, EncoderMisuse
 
 USAGE = {"runId": "r", "usage": {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}}
-#: ``start`` carries the run id as message metadata (README: AI SDK message metadata)
+#: ``start`` carries the run id as message metadata (docs/clients.md: AI SDK state and message metadata)
 RUN = {"runId": "r"}
 
 

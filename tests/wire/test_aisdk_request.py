@@ -26,6 +26,7 @@ from awaken.wires.aisdk.adapter import decision_of
 from awaken.wires.aisdk.history import project_history
 from awaken.wires.aisdk.request import AiSdkInput, InputUIMessage, ToolPartAnswer, parse_chat_request
 from awaken.wires.protocol import DENIED, ToolDecision
+from tests.builders import aisdk_user
 
 JSON = "application/json"
 PNG = "data:image/png;base64,iVBORw0KGgo="
@@ -35,30 +36,26 @@ def parse(body: Any, content_type: str = JSON) -> AiSdkInput:
     return parse_chat_request(body if isinstance(body, bytes) else orjson.dumps(body), content_type)
 
 
-def user(mid: str, *parts: dict[str, Any]) -> dict[str, Any]:
-    return {"id": mid, "role": "user", "parts": list(parts) or [{"type": "text", "text": "hi"}]}
-
-
 # -- parser ----------------------------------------------------------------------------------------
 
 
 def test_default_chat_transport_body():
     """The body DefaultChatTransport sends (aisdk.md §3.1): the chat ``id`` is the thread id."""
-    parsed = parse({"id": "chat-1", "messages": [user("u1")], "trigger": "submit-message", "scenario": "x"})
+    parsed = parse({"id": "chat-1", "messages": [aisdk_user("u1")], "trigger": "submit-message", "scenario": "x"})
     assert parsed == AiSdkInput("chat-1", None, "submit-message", (InputUIMessage("u1", "user", (TextPart("hi"),)),),
                                 (), None)
 
 
 def test_thread_id_and_agent_id_from_the_body():
-    parsed = parse({"id": "chat-1", "threadId": "th", "agentId": "guarded", "messages": [user("u1")]})
+    parsed = parse({"id": "chat-1", "threadId": "th", "agentId": "guarded", "messages": [aisdk_user("u1")]})
     assert (parsed.thread_id, parsed.agent_id) == ("th", "guarded")
-    assert parse({"messages": [user("u1")]}).thread_id is None
+    assert parse({"messages": [aisdk_user("u1")]}).thread_id is None
 
 
 def test_only_images_and_text_reach_the_model():
     """§4: image ``file`` parts (http(s)/data URL) are input; other media and UI-only parts are dropped
     (an image part with another URL is refused: test_image_checks.py)."""
-    parsed = parse({"messages": [user(
+    parsed = parse({"messages": [aisdk_user(
         "u1",
         {"type": "step-start"},
         {"type": "file", "mediaType": "image/png", "url": PNG, "filename": "a.png"},
@@ -79,9 +76,9 @@ def test_only_images_and_text_reach_the_model():
 def test_system_messages_are_input_and_assistant_messages_are_not():
     parsed = parse({"messages": [
         {"id": "s1", "role": "system", "parts": [{"type": "text", "text": "be brief"}]},
-        user("u1"),
+        aisdk_user("u1"),
         {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "old", "state": "done"}]},
-        user("u2"),
+        aisdk_user("u2"),
     ]})
     assert [m.id for m in parsed.inputs] == ["s1", "u1", "u2"]
     assert parsed.continued_id is None and parsed.answers == ()
@@ -106,7 +103,7 @@ def test_answers_come_from_the_last_message_when_it_is_an_assistant_message():
         {"type": "tool-calculator", "toolCallId": "c5", "state": "approval-requested", "input": {},
          "approval": {"id": "apr_c5"}},
     )
-    parsed = parse({"messages": [user("u1"), old, user("u2"), last], "trigger": "submit-message", "messageId": "a1"})
+    parsed = parse({"messages": [aisdk_user("u1"), old, aisdk_user("u2"), last], "trigger": "submit-message", "messageId": "a1"})
     assert parsed.continued_id == "a1"
     assert parsed.answers == (
         ToolPartAnswer("c1", "calculator", "approval-responded", approval_id="apr_c1", approved=False, reason="no"),
@@ -137,12 +134,12 @@ def test_answers_come_from_the_last_message_when_it_is_an_assistant_message():
         ({"messages": [{"id": "u", "role": "tool", "parts": []}]}, JSON, "INVALID_REQUEST"),
         ({"messages": [{"id": "u", "role": "user", "parts": "hi"}]}, JSON, "INVALID_REQUEST"),
         ({"messages": [{"id": "u", "role": "user", "parts": [{"type": 3}]}]}, JSON, "INVALID_REQUEST"),
-        ({"messages": [user("u", {"type": "text", "text": 5})]}, JSON, "INVALID_REQUEST"),
-        ({"messages": [user("u", {"type": "file", "url": PNG})]}, JSON, "INVALID_REQUEST"),
-        ({"messages": [user("u"), user("u")]}, JSON, "INVALID_REQUEST"),
-        ({"messages": [user("u")], "threadId": 7}, JSON, "INVALID_REQUEST"),
-        ({"messages": [user("u")], "agentId": ""}, JSON, "INVALID_REQUEST"),
-        ({"messages": [user("u")], "trigger": 1}, JSON, "INVALID_REQUEST"),
+        ({"messages": [aisdk_user("u", {"type": "text", "text": 5})]}, JSON, "INVALID_REQUEST"),
+        ({"messages": [aisdk_user("u", {"type": "file", "url": PNG})]}, JSON, "INVALID_REQUEST"),
+        ({"messages": [aisdk_user("u"), aisdk_user("u")]}, JSON, "INVALID_REQUEST"),
+        ({"messages": [aisdk_user("u")], "threadId": 7}, JSON, "INVALID_REQUEST"),
+        ({"messages": [aisdk_user("u")], "agentId": ""}, JSON, "INVALID_REQUEST"),
+        ({"messages": [aisdk_user("u")], "trigger": 1}, JSON, "INVALID_REQUEST"),
         ({"messages": [_assistant("a", {"type": "tool-x", "state": "output-available"})]}, JSON, "INVALID_REQUEST"),
         ({"messages": [_assistant("a", {"type": "tool-x", "toolCallId": "c"})]}, JSON, "INVALID_REQUEST"),
         ({"messages": [_assistant("a", {"type": "dynamic-tool", "toolCallId": "c", "state": "output-available"})]},

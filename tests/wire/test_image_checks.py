@@ -16,7 +16,7 @@ import pytest
 from awaken.core import media
 from awaken.core.errors import InputRejected
 from awaken.core.messages import ImagePart
-from tests.helpers import agui_body, aisdk_kinds, aisdk_text, parse_sse, post_agui
+from tests.builders import agui_body, aisdk_kinds, aisdk_text, parse_sse, post_agui
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(40))).decode()
 

@@ -13,14 +13,12 @@ import pytest
 
 from awaken.core.errors import InputRejected
 from awaken.wires.agui.interrupts import ResumeEntry, decision
-from tests.helpers import post_agui, types
+from tests.builders import call_ids, ledger_view, post_agui, types
 from tests.wire.test_agui_interrupts import (
     GUARDED,
     approve,
     calc,
-    call_ids,
     interrupted,
-    ledger_view,
     refusal,
     v1,
 )
@@ -36,12 +34,12 @@ MALFORMED = [
 @pytest.mark.parametrize("payload", MALFORMED, ids=[str(p) for p in MALFORMED])
 async def test_a_null_edited_args_or_reason_is_refused_and_changes_nothing(client, server, payload):
     (cid,) = call_ids(await interrupted(client, "t-null", calc("1 + 1")))
-    before = await ledger_view(server, "t-null")
+    before = await ledger_view(server.ctx.ledger, "t-null")
     entry = {"interruptId": f"int_{cid}", "status": "resolved", "payload": payload}
     events = await post_agui(client, v1("t-null", "r2", [], resume=[entry]), GUARDED)
     assert refusal(events) == "INVALID_RESUME"
     assert events[0]["message"].startswith(f"resume entry 'int_{cid}': payload.")
-    assert await ledger_view(server, "t-null") == before
+    assert await ledger_view(server.ctx.ledger, "t-null") == before
     # the call is still waiting: a well-formed resume runs it
     events = await post_agui(client, v1("t-null", "r2", [], resume=[approve(f"int_{cid}")]), GUARDED)
     assert types(events)[-1] == "RUN_FINISHED" and "TOOL_CALL_RESULT" in types(events)
