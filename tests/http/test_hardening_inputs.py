@@ -17,6 +17,7 @@ from awaken.core import jsonbody
 from awaken.core.jsonbody import COUNT_WINDOW, MAX_CONTAINERS, MAX_DEPTH, MAX_MESSAGES, count_containers
 from awaken.tools import MAX_STATE_BYTES
 from awaken.wires.agui import adapter as agui_adapter
+from awaken.wires.memo import Memoized
 from tests.builders import (
     agui_body,
     agui_text,
@@ -108,7 +109,14 @@ async def test_a_large_request_is_parsed_and_turned_into_its_run_off_the_event_l
         where["to_run_request"] = threading.get_ident()
         return real_build(self, *args)
 
+    real_memo_parse = Memoized.parse  # the server's parse: its replay memo around the protocol's
+
+    def memo_parse(self, *args):  # noqa: ANN001, ANN002, ANN202
+        where["parse"] = threading.get_ident()
+        return real_memo_parse(self, *args)
+
     monkeypatch.setattr(protocol, "parse", parse)
+    monkeypatch.setattr(Memoized, "parse", memo_parse)
     monkeypatch.setattr(protocol, "to_run_request", to_run_request)
     events = await post_agui(client, agui_body("big", "r1", [user(f"m{i}", "hi") for i in range(MAX_MESSAGES)]))
     assert events[-1]["type"] == "RUN_FINISHED", types(events)
