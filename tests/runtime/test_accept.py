@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 
-import httpx
 import trio
 from hypercorn.trio import run as hypercorn_run
 
