@@ -1,4 +1,4 @@
-"""The ``[auth]`` config: attrs classes for ``awaken/config.py`` and their shape checks.
+"""The ``[auth]`` config: attrs classes for ``awaken.config`` and their shape checks.
 
 What the file can say is checked here when the config is parsed (``check``); what only start-up can
 know (the final bind, the environment, the key file) is checked by ``authenticator.build``.
