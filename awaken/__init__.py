@@ -6,6 +6,7 @@ a module imports its own layer and the ones below, never one above):
     core/          the vocabulary every layer shares: errors and their statuses, ids, messages,
                    live AgentEvents, principals, media and JSON-body checks (no I/O)
     runtime/       the process: memory tuning, hypercorn's seams (accept, read, write deadlines), workers
+    telemetry/     traces (OpenTelemetry GenAI conventions), Prometheus metrics, structured logs
     engine/        RunApplication, the only execution authority; ``state`` (run states, the one object
                    that changes them) and ``claims`` (who may run on a thread) sit below the ledger
     models/        model providers (the ``awaken.models`` entry-point group): scripted, OpenAI-compatible

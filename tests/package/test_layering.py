@@ -18,6 +18,7 @@ from tests.builders import ROOT
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("awaken.core",),                                   # errors, ids, messages, events, principal: no I/O
     ("awaken.runtime",),                                # the process: memory tuning, hypercorn seams, workers
+    ("awaken.telemetry",),                              # traces, metrics, logs: names in one place
     ("awaken.engine.state", "awaken.engine.claims"),    # run states and thread claims, which the ledger stores
     ("awaken.models",),
     ("awaken.tools", "awaken.mcp"),
