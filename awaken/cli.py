@@ -2,7 +2,9 @@
 
 ``awaken serve [--config PATH] [--bind HOST:PORT]`` loads the config (one clear line and exit 2 on a
 bad one), opens the ledger, starts the MCP servers and serves on hypercorn's trio worker until
-SIGINT/SIGTERM; then the HTTP side stops first and the MCP servers (stdio children) after it.
+SIGINT/SIGTERM; then it drains (``drain``: ``/readyz`` 503, new runs refused, the runs in progress
+given ``[server] drain_seconds``), the HTTP side stops and the MCP servers (stdio children) after it;
+the process exits 0.
 With ``[server] workers = N > 1`` it supervises N such processes on one address (``awaken/runtime/workers.py``).
 Once serving, each process freezes its start-up objects out of the cycle collector's reach and collects
 less often (``collect_for_latency``): a collection pauses the event loop whichever thread triggers it.
@@ -16,6 +18,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 
 import attrs
 import trio
@@ -71,8 +74,9 @@ async def serve(config: AppConfig, worker_fd: int | None = None, *,
 
             async def shutdown_trigger() -> None:
                 async for _ in signals:
-                    ctx.app.shutting_down()  # a run the graceful timeout cuts off is interrupted for it
-                    return
+                    break
+                await drain(ctx, signals)
+                ctx.app.shutting_down()  # a run the graceful timeout cuts off is interrupted for it
 
             # runs execute in the server's own nursery (they may outlive their connection); leaving it
             # after hypercorn's graceful shutdown interrupts what still runs for ``shutdown``
@@ -95,6 +99,41 @@ async def serve(config: AppConfig, worker_fd: int | None = None, *,
     finally:
         with trio.CancelScope(shield=True):
             await ctx.aclose()
+
+
+async def drain(ctx: ServerContext, signals: AsyncIterator[int]) -> None:
+    """A shutdown's first part, while the server still answers: ``/readyz`` says 503 and new runs are
+    refused (``SERVER_DRAINING``); the runs in progress get ``[server] drain_seconds`` to end or reach
+    their next step boundary (``RunApplication.drain``), a second SIGINT/SIGTERM cuts that short; their
+    outcomes are committed and their streams end (at their last position: a client rejoins from it).
+    Then telemetry is flushed, and hypercorn's graceful shutdown closes the connections."""
+    seconds = ctx.config.server.drain_seconds
+    active = ctx.app.active_count
+    print(f"awaken: draining: no new runs; {active} in progress get up to {seconds:g} s "
+          "(send the signal again to stop them now)", flush=True)
+    cut = trio.Event()
+    async with trio.open_nursery() as nursery:
+
+        async def second_signal() -> None:
+            async for _ in signals:
+                cut.set()
+                return
+
+        nursery.start_soon(second_signal)
+        await ctx.app.drain(seconds, cut)
+        nursery.cancel_scope.cancel()
+    await flush_telemetry()
+    print("awaken: drained; closing connections", flush=True)
+
+
+async def flush_telemetry() -> None:
+    """Export the spans telemetry still holds before the process exits (``awaken.telemetry.tracing``'s
+    ``flush``, off the event loop; nothing to do where that module is not installed)."""
+    try:
+        from awaken.telemetry import tracing
+    except ImportError:
+        return
+    await tracing.flush()
 
 
 def _serve_command(args: argparse.Namespace) -> int:

@@ -8,7 +8,8 @@ keep refusing inside their stream, as the contract says (AG-UI ``RUN_ERROR``, AI
 HTTP 200); a run code is committed on the run that failed.
 
 * ``InputRejected`` — the client sent something we will not run. Nothing was started or committed.
-  ``RateLimited`` is one: the caller is over a ``[limits]`` cap (429, ``Retry-After``).
+  ``RateLimited`` is one: the caller is over a ``[limits]`` cap (429, ``Retry-After``); ``ServerDraining``
+  another: the server is shutting down (503, ``Retry-After``).
 * ``RunFailure`` — a run was admitted and then failed; the failure is committed on the run.
 * ``StoreUnavailable`` — the ledger cannot be read or written (503).
 * ``BadCursor`` — a history cursor that is not in the thread's committed page sequence (400).
@@ -73,6 +74,9 @@ CODES: dict[str, Code] = {
                            "objects."),
     "BODY_TIMEOUT": Code("input", 408, "The request body did not arrive within server.body_timeout_seconds; the "
                          "connection is closed."),
+    "SERVER_DRAINING": Code("input", 503, "The server is shutting down (SIGTERM or SIGINT): it starts no new run while "
+                            "the runs it has reach their end (with Retry-After; send it again, to this server once it "
+                            "is back or to another process; /readyz answers the same meanwhile)."),
     "TOO_MANY_LARGE_BODIES": Code("input", 503, "server.max_large_bodies request bodies over 256 KiB are being read "
                                   "or parsed already (with Retry-After: 1; nothing was started, send it again)."),
     "INVALID_ID": Code("input", 400, "A thread, run or message id breaks the id rule (1-256 printable characters, "
@@ -152,6 +156,20 @@ class RateLimited(InputRejected):
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+    @property
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The response headers that go with this refusal."""
+        return [(b"retry-after", str(self.retry_after).encode())]
+
+
+class ServerDraining(InputRejected):
+    """The server is draining (a shutdown began): no new run starts (HTTP 503 with ``Retry-After``
+    where a status can be sent)."""
+
+    code = "SERVER_DRAINING"
+    #: seconds a client waits before it sends the refused request again
+    retry_after = 5
 
     @property
     def headers(self) -> list[tuple[bytes, bytes]]:

@@ -39,6 +39,12 @@ owned by the server, not by the connection that asked for it, and streams into i
 open, ``launch`` opens a nursery of its own for the run: no engine entry point takes a nursery.
 Whether a connection that goes away takes its run along is the connection's decision (``exchange``:
 the agent's ``on_disconnect``). Leaving ``hosting()`` interrupts every run still in it for ``shutdown``.
+
+Draining. A graceful shutdown first calls ``drain(seconds)``: admission refuses every new run with
+``SERVER_DRAINING`` (503, ``Retry-After``), and the active runs get ``seconds`` to complete, start
+waiting (a committed state another process or a restart resumes) or reach their next step boundary,
+where they stop, committed ``interrupted`` for ``shutdown``; what still runs then is interrupted
+for ``shutdown`` at once.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ import attrs
 import orjson
 import trio
 
-from awaken.core.errors import AwakenError, InputRejected, StoreUnavailable, UnknownThread
+from awaken.core.errors import AwakenError, InputRejected, ServerDraining, StoreUnavailable, UnknownThread
 from awaken.core.messages import Message
 from awaken.core.principal import Principal
 from awaken.engine.access import may_see
@@ -94,6 +100,8 @@ class RunApplication:
         self.claims.live_tokens(
             lambda: frozenset(r.claim_token for r in self._active.values()) | frozenset(self._deleting_tokens))
         self._host: trio.Nursery | None = None
+        #: a shutdown began (``drain``): no run is admitted any more
+        self.draining = False
 
     @property
     def hosting_runs(self) -> bool:
@@ -151,6 +159,11 @@ class RunApplication:
             finally:
                 out.close()
 
+    @property
+    def active_count(self) -> int:
+        """How many runs are active (admitted and not yet settled)."""
+        return len(self._active)
+
     def is_active(self, thread_id: str) -> bool:
         return thread_id in self._active
 
@@ -188,6 +201,9 @@ class RunApplication:
         ``principal.subject``. A caller over a ``[limits]`` cap gets ``RateLimited`` before anything
         is looked at; a thread whose last outcome waits for the store gets ``StoreUnavailable``.
         """
+        if self.draining:
+            raise ServerDraining("the server is shutting down and starts no new run; send it again in a few "
+                                 "seconds (to this server once it is back, or to another one)")
         agent = self.agents.get(agent_id)
         # the caller's caps come first: refusing costs nothing and says nothing about the thread
         slot = self.limiter.acquire(principal)
@@ -315,6 +331,32 @@ class RunApplication:
         finally:
             self._deleting.discard(thread_id)
             self._deleting_tokens.discard(token)
+
+    async def drain(self, seconds: float, cut: trio.Event | None = None) -> None:
+        """A graceful shutdown's first part: from now on no run is admitted (``SERVER_DRAINING``); each
+        active run may finish, start waiting, or reach its next step boundary, where it is interrupted
+        for ``shutdown``, for up to ``seconds`` (or until ``cut`` is set); then every run still active
+        is interrupted for ``shutdown``. Returns once their outcomes are committed (each bounded as any
+        final commit is: one the store does not take stays with the reconciler)."""
+        self.draining = True
+        for run in list(self._active.values()):
+            run.drain()
+        with trio.move_on_after(seconds):
+            async with trio.open_nursery() as nursery:
+                if cut is not None:
+                    async def cut_short() -> None:
+                        await cut.wait()
+                        nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(cut_short)
+                while self._active:
+                    await next(iter(self._active.values())).settled()
+                nursery.cancel_scope.cancel()
+        for run in list(self._active.values()):
+            run.cancel(Cause.SHUTDOWN)
+        with trio.move_on_after(FINAL_COMMIT_TIMEOUT + 1):
+            for run in list(self._active.values()):
+                await run.settled()
 
     def shutting_down(self) -> None:
         """The server is shutting down: a run cancelled from now on is interrupted for ``shutdown``."""

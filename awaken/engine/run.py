@@ -39,7 +39,8 @@ log = logging.getLogger("awaken.engine")
 class AdmittedRun(RunBase):
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
-    __slots__ = ("_executing", "_reconcile", "_reconciling", "_release", "_released", "_scope", "_streamed")
+    __slots__ = ("_draining", "_executing", "_reconcile", "_reconciling", "_release", "_released", "_scope",
+                 "_streamed")
 
     def __init__(self, ledger: Ledger, tools: ToolRegistry, agent: Agent, thread_id: str, *,
                  release: Callable[[AdmittedRun], Awaitable[None]],
@@ -57,6 +58,7 @@ class AdmittedRun(RunBase):
     # -- stopping ------------------------------------------------------------------------------
 
     def cancel(self, cause: Cause) -> None:
+        self._draining = False
         """Stop the run now; it is committed ``interrupted`` for ``cause`` (the first cause recorded
         wins). Safe to call at any time, also before ``execute`` starts or after it ended."""
         self.blame(cause)
@@ -70,6 +72,18 @@ class AdmittedRun(RunBase):
         """Wait until the run's outcome is committed (or could not be) and it left the registry."""
         await self._settled.wait()
         return self.status
+    def drain(self) -> None:
+        """The server is draining: the run stops at its next step boundary, committed ``interrupted``
+        for ``shutdown``; one that completes or starts waiting first keeps that outcome."""
+        self.blame(Cause.SHUTDOWN)
+        self._draining = True
+
+    async def step_boundary(self) -> None:
+        """A step was committed and another would follow: a draining run stops here."""
+        if self._draining:
+            self.cancel(Cause.SHUTDOWN)
+            await trio.lowlevel.checkpoint()  # the cancellation lands here, between two steps
+
 
     # -- execution -----------------------------------------------------------------------------
 

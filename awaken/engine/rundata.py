@@ -130,6 +130,10 @@ class RunBase:
     def agent(self) -> Agent:
         return self.spec.agent
 
+    async def step_boundary(self) -> None:
+        """A step was committed and another would follow (where a draining server stops a run:
+        ``AdmittedRun.step_boundary``)."""
+
     @property
     def thread_id(self) -> str:
         return self.spec.thread_id

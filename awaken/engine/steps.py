@@ -55,6 +55,7 @@ async def step_loop(run: RunBase, sink: Sink) -> None:
         if made.status is RunStatus.COMPLETED:
             sink(RunFinished(run.thread_id, run.run_id, "completed", run.usage))
             return
+        await run.step_boundary()
     raise RunFailure(f"the agent reached its step limit ({agent.config.max_steps}) without finishing",
                      code="STEP_LIMIT")
 

@@ -15,7 +15,8 @@ from a foreign page), the framing headers of HTML answers (awaken/http/framing.p
 
 Routes (from ``POST /v1/ag-ui`` on, the shipped wires' as they declare them):
     GET  /healthz                                    200 while the process serves
-    GET  /readyz                                     200 when the ledger can commit (write probe), else 503
+    GET  /readyz                                     200 when the ledger can commit (write probe), else 503;
+                                                     503 SERVER_DRAINING from the start of a shutdown
     GET  /v1/me                                      the caller's principal {subject, role}
     GET  /v1/agents                                  the published agents
     GET  /v1/ag-ui/agents/{agentId}/capabilities     the agent's AG-UI AgentCapabilities
@@ -60,6 +61,7 @@ from awaken.core.errors import (
     BadCursor,
     BadLimit,
     InputRejected,
+    ServerDraining,
     StoreUnavailable,
     UnknownThread,
 )
@@ -117,7 +119,11 @@ def build_quart(ctx: ServerContext, wires: dict[str, Wire]) -> QuartTrio:
     @app.get("/readyz")
     async def readyz():  # noqa: ANN202
         """Ready when the ledger can commit: a real write probe. A success is reused for
-        ``READY_CACHE_SECONDS``; while it fails, every call probes again (recovery shows at once)."""
+        ``READY_CACHE_SECONDS``; while it fails, every call probes again (recovery shows at once). From
+        the start of a shutdown (``RunApplication.drain``) it answers 503 ``SERVER_DRAINING`` at once, so a
+        balancer sends no new work here."""
+        if ctx.app.draining:
+            return quart_error(ServerDraining("the server is shutting down"))
         if probe["error"] is not None or trio.current_time() - probe["at"] > READY_CACHE_SECONDS:
             try:
                 await ctx.ledger.probe_write()

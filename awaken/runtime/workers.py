@@ -4,7 +4,8 @@
 starts N ``awaken serve --worker-fd FD`` children that inherit the listening socket (the kernel hands
 each new connection to whichever worker accepts first) and serve it with hypercorn's trio worker
 (``bind = fd://FD``), each with its own ledger connection, claims and lease. SIGINT/SIGTERM are
-passed on to the workers, which shut down gracefully; a worker that dies otherwise is started again
+passed on to the workers, which drain and shut down gracefully (a second signal, passed on too, cuts
+their drains short) while the supervisor waits for every one of them to exit; a worker that dies otherwise is started again
 (its runs are interrupted by the others once its lease lapses, see ``storage_backends/postgres_claims``).
 
 Only a ledger shared by processes may have several workers (``awaken.ledger.registry.check_workers``).
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 
 import trio
 
@@ -60,13 +62,18 @@ async def supervise(config_path: str, bind: str, workers: int, backlog: int) -> 
                 with trio.move_on_after(RESTART_DELAY):
                     await stopping.wait()
 
+    async def forward(signals: AsyncIterator[int]) -> None:
+        # every signal goes to every worker: the first starts their drains, a second cuts them short
+        async for signum in signals:
+            stopping.set()
+            for proc in list(procs):
+                proc.send_signal(signum)
+
     with sock, trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            for n in range(workers):
-                nursery.start_soon(worker, n)
-            print(f"awaken: supervising {workers} worker processes on {host}:{port}", flush=True)
-            async for signum in signals:
-                stopping.set()
-                for proc in list(procs):
-                    proc.send_signal(signum)
-                break
+        async with trio.open_nursery() as outer:
+            outer.start_soon(forward, signals)
+            async with trio.open_nursery() as nursery:  # until every worker exited once stopping
+                for n in range(workers):
+                    nursery.start_soon(worker, n)
+                print(f"awaken: supervising {workers} worker processes on {host}:{port}", flush=True)
+            outer.cancel_scope.cancel()

@@ -21,7 +21,7 @@ from typing import Protocol as TypingProtocol
 
 import trio
 
-from awaken.core.errors import AwakenError, InputRejected, RateLimited, StoreUnavailable, UnknownThread
+from awaken.core.errors import AwakenError, InputRejected, StoreUnavailable, UnknownThread
 from awaken.core.ids import check_id, check_request_ids
 from awaken.core.principal import Principal, principal_of
 from awaken.engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
@@ -149,11 +149,10 @@ async def exchange(
         except UnknownThread as exc:
             await transport.not_found(exc, protocol.refusal(exc.code, exc.message, encoder))
             return
-        except RateLimited as exc:  # the stream's refusal, with Retry-After where headers can go
-            await transport.reject(protocol.refusal(exc.code, exc.message, encoder), exc.headers)
-            return
         except (InputRejected, StoreUnavailable) as exc:
-            await transport.reject(protocol.refusal(exc.code, exc.message, encoder))
+            # the stream's refusal, with the error's headers where headers can go (RATE_LIMITED's and
+            # SERVER_DRAINING's Retry-After)
+            await transport.reject(protocol.refusal(exc.code, exc.message, encoder), exc.headers)
             return
         attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
         parsed = None  # admitted: the run holds what it needs (``build``'s request), not the body's parse
