@@ -1,7 +1,8 @@
 """The protocol-neutral message model: what the ledger stores and what models read.
 
 A ``Message`` is one committed history entry: a user/system/developer input, an assistant turn of
-one model step (text, reasoning and tool calls), or a tool result. Adapters translate their wire
+one model step (text, reasoning and tool calls; ending with an ``IncompletePart`` when the run ended
+before the step did), or a tool result. Adapters translate their wire
 messages into these and project them back; nothing here knows AG-UI or the AI SDK.
 
 Parts are small frozen attrs classes tagged by ``kind``; ``to_json``/``from_json`` give the stored
@@ -84,13 +85,25 @@ class ToolResultPart:
     kind: Literal["tool_result"] = "tool_result"
 
 
-Part = TextPart | ImagePart | ReasoningPart | ToolCallPart | ToolResultPart
+@attrs.frozen
+class IncompletePart:
+    """The mark of an assistant message cut off by its run's early end: the text and reasoning before it
+    are what was streamed when the run stopped. ``reason`` is why (an interruption's cause value, e.g.
+    ``stopped``, ``client_gone``, ``shutdown``, ``superseded``, or ``failed``); see
+    ``awaken.engine.state.incomplete_reason``."""
+
+    reason: str
+    kind: Literal["incomplete"] = "incomplete"
+
+
+Part = TextPart | ImagePart | ReasoningPart | ToolCallPart | ToolResultPart | IncompletePart
 _PART_TYPES: dict[str, type] = {
     "text": TextPart,
     "image": ImagePart,
     "reasoning": ReasoningPart,
     "tool_call": ToolCallPart,
     "tool_result": ToolResultPart,
+    "incomplete": IncompletePart,
 }
 
 
@@ -123,6 +136,12 @@ class Message:
             if isinstance(p, ToolResultPart):
                 return p
         return None
+
+    @property
+    def incomplete(self) -> str | None:
+        """Why this assistant message was cut off (its ``IncompletePart``'s reason), or None when whole."""
+        last = self.parts[-1] if self.parts else None
+        return last.reason if isinstance(last, IncompletePart) else None
 
 
 def result_id(tool_call_id: str) -> str:

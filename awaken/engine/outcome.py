@@ -3,6 +3,12 @@ code), or is interrupted (``interrupted`` with a ``Cause``). The failed and inte
 shielded and bounded, so a cancellation cannot tear them and a stuck store cannot hold the
 connection.
 
+Nothing a person read is lost: an early end (failed or interrupted) commits, in the same commit as
+its outcome, what the step streaming at that moment had streamed (its text and reasoning) as the
+step's assistant message, marked incomplete with the reason (``IncompletePart``; ``cut_off``). It is
+one whole message written once with the outcome, never a torn step: the step's tool calls, which
+never ran, are not in it.
+
 A final commit that cannot happen in time (the store is slow or failing) is not given up: the run
 keeps its outcome pending in its ``RunState`` (``run.unsettled``), the failure is logged, the thread stays claimed
 (``THREAD_BUSY`` while the store is only slow with the commit, ``STORE_UNAVAILABLE`` once the store
@@ -19,9 +25,10 @@ import trio
 
 from awaken.core.errors import StoreUnavailable
 from awaken.core.events import Gate, RunFailed, RunFinished
+from awaken.core.messages import Message
 from awaken.engine.commit import write
 from awaken.engine.rundata import RunBase
-from awaken.engine.state import Cause, RunStatus
+from awaken.engine.state import Cause, Change, RunStatus
 from awaken.ledger.interface import Commit, PendingCall
 from awaken.wires.protocol import Sink
 
@@ -60,6 +67,19 @@ async def interrupt(run: RunBase) -> None:
         await commit_final(run, RunStatus.INTERRUPTED, None, None, run.cause)
 
 
+def cut_off(run: RunBase, change: Change) -> tuple[Message, ...]:
+    """The answer ``change`` cuts off: what the step streaming now streamed (text and reasoning),
+    marked incomplete with the change's reason, when that step is not committed yet; else nothing."""
+    reason = change.incomplete_reason
+    streaming = run.progress.streaming
+    if reason is None or streaming is None:
+        return ()
+    partial = streaming.partial(run.run_id, reason)
+    if partial is None or any(m.id == partial.id for m in run.history):
+        return ()
+    return (partial,)
+
+
 async def commit_final(run: RunBase, status: RunStatus, code: str | None, message: str | None,
                        cause: Cause | None = None) -> bool:
     """Commit a terminal status, shielded and bounded. Returns whether it was committed.
@@ -75,14 +95,17 @@ async def commit_final(run: RunBase, status: RunStatus, code: str | None, messag
         if not await run.started():
             state.abandon_outcome()
             return False  # the run record was never written: there is nothing to close
+        run.progress.closing = cut_off(run, change)
         try:
-            await write(run.ledger, run.thread_id, run.run_id, change, Commit(status=status))
+            committed = await write(run.ledger, run.thread_id, run.run_id, change,
+                                    Commit(status=status, messages=run.progress.closing))
         except StoreUnavailable as exc:
             state.store_refused()
             log.error("run %s: could not commit %s (%s); thread %s stays busy until it is committed",
                       run.run_id, status.value, exc.message, run.thread_id)
             return False
         state.committed(change)
+        run.progress.history.extend(committed)
         return True
     log.error("run %s: committing %s took longer than %.1f s; thread %s stays busy until it is committed",
               run.run_id, status.value, FINAL_COMMIT_TIMEOUT, run.thread_id)

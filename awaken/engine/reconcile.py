@@ -5,7 +5,7 @@
 keeps it pending in its ``RunState`` (``run.unsettled``) and stays in the registry, so its thread
 answers ``THREAD_BUSY`` while the store is slow, and ``STORE_UNAVAILABLE`` (runs, stop and delete on it) once the store refused the
 commit (``run.outcome_refused``): then the store, not another run, is what the client waits for.
-``settle_late`` commits it as soon as the store answers (retrying with back-off), then frees the
+``settle_late`` commits it (with the answer it cut off, ``outcome.cut_off``) as soon as the store answers (retrying with back-off), then frees the
 thread. It runs in the server's nursery (``RunApplication.reconcile_forever``, started by the ASGI
 lifespan), never in a connection's: the client that caused the run may be long gone.
 """
@@ -43,7 +43,8 @@ async def settle_late(run: AdmittedRun) -> None:
                     final = run.unsettled or final
                     record = await run.ledger.get_run(run.run_id)
                     if record is not None and record.status is RunStatus.RUNNING:
-                        await write(run.ledger, run.thread_id, run.run_id, final, Commit(status=final.status))
+                        await write(run.ledger, run.thread_id, run.run_id, final,
+                                    Commit(status=final.status, messages=run.progress.closing))
                         run.runstate.committed(final)
                     elif record is not None:  # the slow commit got through after all
                         cause = final.cause if record.status is final.status else _cause(record.status, record.cause)

@@ -6,7 +6,8 @@ this one, and it imports none of them.
   resume's decided and remaining calls. A fresh run's id may be replaced once, when the ledger
   refuses one the client reused (``commit.write_start``): the spec is then replaced, never edited.
 * ``Progress`` — the changing part: the history as committed so far, the thread's state, usage and
-  steps done. Only ``commit`` changes it (the first write, and ``apply`` of each step's commit).
+  steps done. Only ``commit`` changes it (the first write, and ``apply`` of each step's commit), and
+  the run's end (``outcome``: the answer cut off by it); the step loop names the step streaming now.
 * ``RunState`` (``state.py``) — the status, the cause, the settled flag: changed only by that object.
 * ``Broadcast`` — what the engine needs of the stream a run feeds (``awaken.streams`` implements it).
 * ``RunBase`` — one admitted run's data as the step loop, the tool policy and the commits see it;
@@ -22,6 +23,7 @@ import trio
 
 from awaken.core.errors import AwakenError
 from awaken.core.messages import Message, Usage
+from awaken.core.principal import Principal
 from awaken.engine.limits import UNLIMITED, Slot
 from awaken.engine.state import Cause, Change, RunState, RunStatus
 from awaken.ledger.interface import PendingCall
@@ -72,6 +74,15 @@ class RunSpec:
     steps_done: int = 0
 
 
+class Streaming(Protocol):
+    """The model step a run is streaming now (``steps.StepBuilder``), as the run's early end sees it."""
+
+    def partial(self, run_id: str, reason: str) -> Message | None:
+        """What the step streamed so far (text and reasoning), marked incomplete for ``reason``; None
+        when it streamed neither."""
+        ...
+
+
 @attrs.define
 class Progress:
     """The changing part of a run: what it committed so far."""
@@ -80,6 +91,11 @@ class Progress:
     state: dict[str, Any]
     usage: Usage
     steps_done: int
+    #: the model step streaming now (None between steps): its answer so far is what an early end
+    #: commits (``outcome.commit_final``)
+    streaming: Streaming | None = None
+    #: the cut-off answer an early end commits with the run's outcome (kept for the reconciler)
+    closing: tuple[Message, ...] = ()
 
     @classmethod
     def of(cls, spec: RunSpec) -> Progress:
@@ -90,8 +106,8 @@ class RunBase:
     """One admitted run's data: its spec (frozen), its progress (changing, by ``commit`` only), its
     state (``RunState``), and the first write of a fresh run (``start``)."""
 
-    __slots__ = ("_settled", "broadcast", "claim_token", "claimed", "ledger", "owner", "owner_known", "progress",
-                 "runstate", "slot", "spec", "start", "start_error", "tools")
+    __slots__ = ("_settled", "broadcast", "claim_token", "claimed", "ledger", "owner", "owner_known", "principal",
+                 "progress", "runstate", "slot", "spec", "start", "start_error", "tools")
 
     def __init__(self, ledger: Ledger, tools: ToolRegistry, agent: Agent, thread_id: str) -> None:
         self.ledger = ledger
@@ -112,6 +128,8 @@ class RunBase:
         #: or for a new thread the subject starting it (written with the run's first write)
         self.owner: str | None = None
         self.owner_known = False
+        #: who asked for the run (set by admission; what a tool's context says of the caller)
+        self.principal: Principal | None = None
         #: the run's place among its caller's executing runs (``[limits]``), given back when it ends or waits
         self.slot: Slot = UNLIMITED
 

@@ -80,6 +80,10 @@ CAUSE_MESSAGES: dict[Cause, str] = {
 
 def describe(cause: Cause) -> str:
     """The committed ``error_message`` of a run interrupted for ``cause``."""
+#: the reason an answer cut off by a failure is marked with (an interruption's is its cause's value)
+INCOMPLETE_FAILED = "failed"
+
+
     return CAUSE_MESSAGES[cause]
 
 
@@ -136,6 +140,15 @@ class Change:
 
 
 def _change(current: RunStatus, new: RunStatus, cause: Cause | None, error_code: str | None,
+    @property
+    def incomplete_reason(self) -> str | None:
+        """What an answer cut off by this change is marked with (``IncompletePart.reason``): an
+        interruption's cause value, ``failed`` for a failure; None for every change that does not end
+        a run early."""
+        if self.status is RunStatus.INTERRUPTED:
+            return self.cause_value
+        return INCOMPLETE_FAILED if self.status is RunStatus.FAILED else None
+
             error_message: str | None) -> Change:
     transition(current, new, cause)
     if error_code is not None and new is not RunStatus.FAILED:

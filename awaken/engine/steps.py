@@ -24,7 +24,7 @@ from awaken.core.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from awaken.core.messages import Message, ReasoningPart, TextPart, ToolCallPart, Usage
+from awaken.core.messages import IncompletePart, Message, ReasoningPart, TextPart, ToolCallPart, Usage
 from awaken.engine.commit import apply
 from awaken.engine.outcome import finish_waiting
 from awaken.engine.policy import run_tools
@@ -67,7 +67,8 @@ async def model_step(run: RunBase, sink: Sink) -> Commit:
     agent = run.agent
     builder = StepBuilder(sink, run.answer_message_id if run.steps_done == 0 else new_id("msg"),
                           used_call_ids(run))
-    request = ModelRequest(agent.config.system_prompt, model_window(run.history, agent.config.history_messages),
+    run.progress.streaming = builder  # an early end commits what it streamed (outcome.commit_final)
+    request = ModelRequest(agent.config.system_prompt, model_window(model_history(run), agent.config.history_messages),
                            agent.tools + run.client_tools, context=run.request.context, state=run.state)
     await agent.model.stream(request, builder)
     builder.close()
@@ -78,7 +79,7 @@ async def model_step(run: RunBase, sink: Sink) -> Commit:
         assert run.start_error is not None
         raise run.start_error
     assistant = builder.message(run.run_id)
-    results, pending, state = await run_tools(run, calls, assistant.id)
+    results, pending, state = await run_tools(run, calls, assistant.id, sink)
     return Commit(
         status=RunStatus.WAITING if pending else RunStatus.RUNNING if calls else RunStatus.COMPLETED,
         messages=((assistant,) if assistant.parts else ()) + tuple(results),
@@ -87,6 +88,14 @@ async def model_step(run: RunBase, sink: Sink) -> Commit:
         usage=builder.step_usage,
         steps=1,
     )
+
+
+def model_history(run: RunBase) -> list[Message]:
+    """The history the model reads: the run's, without the answers cut off by an early end unless the
+    agent keeps them (``keep_partial_answers``, the default)."""
+    if run.agent.config.keep_partial_answers:
+        return run.history
+    return [m for m in run.history if m.incomplete is None]
 
 
 def used_call_ids(run: RunBase) -> UsedCallIds:
@@ -252,6 +261,16 @@ class StepBuilder:
                 call[0] = new_id("call")
         return [ToolCallPart(cid, name, str(fr) or "{}") for cid, name, fr in
                 (self._calls[i] for i in sorted(self._calls))]
+
+    def partial(self, run_id: str, reason: str) -> Message | None:
+        """The step cut off for ``reason``: its reasoning and text so far, marked incomplete (its tool
+        calls never ran, so they are left out); None when it streamed neither."""
+        parts: list[Any] = [ReasoningPart(rid, str(chunks)) for rid, chunks in self._reasoning if chunks]
+        if self._text:
+            parts.append(TextPart(str(self._text)))
+        if not parts:
+            return None
+        return Message(self.message_id, "assistant", (*parts, IncompletePart(reason)), run_id)
 
     def message(self, run_id: str) -> Message:
         parts: list[Any] = [ReasoningPart(rid, str(chunks)) for rid, chunks in self._reasoning]

@@ -344,7 +344,8 @@ def test_an_interruption_needs_a_cause_and_nothing_else_takes_one(current):
 
 async def test_an_illegal_transition_commits_nothing(tmp_path, monkeypatch):
     """With RUNNING → COMPLETED taken out of the table, the final step is refused before the ledger
-    sees it: no answer is committed; the run fails (RUNNING → FAILED is legal) with INTERNAL_ERROR."""
+    sees it: the step is not committed; the run fails (RUNNING → FAILED is legal) with INTERNAL_ERROR, and
+    the answer it had streamed is committed with that failure, marked incomplete."""
     table = dict(runstate.TRANSITIONS)
     table[RunStatus.RUNNING] = table[RunStatus.RUNNING] - {RunStatus.COMPLETED}
     monkeypatch.setattr(runstate, "TRANSITIONS", table)
@@ -352,7 +353,8 @@ async def test_an_illegal_transition_commits_nothing(tmp_path, monkeypatch):
         events, status = await run_once(ctx.app, "t1", ask("t1", "hello", run_id="r1"))
         assert status is RunStatus.FAILED
         assert events[-1] == ev.RunFailed("INTERNAL_ERROR", "the server failed while running the agent")
-        assert [m.role for m in (await ctx.ledger.thread_view("t1")).messages] == ["user"]
+        assert [(m.role, m.incomplete) for m in (await ctx.ledger.thread_view("t1")).messages] == [
+            ("user", None), ("assistant", "failed")]
         run = await ctx.ledger.get_run("r1")
         assert (run.status, run.steps, run.usage.output_tokens) == (RunStatus.FAILED, 0, 0)
 

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from awaken.core.errors import StoreUnavailable
 from awaken.core.messages import (
     ImagePart,
+    IncompletePart,
     Message,
     ReasoningPart,
     TextPart,
@@ -419,6 +420,29 @@ async def test_the_write_probe_passes_leaves_no_trace_and_fails_once_closed(ledg
     await ledger.aclose()
     with pytest.raises(StoreUnavailable):
         await ledger.probe_write()
+
+
+async def test_an_answer_cut_off_is_committed_whole_with_the_outcome(ledger_factory: LedgerFactory,
+                                                                       tmp_path: Path) -> None:
+    """An early end commits the answer streamed so far, marked incomplete, in the same commit as the
+    run's ``interrupted`` status: every read (the history, admission's tail, the hot paths, a reopen)
+    gives the whole message with its marker."""
+    cut = Message("a1", "assistant", (ReasoningPart("rs1", "pondering"), TextPart("The answer is"),
+                                      IncompletePart("stopped")), "r1")
+    async with opened(ledger_factory, tmp_path) as ledger:
+        await started(ledger, "r1", "t1", user("u1", "first", "r1"))
+        await ledger.commit("t1", "r1", Commit(status=RunStatus.INTERRUPTED, messages=(cut,), cause="stopped",
+                                               error_message="stopped on request"))
+        committed = attrs.evolve(cut, seq=2, created_at=(await ledger.read_messages("t1", 1, 1))[0].created_at)
+        assert (await ledger.read_messages("t1", 1, 10)) == [committed]
+        assert (await ledger.thread_view("t1")).messages[-1] == committed
+        assert (await ledger.admission_facts("t1", frozenset(), 10)).tail[-1] == committed
+        assert committed.incomplete == "stopped"
+        run = await ledger.get_run("r1")
+        assert (run.status, run.cause) == (RunStatus.INTERRUPTED, "stopped")
+    async with opened(ledger_factory, tmp_path) as ledger:
+        assert (await ledger.read_messages("t1", 1, 10)) == [committed]
+        assert (await ledger.admission_facts("t1", frozenset(), 10)).tail[-1].incomplete == "stopped"
 
 
 async def test_data_survives_close_and_reopen(ledger_factory: LedgerFactory, tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 user → ``{id, role, content}`` (a string, or text/image parts when there are images); system and
 developer → string content; an assistant step → an optional ``reasoning`` message, then
-``{id, role: "assistant", content?, toolCalls?}``; a tool result → ``{id, role: "tool", toolCallId,
+``{id, role: "assistant", content?, toolCalls?, metadata?}`` (``metadata: {"incomplete": <reason>}`` when
+the run's early end cut it off: ``stopped``, ``client_gone``, ``shutdown``, ``superseded``, ``failed``…;
+AG-UI messages carry an open ``metadata`` object in every client generation); a tool result → ``{id, role: "tool", toolCallId,
 content, error?}``. Absent fields are omitted, never null.
 """
 
@@ -59,6 +61,8 @@ def project_message(message: Message, edited: dict[str, str] | None = None) -> l
              "function": {"name": c.name, "arguments": (edited or {}).get(c.tool_call_id, c.arguments)}}
             for c in calls
         ]
+    if message.incomplete is not None:  # cut off by the run's early end: what was streamed, marked
+        assistant["metadata"] = {"incomplete": message.incomplete}
     if len(assistant) > 2:
         items.append(assistant)
     return items

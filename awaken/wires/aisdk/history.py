@@ -5,7 +5,8 @@
 * The assistant and tool messages of one run, up to the next input message, become **one** assistant
   ``UIMessage`` — what the live stream built — with ``id`` = the run's first assistant message id
   (the stream's ``start.messageId``) and ``metadata: {runId, usage}`` (the run's committed usage, as
-  the live ``finish`` sent it). The thread's last run ends with a ``data-state`` part holding the
+  the live ``finish`` sent it), plus ``incomplete: <reason>`` when the run's early end cut the answer off
+  (``stopped``, ``client_gone``, ``shutdown``, ``superseded``, ``failed``…: what was streamed is kept). The thread's last run ends with a ``data-state`` part holding the
   thread's current state (when it has one; the live stream sent it where the state changed). Each committed step is ``step-start``, then ``reasoning`` parts (with the
   stream's reasoning ``id``, as ai ≥ 6.0.x folds it; 6.0.0 strips it) and a ``text`` part (both
   ``state: "done"``), then one ``tool-<name>`` part per call in its final state:
@@ -139,6 +140,9 @@ def _assistant_message(group: list[Message], pending: Mapping[str, PendingCall],
     run_id = group[0].run_id
     if run_id is not None and run_id in usage:
         out["metadata"] = usage_metadata(usage[run_id], run_id)
+    cut = next((m.incomplete for m in steps if m.incomplete is not None), None)
+    if cut is not None:  # the run's early end cut its answer off: what was streamed, marked
+        out.setdefault("metadata", {})["incomplete"] = cut
     if state is not None and run_id is not None:
         parts.append({"type": "data-state", "id": state_part_id(run_id), "data": state})
     out["parts"] = parts
