@@ -6,8 +6,7 @@ this one, and it imports none of them.
   resume's decided and remaining calls. A fresh run's id may be replaced once, when the ledger
   refuses one the client reused (``commit.write_start``): the spec is then replaced, never edited.
 * ``Progress`` — the changing part: the history as committed so far, the thread's state, usage and
-  steps done. Only ``commit`` changes it (the first write, and ``apply`` of each step's commit), and
-  the run's end (``outcome``: the answer cut off by it); the step loop names the step streaming now.
+  steps done. Only ``commit`` changes it (the first write, and ``apply`` of each step's commit).
 * ``RunState`` (``state.py``) — the status, the cause, the settled flag: changed only by that object.
 * ``Broadcast`` — what the engine needs of the stream a run feeds (``awaken.streams`` implements it).
 * ``RunBase`` — one admitted run's data as the step loop, the tool policy and the commits see it;
@@ -73,15 +72,6 @@ class RunSpec:
     steps_done: int = 0
 
 
-class Streaming(Protocol):
-    """The model step a run is streaming now (``steps.StepBuilder``), as the run's early end sees it."""
-
-    def partial(self, run_id: str, reason: str) -> Message | None:
-        """What the step streamed so far (text and reasoning), marked incomplete for ``reason``; None
-        when it streamed neither."""
-        ...
-
-
 @attrs.define
 class Progress:
     """The changing part of a run: what it committed so far."""
@@ -90,11 +80,6 @@ class Progress:
     state: dict[str, Any]
     usage: Usage
     steps_done: int
-    #: the model step streaming now (None between steps): its answer so far is what an early end
-    #: commits (``outcome.commit_final``)
-    streaming: Streaming | None = None
-    #: the cut-off answer an early end commits with the run's outcome (kept for the reconciler)
-    closing: tuple[Message, ...] = ()
 
     @classmethod
     def of(cls, spec: RunSpec) -> Progress:
@@ -130,6 +115,10 @@ class RunBase:
         #: the run's place among its caller's executing runs (``[limits]``), given back when it ends or waits
         self.slot: Slot = UNLIMITED
 
+    async def step_boundary(self) -> None:
+        """A step was committed and another would follow (where a draining server stops a run:
+        ``AdmittedRun.step_boundary``)."""
+
     def admitted(self, spec: RunSpec) -> None:
         """Admission prepared the run: its frozen part, and its progress from it."""
         self.spec = spec
@@ -144,10 +133,6 @@ class RunBase:
     @property
     def agent(self) -> Agent:
         return self.spec.agent
-
-    async def step_boundary(self) -> None:
-        """A step was committed and another would follow (where a draining server stops a run:
-        ``AdmittedRun.step_boundary``)."""
 
     @property
     def thread_id(self) -> str:
