@@ -36,6 +36,7 @@ OnDisconnect = Literal["cancel", "continue"]
 
 
 @attrs.frozen
+OnNewInput = Literal["reject", "interrupt", "enqueue"]
 class ServerConfig:
     bind: str = "127.0.0.1:8000"
     #: seconds of silence before a ``: keep-alive`` comment on an SSE stream
@@ -123,6 +124,13 @@ Role = Literal["user", "admin", "anonymous"]
 
 
 @attrs.frozen
+    #: whether the model reads, next turn, an answer a run's early end cut off (committed marked
+    #: incomplete: stop, disconnect, failure, shutdown); history shows it either way
+    keep_partial_answers: bool = True
+    #: new input for a thread whose run is streaming: ``reject`` (``THREAD_BUSY``), ``interrupt`` (the
+    #: running turn stops, its answer kept as cut off, and the new one starts) or ``enqueue`` (the new
+    #: input is committed and runs once the current turn ends)
+    on_new_input: OnNewInput = "reject"
 class LimitsConfig:
     """``[limits]``: caps per principal (``awaken/engine/limits.py``); 0 turns a cap off."""
 

@@ -68,6 +68,10 @@ class AdmittedRun(RunBase):
         """Record ``cause`` for a cancellation that will come from outside, without stopping the run."""
         self.runstate.blame(cause)
 
+    async def settled(self) -> RunStatus:
+        """Wait until the run's outcome is committed (or could not be) and it left the registry."""
+        await self._settled.wait()
+        return self.status
     def drain(self) -> None:
         """The server is draining: the run stops at its next step boundary, committed ``interrupted``
         for ``shutdown``; one that completes or starts waiting first keeps that outcome."""
@@ -80,10 +84,6 @@ class AdmittedRun(RunBase):
             self.cancel(Cause.SHUTDOWN)
             await trio.lowlevel.checkpoint()  # the cancellation lands here, between two steps
 
-    async def settled(self) -> RunStatus:
-        """Wait until the run's outcome is committed (or could not be) and it left the registry."""
-        await self._settled.wait()
-        return self.status
 
     # -- execution -----------------------------------------------------------------------------
 

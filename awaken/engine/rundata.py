@@ -6,7 +6,8 @@ this one, and it imports none of them.
   resume's decided and remaining calls. A fresh run's id may be replaced once, when the ledger
   refuses one the client reused (``commit.write_start``): the spec is then replaced, never edited.
 * ``Progress`` — the changing part: the history as committed so far, the thread's state, usage and
-  steps done. Only ``commit`` changes it (the first write, and ``apply`` of each step's commit).
+  steps done. Only ``commit`` changes it (the first write, and ``apply`` of each step's commit), and
+  the run's end (``outcome``: the answer cut off by it); the step loop names the step streaming now.
 * ``RunState`` (``state.py``) — the status, the cause, the settled flag: changed only by that object.
 * ``Broadcast`` — what the engine needs of the stream a run feeds (``awaken.streams`` implements it).
 * ``RunBase`` — one admitted run's data as the step loop, the tool policy and the commits see it;
@@ -72,6 +73,15 @@ class RunSpec:
     steps_done: int = 0
 
 
+class Streaming(Protocol):
+    """The model step a run is streaming now (``steps.StepBuilder``), as the run's early end sees it."""
+
+    def partial(self, run_id: str, reason: str) -> Message | None:
+        """What the step streamed so far (text and reasoning), marked incomplete for ``reason``; None
+        when it streamed neither."""
+        ...
+
+
 @attrs.define
 class Progress:
     """The changing part of a run: what it committed so far."""
@@ -80,6 +90,11 @@ class Progress:
     state: dict[str, Any]
     usage: Usage
     steps_done: int
+    #: the model step streaming now (None between steps): its answer so far is what an early end
+    #: commits (``outcome.commit_final``)
+    streaming: Streaming | None = None
+    #: the cut-off answer an early end commits with the run's outcome (kept for the reconciler)
+    closing: tuple[Message, ...] = ()
 
     @classmethod
     def of(cls, spec: RunSpec) -> Progress:
