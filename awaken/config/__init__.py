@@ -33,10 +33,10 @@ from awaken.models.providers import provider_class, resolve_model
 
 Permission = Literal["allow", "ask", "deny"]
 OnDisconnect = Literal["cancel", "continue"]
+OnNewInput = Literal["reject", "interrupt", "enqueue"]
 
 
 @attrs.frozen
-OnNewInput = Literal["reject", "interrupt", "enqueue"]
 class ServerConfig:
     bind: str = "127.0.0.1:8000"
     #: seconds of silence before a ``: keep-alive`` comment on an SSE stream
@@ -49,13 +49,13 @@ class ServerConfig:
     ws_ping_seconds: float = 20.0
     #: seconds a shutdown waits, after the drain, for connections to close (hypercorn's graceful timeout)
     graceful_timeout: float = 2.0
-    #: seconds a shutdown (SIGTERM, SIGINT) gives the runs in progress to reach their end or their next
-    #: step boundary; then what still runs is committed ``interrupted`` with cause ``shutdown``
-    drain_seconds: float = 30.0
     #: browser origins allowed to call ``/v1/`` (exact ``scheme://host[:port]``; ``"*"`` alone: any, see awaken/http/cors.py)
     cors_origins: list[str] = attrs.field(factory=list)
     #: request headers browsers may send beyond content-type, authorization, user-agent and last-event-id
     cors_extra_headers: list[str] = attrs.field(factory=list)
+    #: seconds a shutdown (SIGTERM, SIGINT) gives the runs in progress to reach their end or their next
+    #: step boundary; then what still runs is committed ``interrupted`` with cause ``shutdown``
+    drain_seconds: float = 30.0
     #: names (``host`` or ``host:port``) a request's ``Host`` may carry beyond loopback names and the bind
     #: address (awaken/http/hosts.py): the names clients use behind a proxy or in a container
     allowed_hosts: list[str] = attrs.field(factory=list)
@@ -118,12 +118,6 @@ class AgentConfig:
     #: what a run does when the connection that started it goes: ``cancel`` (interrupted, ``client_gone``)
     #: or ``continue`` (it runs on to its committed outcome in the server's nursery; rejoinable)
     on_disconnect: OnDisconnect = "cancel"
-
-
-Role = Literal["user", "admin", "anonymous"]
-
-
-@attrs.frozen
     #: whether the model reads, next turn, an answer a run's early end cut off (committed marked
     #: incomplete: stop, disconnect, failure, shutdown); history shows it either way
     keep_partial_answers: bool = True
@@ -131,6 +125,12 @@ Role = Literal["user", "admin", "anonymous"]
     #: running turn stops, its answer kept as cut off, and the new one starts) or ``enqueue`` (the new
     #: input is committed and runs once the current turn ends)
     on_new_input: OnNewInput = "reject"
+
+
+Role = Literal["user", "admin", "anonymous"]
+
+
+@attrs.frozen
 class LimitsConfig:
     """``[limits]``: caps per principal (``awaken/engine/limits.py``); 0 turns a cap off."""
 
@@ -304,7 +304,6 @@ def _check(config: AppConfig, source: str) -> None:
         ("max_buffered_bytes", server.max_buffered_bytes, server.max_buffered_bytes > 0),
         ("ws_ping_seconds", server.ws_ping_seconds, server.ws_ping_seconds > 0),
         ("graceful_timeout", server.graceful_timeout, server.graceful_timeout >= 0),
-        ("drain_seconds", server.drain_seconds, server.drain_seconds >= 0),
         ("workers", server.workers, isinstance(server.workers, int) and server.workers >= 1),
         ("write_timeout_seconds", server.write_timeout_seconds, server.write_timeout_seconds > 0),
         ("body_timeout_seconds", server.body_timeout_seconds, server.body_timeout_seconds > 0),
@@ -321,6 +320,7 @@ def _check(config: AppConfig, source: str) -> None:
             raise ConfigError(f"{source}: limits.{key}: {getattr(config.limits, key)!r} is out of range "
                               "(0 turns the cap off)")
     host, _, port = config.server.bind.rpartition(":")
+        ("drain_seconds", server.drain_seconds, server.drain_seconds >= 0),
     if not host or not port.isdigit():
         raise ConfigError(f"{source}: server.bind: {config.server.bind!r} is not HOST:PORT")
     auth_config.check(config.auth, source)

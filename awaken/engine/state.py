@@ -78,12 +78,12 @@ CAUSE_MESSAGES: dict[Cause, str] = {
 }
 
 
-def describe(cause: Cause) -> str:
-    """The committed ``error_message`` of a run interrupted for ``cause``."""
 #: the reason an answer cut off by a failure is marked with (an interruption's is its cause's value)
 INCOMPLETE_FAILED = "failed"
 
 
+def describe(cause: Cause) -> str:
+    """The committed ``error_message`` of a run interrupted for ``cause``."""
     return CAUSE_MESSAGES[cause]
 
 
@@ -138,8 +138,6 @@ class Change:
         """The cause as the ledger stores it (its value), or None."""
         return self.cause.value if self.cause is not None else None
 
-
-def _change(current: RunStatus, new: RunStatus, cause: Cause | None, error_code: str | None,
     @property
     def incomplete_reason(self) -> str | None:
         """What an answer cut off by this change is marked with (``IncompletePart.reason``): an
@@ -149,6 +147,8 @@ def _change(current: RunStatus, new: RunStatus, cause: Cause | None, error_code:
             return self.cause_value
         return INCOMPLETE_FAILED if self.status is RunStatus.FAILED else None
 
+
+def _change(current: RunStatus, new: RunStatus, cause: Cause | None, error_code: str | None,
             error_message: str | None) -> Change:
     transition(current, new, cause)
     if error_code is not None and new is not RunStatus.FAILED:
