@@ -49,13 +49,13 @@ class ServerConfig:
     ws_ping_seconds: float = 20.0
     #: seconds a shutdown waits, after the drain, for connections to close (hypercorn's graceful timeout)
     graceful_timeout: float = 2.0
+    #: seconds a shutdown (SIGTERM, SIGINT) gives the runs in progress to reach their end or their next
+    #: step boundary; then what still runs is committed ``interrupted`` with cause ``shutdown``
+    drain_seconds: float = 30.0
     #: browser origins allowed to call ``/v1/`` (exact ``scheme://host[:port]``; ``"*"`` alone: any, see awaken/http/cors.py)
     cors_origins: list[str] = attrs.field(factory=list)
     #: request headers browsers may send beyond content-type, authorization, user-agent and last-event-id
     cors_extra_headers: list[str] = attrs.field(factory=list)
-    #: seconds a shutdown (SIGTERM, SIGINT) gives the runs in progress to reach their end or their next
-    #: step boundary; then what still runs is committed ``interrupted`` with cause ``shutdown``
-    drain_seconds: float = 30.0
     #: names (``host`` or ``host:port``) a request's ``Host`` may carry beyond loopback names and the bind
     #: address (awaken/http/hosts.py): the names clients use behind a proxy or in a container
     allowed_hosts: list[str] = attrs.field(factory=list)
@@ -304,6 +304,7 @@ def _check(config: AppConfig, source: str) -> None:
         ("max_buffered_bytes", server.max_buffered_bytes, server.max_buffered_bytes > 0),
         ("ws_ping_seconds", server.ws_ping_seconds, server.ws_ping_seconds > 0),
         ("graceful_timeout", server.graceful_timeout, server.graceful_timeout >= 0),
+        ("drain_seconds", server.drain_seconds, server.drain_seconds >= 0),
         ("workers", server.workers, isinstance(server.workers, int) and server.workers >= 1),
         ("write_timeout_seconds", server.write_timeout_seconds, server.write_timeout_seconds > 0),
         ("body_timeout_seconds", server.body_timeout_seconds, server.body_timeout_seconds > 0),
@@ -320,7 +321,6 @@ def _check(config: AppConfig, source: str) -> None:
             raise ConfigError(f"{source}: limits.{key}: {getattr(config.limits, key)!r} is out of range "
                               "(0 turns the cap off)")
     host, _, port = config.server.bind.rpartition(":")
-        ("drain_seconds", server.drain_seconds, server.drain_seconds >= 0),
     if not host or not port.isdigit():
         raise ConfigError(f"{source}: server.bind: {config.server.bind!r} is not HOST:PORT")
     auth_config.check(config.auth, source)
