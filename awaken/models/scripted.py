@@ -17,6 +17,9 @@ It reads directives from the lines of the newest user text:
 * ``/context`` — answer with the run's context entries: ``Context: <description> = <value>; ...``
   (``Context: none.`` when the run has none).
 
+A directive starts a line, and several may share one: ``/hold g1 /words 3`` is ``/hold g1`` and
+``/words 3`` (a line is split before each word that names a directive, when the line starts with one).
+
 Without a directive it answers ``You said: "<input>".`` in one-word deltas. It never loops: a
 history whose newest user message already has tool results after it always gets a final answer.
 
@@ -64,6 +67,26 @@ class Script:
     parts: bool = False
 
 
+#: the words that name a directive
+DIRECTIVES = frozenset({"/call", "/think", "/words", "/delay", "/fail", "/parts", "/hold", "/release", "/context",
+                        "/state"})
+
+
+def directive_lines(text: str) -> Iterator[str]:
+    """The lines of ``text``, a line that starts with a directive split before each further word that
+    names one (``/hold g1 /words 3`` -> ``/hold g1``, ``/words 3``); other lines as they are."""
+    for line in text.splitlines():
+        words = line.split()
+        if not words or words[0] not in DIRECTIVES or not any(w in DIRECTIVES for w in words[1:]):
+            yield line
+            continue
+        start = 0
+        for i in range(1, len(words) + 1):
+            if i == len(words) or words[i] in DIRECTIVES:
+                yield " ".join(words[start:i])
+                start = i
+
+
 def parse_script(text: str) -> Script:
     calls: list[tuple[str, str]] = []
     think = None
@@ -75,7 +98,7 @@ def parse_script(text: str) -> Script:
     context = False
     state = False
     plain: list[str] = []
-    for line in text.splitlines():
+    for line in directive_lines(text):
         stripped = line.strip()
         head, _, rest = stripped.partition(" ")
         rest = rest.strip()

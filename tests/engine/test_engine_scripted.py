@@ -154,6 +154,17 @@ def test_directive_parsing():
     assert parse_script("/words many").words is None
 
 
+async def test_directives_may_share_a_line():
+    """Several directives on one line each take effect (the console's input is one line): the line is
+    split before each word naming a directive; a line starting with text stays text."""
+    script = parse_script('/hold g1 /words 3 /delay 5 /think a b\n/call f {"x": 1} /call g {}\nsay /words 9')
+    assert (script.hold, script.words, script.delay_ms, script.think, script.calls, script.text) == (
+        "g1", 3, 5.0, "a b", (("f", '{"x": 1}'), ("g", "{}")), "say /words 9")
+    out = Recorder()
+    await ScriptedModel().stream(ModelRequest("s", (user_message("/think hm /words 2"),)), out)
+    assert (out.joined("reasoning"), out.joined("text")) == ("hm", "alpha bravo")
+
+
 
 async def test_hold_streams_one_delta_then_waits_for_release():
     """``/hold NAME``: the first delta, then nothing until a run says ``/release NAME``; then the rest."""
