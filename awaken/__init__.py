@@ -1,4 +1,5 @@
-"""Awaken: a self-hosted agent server (AG-UI, the AI SDK and CopilotKit over one engine and one ledger).
+"""Awaken: a self-hosted agent server (AG-UI, the AI SDK, CopilotKit and Managed Agents sessions over one engine
+and one ledger).
 
 General layout, from the bottom layer up (``tests/package/test_layering.py`` holds every module to it:
 a module imports its own layer and the ones below, never one above):
@@ -16,7 +17,7 @@ a module imports its own layer and the ones below, never one above):
     ledger/        the history authority's interface, its registry (``awaken.ledgers``), hot-thread
                    cache, paging, copy, migrate and the conformance kit (``testkit``) backends run
     wires/         the protocols, sans-IO: request parsers, encoders, history projection, adapters
-                   (AG-UI, AI SDK, CopilotKit), registered under the ``awaken.wires`` group
+                   (AG-UI, AI SDK, CopilotKit, Managed Agents sessions), registered under the ``awaken.wires`` group
     transports/    SSE and WebSocket framing: bytes only, no protocol, no engine
     streams/       one request, one run, one stream (exchange); a run's broadcast and replay; rejoin
     http/          the ASGI app: hosts, CORS, auth, visibility, the threads API, the console routes

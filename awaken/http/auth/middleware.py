@@ -41,14 +41,22 @@ def guarded(path: str) -> bool:
 
 
 def bearer_token(scope: dict[str, Any]) -> str | None:
-    """The bearer token a request carries, or None. Only the ``Bearer`` scheme counts."""
+    """The bearer token a request carries, or None. Only the ``Bearer`` scheme counts; without an
+    ``Authorization`` header, an ``x-api-key`` header carries the token (how the Anthropic SDKs send it)."""
+    api_key = None
     for name, value in scope.get("headers", []):
         if name.lower() == b"authorization":
             scheme, _, token = value.decode("latin-1").strip().partition(" ")
             token = token.strip()
             if scheme.lower() == "bearer" and token:
                 return token
+            api_key = None
             break
+        if name.lower() == b"x-api-key" and value.strip():
+            api_key = value.decode("latin-1").strip()
+    else:
+        if api_key is not None:
+            return api_key
     if scope["type"] == "websocket":
         for entry in scope.get("subprotocols", []):
             if entry.startswith(BEARER_SUBPROTOCOL_PREFIX) and len(entry) > len(BEARER_SUBPROTOCOL_PREFIX):

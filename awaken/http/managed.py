@@ -1,0 +1,540 @@
+"""The Managed Agents sessions-and-events routes at the HTTP edge, and ``WIRE``, what the ``managed-agents``
+entry point of the ``awaken.wires`` group registers (every route under ``/v1/sessions``).
+
+    POST   /v1/sessions                       create a session (a thread): {agent, title?, metadata?, environment_id?}
+    GET    /v1/sessions                       the caller's sessions, newest first ({data, next_page}; limit, page)
+    GET    /v1/sessions/{id}                  one session (status idle | running)
+    POST   /v1/sessions/{id}                  update its title and metadata
+    DELETE /v1/sessions/{id}                  delete it ({id, type: "session_deleted"}; 409 while a turn runs)
+    POST   /v1/sessions/{id}/events           send events: {events: [...]} -> {data: receipts}
+    GET    /v1/sessions/{id}/events           the history ({data, next_page}; limit, order, page)
+    GET    /v1/sessions/{id}/events/stream    SSE: committed events, previews (``event_deltas``), pings
+
+A session is a thread, a turn is a run, an event id is a committed position (``awaken.wires.managed.events``):
+the same conversation reads back on every other wire, and a thread started elsewhere is a session here.
+A send answers once its input is committed (a new turn's input, or the answers a waiting turn resumes
+with), before the turn runs on: the run belongs to the server's nursery, never to a connection, and a
+stream is a tail of the session that may come and go (``Last-Event-ID`` resumes after an event). A
+stream opened without one starts at the turn that runs, or at the latest turn no stream of this server
+has seen end yet (so a client that sends and then opens the stream sees its whole turn), else at the end.
+
+Errors are the API's envelope ``{"type": "error", "error": {"type", "message"}}`` with the catalogue
+code's status (400 for a bad body, 404 for a session the caller may not see). The ``anthropic-beta`` and
+``anthropic-version`` headers and the ``beta=true`` query are accepted and not required.
+
+A session's ``title`` (until set, the thread's), ``metadata`` and ``environment_id`` are kept by the
+serving process beside the ledger, which stores the thread, its owner and everything it runs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+from urllib.parse import parse_qs
+
+import attrs
+import orjson
+import trio
+
+from awaken.core.errors import AwakenError, InputRejected, StoreUnavailable, UnknownThread
+from awaken.core.ids import id_problem
+from awaken.core.jsonbody import is_json_media_type
+from awaken.core.principal import Principal
+from awaken.engine.access import sees_every_thread, visible_thread
+from awaken.http.auth import principal_of
+from awaken.http.context import ServerContext
+from awaken.ledger.interface import ThreadRecord
+from awaken.streams.broadcast import RunBroadcast
+from awaken.streams.exchange import MAX_BODY, content_type_of
+from awaken.transports import sse
+from awaken.transports.body import read_body_or_answer
+from awaken.wires.managed import events as mev
+from awaken.wires.managed import request as mreq
+from awaken.wires.managed.protocol import (
+    PREVIEWABLE,
+    PROTOCOL,
+    error_envelope,
+    error_status,
+    frame,
+    session_object,
+)
+from awaken.wires.protocol import Protocol, new_id
+from awaken.wires.registry import Handler, Route, Wire
+
+PREFIX = "/v1/sessions"
+_JSON = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+DEFAULT_LIMIT, MAX_LIMIT = 20, 1000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@attrs.define
+class Extras:
+    """What a session has beyond its thread: kept by this process."""
+
+    agent_id: str | None = None
+    title: str | None = None
+    title_set: bool = False
+    metadata: dict[str, str] = attrs.field(factory=dict)
+    environment_id: str | None = None
+
+
+class Sessions:
+    """One server's session state: extras, the wake-ups of streams waiting for a turn, the latest idle
+    each session's streams delivered."""
+
+    def __init__(self) -> None:
+        self.extras: dict[str, Extras] = {}
+        self._wakeups: dict[str, trio.Event] = {}
+        self.seen_idle: dict[str, mev.Position] = {}
+
+    def waiter(self, thread_id: str) -> trio.Event:
+        return self._wakeups.setdefault(thread_id, trio.Event())
+
+    def wake(self, thread_id: str) -> None:
+        event = self._wakeups.pop(thread_id, None)
+        if event is not None:
+            event.set()
+
+
+async def _answer(send: sse.ASGISend, status: int, body: Any) -> None:
+    await sse.send_once(send, _JSON, orjson.dumps(body), status)
+
+
+async def _refuse(send: sse.ASGISend, exc: AwakenError) -> None:
+    await _answer(send, error_status(exc.code), error_envelope(exc.code, exc.message))
+
+
+def _query(scope: dict) -> dict[str, list[str]]:
+    return parse_qs(scope.get("query_string", b"").decode("latin-1"))
+
+
+def _one(query: dict[str, list[str]], name: str) -> str | None:
+    values = query.get(name)
+    return values[-1] if values else None
+
+
+def _limit(query: dict[str, list[str]]) -> int:
+    value = _one(query, "limit")
+    if value is None or value == "":
+        return DEFAULT_LIMIT
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_LIMIT:
+        raise InputRejected(f"limit must be an integer from 1 to {MAX_LIMIT}", code="INVALID_LIMIT")
+    return int(value)
+
+
+class Served:
+    """The routes of one server: its context, its session state, this wire's protocol."""
+
+    def __init__(self, protocol: Protocol) -> None:
+        self.protocol = protocol
+        self.sessions = Sessions()
+
+    async def route(self, ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend) -> None:
+        method = scope.get("method", "GET")
+        rest = scope["path"][len(PREFIX):].rstrip("/")
+        try:
+            if rest == "":
+                if method == "GET":
+                    return await self.list_sessions(ctx, scope, send)
+                if method == "POST":
+                    return await self.create(ctx, scope, receive, send)
+            elif rest.endswith("/events/stream"):
+                thread_id = rest[1:-len("/events/stream")]
+                if method == "GET":
+                    return await self.stream(ctx, scope, receive, send, thread_id)
+            elif rest.endswith("/events"):
+                thread_id = rest[1:-len("/events")]
+                if method == "GET":
+                    return await self.list_events(ctx, scope, send, thread_id)
+                if method == "POST":
+                    return await self.send_events(ctx, scope, receive, send, thread_id)
+            else:
+                thread_id = rest[1:]
+                if method == "GET":
+                    return await self.retrieve(ctx, scope, send, thread_id)
+                if method == "POST":
+                    return await self.update(ctx, scope, receive, send, thread_id)
+                if method == "DELETE":
+                    return await self.delete(ctx, scope, send, thread_id)
+            raise InputRejected(f"{method} {scope['path']} is not a sessions route", code="NOT_FOUND")
+        except (InputRejected, UnknownThread, StoreUnavailable) as exc:
+            await _refuse(send, exc)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def _body(self, ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend) -> bytes | None:
+        if not is_json_media_type(content_type_of(scope)):
+            raise InputRejected("the body must be JSON (Content-Type: application/json)", code="UNSUPPORTED_MEDIA_TYPE")
+        body = await read_body_or_answer(scope, receive, send, limit=MAX_BODY,
+                                         seconds=ctx.config.server.body_timeout_seconds, bodies=ctx.large_bodies)
+        if body is None:
+            return None
+        try:
+            if body.too_large:
+                raise InputRejected(f"the body is larger than {MAX_BODY} bytes", code="BODY_TOO_LARGE")
+            return body.take() or b""
+        finally:
+            await body.release()
+
+    async def _visible(self, ctx: ServerContext, principal: Principal, thread_id: str) -> None:
+        if not thread_id or id_problem(thread_id):
+            raise UnknownThread(f"no session {thread_id[:64]!r}")
+        try:
+            await visible_thread(ctx.app, principal, thread_id)
+        except UnknownThread:
+            raise UnknownThread(f"no session {thread_id!r}") from None
+
+    def _agent(self, ctx: ServerContext, thread_id: str, latest: str | None) -> Any:
+        extras = self.sessions.extras.get(thread_id)
+        wanted = extras.agent_id if extras is not None and extras.agent_id else latest
+        try:
+            return ctx.agents.get(wanted)
+        except InputRejected:  # an agent no longer published: the default answers for it
+            return ctx.agents.get(None)
+
+    async def _session(self, ctx: ServerContext, thread_id: str) -> dict[str, Any]:
+        summary = await ctx.ledger.thread_summary(thread_id)
+        if summary is None:
+            raise UnknownThread(f"no session {thread_id!r}")
+        runs = await ctx.ledger.list_runs(thread_id)
+        extras = self.sessions.extras.get(thread_id) or Extras()
+        active = ctx.app.active(thread_id)
+        return session_object(
+            session_id=thread_id, agent=self._agent(ctx, thread_id, summary.agent_id),
+            status="running" if active is not None else "idle", created_at=summary.created_at,
+            updated_at=summary.updated_at, title=extras.title if extras.title_set else summary.title,
+            metadata=extras.metadata, environment_id=extras.environment_id,
+            input_tokens=sum(r.usage.input_tokens for r in runs), output_tokens=sum(r.usage.output_tokens for r in runs))
+
+    async def events_of(self, ctx: ServerContext, thread_id: str) -> tuple[list[mev.Positioned], Any]:
+        """The session's committed events, and its thread view."""
+        view = await ctx.ledger.thread_view(thread_id)
+        runs = await ctx.ledger.list_runs(thread_id)
+        agent = self._agent(ctx, thread_id, runs[-1].agent_id if runs else None)
+        clients = {t.name for t in agent.client_tools} | {t.name for r in runs for t in r.tools}
+        facts = {r.run_id: mev.RunFacts(r.status, r.error_code, r.error_message) for r in runs}
+        pending = {p.tool_call_id: p.kind for p in view.pending}
+        return mev.project(view.messages, facts, pending, clients), view
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    async def create(self, ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend) -> None:
+        data = await self._body(ctx, scope, receive, send)
+        if data is None:
+            return
+        parsed = mreq.parse_create(data)
+        agent = ctx.agents.get(parsed.agent_id)  # UNKNOWN_AGENT: 404
+        principal = principal_of(scope)
+        thread_id = new_id("sesn")
+        await ctx.ledger.import_thread(ThreadRecord(thread_id, now_ms(), owner=principal.subject), [], [], [])
+        self.sessions.extras[thread_id] = Extras(agent.id, parsed.title, parsed.title is not None, parsed.metadata,
+                                                 parsed.environment_id)
+        if parsed.initial:
+            body = orjson.dumps({"events": list(parsed.initial)})
+            await self._send(ctx, principal, thread_id, mreq.parse_events(body))
+        await _answer(send, 200, await self._session(ctx, thread_id))
+
+    async def list_sessions(self, ctx: ServerContext, scope: dict, send: sse.ASGISend) -> None:
+        query = _query(scope)
+        principal = principal_of(scope)
+        owner = mev_owner(principal)
+        try:
+            page = await ctx.ledger.list_thread_summaries(owner, _one(query, "agent_id") or None,
+                                                          _one(query, "page") or None, _limit(query))
+        except ValueError as exc:
+            raise InputRejected(str(exc), code="INVALID_CURSOR") from None
+        data = [await self._session(ctx, item.thread_id) for item in page.items]
+        await _answer(send, 200, {"data": data, "next_page": page.cursor, "prev_page": None})
+
+    async def retrieve(self, ctx: ServerContext, scope: dict, send: sse.ASGISend, thread_id: str) -> None:
+        await self._visible(ctx, principal_of(scope), thread_id)
+        await _answer(send, 200, await self._session(ctx, thread_id))
+
+    async def update(self, ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
+                     thread_id: str) -> None:
+        await self._visible(ctx, principal_of(scope), thread_id)
+        data = await self._body(ctx, scope, receive, send)
+        if data is None:
+            return
+        title_given, title, patch = mreq.parse_update(data)
+        extras = self.sessions.extras.setdefault(thread_id, Extras())
+        if title_given:
+            extras.title, extras.title_set = title, True
+        for key, value in (patch or {}).items():
+            if value is None:
+                extras.metadata.pop(key, None)
+            else:
+                extras.metadata[key] = value
+        if len(extras.metadata) > mreq.MAX_METADATA:
+            raise InputRejected(f"metadata holds at most {mreq.MAX_METADATA} pairs")
+        await _answer(send, 200, await self._session(ctx, thread_id))
+
+    async def delete(self, ctx: ServerContext, scope: dict, send: sse.ASGISend, thread_id: str) -> None:
+        await self._visible(ctx, principal_of(scope), thread_id)
+        if not await ctx.app.delete(thread_id):
+            raise UnknownThread(f"no session {thread_id!r}")
+        self.sessions.extras.pop(thread_id, None)
+        self.sessions.seen_idle.pop(thread_id, None)
+        await _answer(send, 200, {"id": thread_id, "type": "session_deleted"})
+
+    # -- events --------------------------------------------------------------------------------
+
+    async def list_events(self, ctx: ServerContext, scope: dict, send: sse.ASGISend, thread_id: str) -> None:
+        await self._visible(ctx, principal_of(scope), thread_id)
+        query = _query(scope)
+        order = _one(query, "order") or "asc"
+        if order not in ("asc", "desc"):
+            raise InputRejected("order must be asc or desc")
+        events, _view = await self.events_of(ctx, thread_id)
+        kinds = set(query.get("types", []) + query.get("types[]", []))
+        if kinds:
+            events = [e for e in events if e.event["type"] in kinds]
+        try:
+            data, next_page = mev.page(events, _limit(query), order, _one(query, "page"))
+        except ValueError as exc:
+            raise InputRejected(str(exc), code="INVALID_CURSOR") from None
+        await _answer(send, 200, {"data": data, "next_page": next_page, "prev_page": None})
+
+    async def send_events(self, ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
+                          thread_id: str) -> None:
+        principal = principal_of(scope)
+        await self._visible(ctx, principal, thread_id)
+        data = await self._body(ctx, scope, receive, send)
+        if data is None:
+            return
+        receipts = await self._send(ctx, principal, thread_id, mreq.parse_events(data))
+        await _answer(send, 200, {"data": receipts})
+
+    async def _send(self, ctx: ServerContext, principal: Principal, thread_id: str,
+                    sent: mreq.SentEvents) -> list[dict[str, Any]]:
+        """Run one send; its receipts once its input is committed (the turn goes on in the server's nursery)."""
+        stamp = mev.timestamp(now_ms())
+        interrupts = [e for e in sent.events if e["type"] == "user.interrupt"]
+        if sent.kind == "interrupt" or sent.interrupt_first:
+            await ctx.app.stop(thread_id)
+            if sent.kind == "interrupt":
+                return [{"id": e["id"].replace("msg_", "sevt_int_"), "type": "user.interrupt", "processed_at": stamp}
+                        for e in interrupts]
+        runs = await ctx.ledger.list_runs(thread_id)
+        agent = self._agent(ctx, thread_id, runs[-1].agent_id if runs else None)
+        server = ctx.config.server
+        protocol = self.protocol
+
+        def build(view: Any) -> Any:
+            return mreq.run_request(sent, thread_id, agent.id, mev.waiting_calls(view.messages,
+                                                                                 [p.tool_call_id for p in view.pending]))
+
+        def broadcast(run: Any) -> RunBroadcast:
+            out = RunBroadcast(run.run_id, thread_id, server.replay_bytes, run.owner)
+            out.open_channel(protocol)
+            return out
+
+        async with ctx.app.launch(thread_id, agent.id, build, broadcast, None, principal=principal) as run:
+            self.sessions.wake(thread_id)
+            if run.start is not None:  # a new turn: its input is committed beside its first step
+                await run.start.wait()
+                if run.start_error is not None:
+                    raise run.start_error
+            else:  # answers: committed when the waiting turn resumes with them
+                await _first_commit(run.broadcast, protocol)
+        events, view = await self.events_of(ctx, thread_id)
+        by_message = {m.id: m for m in view.messages}
+        results = {m.tool_result.tool_call_id: m for m in view.messages if m.tool_result is not None}
+        receipts = []
+        request = build_request_for_receipts(sent, view, thread_id, agent.id)
+        for event, made in zip(sent.events, request, strict=True):
+            committed = by_message.get(made) if sent.kind == "message" else results.get(made)
+            position_id = mev.event_id((committed.seq, 0)) if committed is not None else event["id"]
+            receipt = {k: v for k, v in event.items() if k != "id"}
+            receipts.append({"id": position_id, **receipt, "processed_at": mev.timestamp(committed.created_at)
+                             if committed is not None else stamp})
+        del events
+        return receipts
+
+    # -- the stream ----------------------------------------------------------------------------
+
+    async def stream(self, ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
+                     thread_id: str) -> None:
+        principal = principal_of(scope)
+        await self._visible(ctx, principal, thread_id)
+        query = _query(scope)
+        deltas = {k for v in query.get("event_deltas", []) + query.get("event_deltas[]", []) for k in v.split(",")}
+        deltas &= set(PREVIEWABLE)
+        last = _header(scope, b"last-event-id")
+        events, _view = await self.events_of(ctx, thread_id)
+        if last:
+            try:
+                start = mev.resolve(last, events)
+            except ValueError as exc:
+                raise InputRejected(str(exc), code="INVALID_POSITION") from None
+        else:
+            start = mev.stream_start(events, ctx.app.active(thread_id) is not None,
+                                     self.sessions.seen_idle.get(thread_id))
+        tail = SessionTail(self, ctx, thread_id, start, deltas)
+        server = ctx.config.server
+        await sse.stream(send, receive, sse.sse_headers(), tail.produce, keepalive=server.keepalive_seconds,
+                         max_buffered=server.max_buffered_bytes)
+
+
+def mev_owner(principal: Principal) -> Any:
+    from awaken.ledger.interface import ALL_OWNERS
+
+    return ALL_OWNERS if sees_every_thread(principal) else principal.subject
+
+
+def build_request_for_receipts(sent: mreq.SentEvents, view: Any, thread_id: str, agent_id: str) -> list[str]:
+    """What each sent event became: the message id of a new input, or the tool call id an answer decided."""
+    if sent.kind == "message":
+        return [e["id"] for e in sent.events]
+    out = []
+    for event in sent.events:
+        named = event.get("tool_use_id") or event.get("custom_tool_use_id")
+        out.append(_call_of(named, view.messages) or named)
+    return out
+
+
+def _call_of(event_id: str, messages: Any) -> str | None:
+    position = mev.positional(event_id)
+    if position is None:
+        return None
+    for message in messages:
+        if message.seq == position[0]:
+            calls = [p for p in message.parts if p.kind == "tool_call"]
+            index = position[1] - mev.RESULT
+            return calls[index].tool_call_id if 0 <= index < len(calls) else None
+    return None
+
+
+async def _first_commit(broadcast: RunBroadcast | None, protocol: Protocol) -> None:
+    """Wait until the run announces its first commit (a resume's answers), or ends."""
+    if broadcast is None:
+        return
+    committed = trio.Event()
+
+    def deliver(position: bytes, payload: bytes) -> None:
+        if payload.startswith(b'{"t":"commit"') and b"commit" in payload:
+            committed.set()
+
+    channel = broadcast.open_channel(protocol)
+    watcher = channel.watch(deliver, 1)  # after the run's start mark
+    if watcher is None:
+        return
+    try:
+        async with trio.open_nursery() as nursery:
+            async def ended() -> None:
+                await watcher.done.wait()
+                nursery.cancel_scope.cancel()
+            nursery.start_soon(ended)
+            await committed.wait()
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.leave()
+
+
+def _header(scope: dict, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+PING = b'event: ping\ndata: {"type":"ping"}\n\n'
+
+
+class SessionTail:
+    """One stream of a session: committed events after ``start``, then whatever each turn commits, with
+    the previews asked for between them; a ping while nothing runs."""
+
+    def __init__(self, served: Served, ctx: ServerContext, thread_id: str, start: mev.Position,
+                 deltas: set[str]) -> None:
+        self.served = served
+        self.ctx = ctx
+        self.thread_id = thread_id
+        self.position = start
+        self.deltas = deltas
+        self.last_id = mev.event_id(start)
+        self.sent: set[str] = set()
+        self.previewing: set[str] = set()
+
+    async def catch_up(self, put: sse.Put) -> None:
+        events, _view = await self.served.events_of(self.ctx, self.thread_id)
+        for event in mev.after(events, self.position):
+            put(frame(event.event, event.id))
+            self.position, self.last_id = event.position, event.id
+            self.sent.add(event.id)
+            if event.event["type"] == "session.status_idle":
+                seen = self.served.sessions.seen_idle
+                seen[self.thread_id] = max(seen.get(self.thread_id, (0, 0)), event.position)
+
+    def preview(self, put: sse.Put, event: dict[str, Any]) -> None:
+        if event["type"] == "event_start":
+            kind, named = event["event"]["type"], event["event"]["id"]
+            if kind not in self.deltas or named in self.sent:
+                return
+            self.previewing.add(named)
+        elif event["event_id"] not in self.previewing or event["event_id"] in self.sent:
+            return
+        put(frame(event, self.last_id))
+
+    async def produce(self, put: sse.Put) -> None:
+        sessions = self.served.sessions
+        while True:
+            wake = sessions.waiter(self.thread_id)
+            run = self.ctx.app.active(self.thread_id)
+            broadcast = run.broadcast if run is not None else None
+            if broadcast is None or broadcast.closed:
+                await self.catch_up(put)
+                with trio.move_on_after(self.ctx.config.server.keepalive_seconds) as idle:
+                    await wake.wait()
+                if idle.cancelled_caught:
+                    put(PING)
+                continue
+            await self.follow(put, broadcast)
+
+    async def follow(self, put: sse.Put, broadcast: RunBroadcast) -> None:
+        """Follow one run: its previews live, the ledger read at each commit mark, until it ends."""
+        send_channel, receive_channel = trio.open_memory_channel[bytes](math.inf)
+        channel = broadcast.open_channel(self.served.protocol)
+        watcher = channel.watch(lambda _pos, payload: send_channel.send_nowait(payload), 0)
+        if watcher is None:  # the run's start is no longer held: from now on
+            watcher = channel.watch(lambda _pos, payload: send_channel.send_nowait(payload), channel.next_seq - 1)
+        if watcher is None:
+            await self.catch_up(put)
+            return
+        try:
+            await self.catch_up(put)
+
+            async def close_when_done() -> None:
+                await watcher.done.wait()
+                send_channel.close()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(close_when_done)
+                async for payload in receive_channel:
+                    item = orjson.loads(payload)
+                    if item["t"] == "preview":
+                        self.preview(put, item["event"])
+                    else:
+                        await self.catch_up(put)
+            await self.catch_up(put)
+        finally:
+            watcher.leave()
+
+
+def serve(protocol: Protocol | None) -> Handler:
+    """The handler of every route under ``PREFIX``, with this server's session state."""
+    served = Served(protocol or PROTOCOL)
+
+    async def handler(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
+                      params: dict[str, str]) -> None:
+        await served.route(ctx, scope, receive, send)
+
+    return handler
+
+
+#: the sessions-and-events API as a wire: every route under ``PREFIX`` is ``Served.route``'s
+WIRE = Wire(PROTOCOL, extra=(Route(("GET", "POST", "DELETE"), PREFIX + "{rest}", serve),))  # type: ignore[arg-type]
