@@ -2,8 +2,9 @@
 Its data (the frozen spec, the progress, the ``RunState``) is ``rundata.RunBase``'s.
 
 ``execute`` opens the run's own cancel scope and nursery: the nursery hosts the work the run starts
-beside itself (a fresh run's first write, shielded, concurrent with the first model step, so the
-write is off the path to the first delta). ``cancel(cause)`` cancels that scope and records why;
+beside itself (a fresh run's first write, shielded, concurrent with the first model step: begun
+once the process is idle, so the write is off the path to the first delta, and finished before
+anything the run commits after it). ``cancel(cause)`` cancels that scope and records why;
 a cancellation from outside (the connection's nursery) with no cause recorded is ``client_gone``.
 Either way the run is committed ``interrupted`` with its cause before ``execute`` ends, or, when
 the store cannot take that commit in time, the outcome stays pending in its ``RunState`` and the
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
+from trio.testing import wait_all_tasks_blocked
 
 from awaken.core.errors import AwakenError, InputRejected
 from awaken.core.events import RunFailed, RunFinished, RunStarted, RunStopped
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
     from awaken.tools import ToolRegistry
 
 log = logging.getLogger("awaken.engine")
+#: how long a fresh run's first write waits for the process to be idle before it starts anyway (s)
+FIRST_WRITE_WAIT = 0.005
 
 
 class AdmittedRun(RunBase):
@@ -99,7 +103,7 @@ class AdmittedRun(RunBase):
         with self._scope:
             async with trio.open_nursery() as nursery:
                 if self.start is not None:
-                    nursery.start_soon(write_start, self)
+                    nursery.start_soon(self._first_write)
                 await self._drive(sink)
         if self._scope.cancelled_caught and self.runstate.cause is Cause.STOPPED and self._streamed:
             if self.status is RunStatus.INTERRUPTED:
@@ -107,6 +111,20 @@ class AdmittedRun(RunBase):
             elif self.status is RunStatus.RUNNING:
                 sink(RunFailed("STORE_UNAVAILABLE", "the run was stopped but that could not be committed"))
         return self.status
+
+    async def _first_write(self) -> None:
+        """A fresh run's first write (``commit.write_start``), begun when no task of the process can
+        run (trio's idle wait: the run's first output went out, or its model waits for its provider),
+        or after ``FIRST_WRITE_WAIT`` at the latest. Its work in the ledger's thread then never comes
+        between a run and its first delta on the server's CPU. A live delta acknowledges nothing, so the
+        write need not precede it; it precedes whatever the run commits next (``run.started``), and so
+        every terminal event. A run cancelled meanwhile is still written (its outcome is committed
+        after it)."""
+        try:
+            with trio.move_on_after(FIRST_WRITE_WAIT):
+                await wait_all_tasks_blocked()
+        finally:
+            await write_start(self)  # shielded
 
     async def _drive(self, sink: Sink) -> None:
         try:
