@@ -47,7 +47,9 @@ def hypercorn_config(config: AppConfig, worker_fd: int | None = None) -> Hyperco
     hc.graceful_timeout = config.server.graceful_timeout
     hc.backlog = config.server.backlog
     hc.accesslog = None
-    hc.errorlog = "-"
+    # hypercorn's log lines go through the root handler alone (awaken/telemetry/logs.py): with a
+    # handler of its own ("-") each line, "Running on" first, was printed twice
+    hc.errorlog = logging.getLogger("hypercorn.error")
     hc.keep_alive_timeout = 75
     hc.websocket_max_message_size = MAX_BODY  # a WebSocket request may be as large as a POST body
     return tcp.configure(hc, config.server.write_timeout_seconds)

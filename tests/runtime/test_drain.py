@@ -6,7 +6,7 @@ on the same ledger shows the committed outcome to a client that rejoins.
 
 Runs are held by the scripted model's ``/hold`` and the ``gate`` test tool: no timing windows. A
 second signal cuts the drain short, which is how the real-process test ends a drain whose runs are
-held on purpose.
+held on purpose. That test also reads the server's log: hypercorn's "Running on" line is there once.
 """
 
 from __future__ import annotations
@@ -177,6 +177,7 @@ async def _drain_both_wires(proc: trio.Process, base: str, log: Path) -> str:
     assert aisdk_frames[-1][1]["type"] == "text-delta"
     output = log.read_text()
     assert output.count("awaken: draining: no new runs; 2 in progress") == 1, output
+    assert output.count("Running on http://") == 1, output  # hypercorn's line, through one handler
 
     return agui_frames[-1][0]
 
