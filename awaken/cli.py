@@ -25,7 +25,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
-from awaken.config import AppConfig, load_config
+from awaken.config import AppConfig, load_config, unset_key_variables
 from awaken.core.errors import ConfigError, StoreUnavailable
 from awaken.http.app import build_asgi
 from awaken.http.context import ServerContext
@@ -138,6 +138,15 @@ async def flush_telemetry() -> None:
     await tracing.flush()
 
 
+def warn_unset_keys(config: AppConfig) -> None:
+    """Warn once at start-up about each API key variable an agent's provider names but the environment
+    leaves unset: its runs go without credentials, which a hosted endpoint refuses."""
+    for variable, agents in unset_key_variables(config, os.environ).items():
+        log.warning("$%s is not set: agent%s %s call%s the model without an API key (fine for a local "
+                    "endpoint; a hosted one refuses every run with MODEL_UNAVAILABLE)", variable,
+                    "s" if len(agents) > 1 else "", ", ".join(agents), "" if len(agents) > 1 else "s")
+
+
 def _serve_command(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
@@ -151,6 +160,8 @@ def _serve_command(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"awaken: {exc}", file=sys.stderr)
         return 2
+    if args.worker_fd is None:  # a worker's supervisor said it already
+        warn_unset_keys(config)
     try:
         if config.server.workers > 1 and args.worker_fd is None:
             trio.run(supervise, args.config, config.server.bind, config.server.workers, config.server.backlog)

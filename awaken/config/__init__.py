@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -339,6 +340,18 @@ def _check_cors(config: AppConfig, source: str) -> None:
     for i, entry in enumerate(server.allowed_hosts):
         if problem := edge.allowed_host_problem(entry):
             raise ConfigError(f"{source}: server.allowed_hosts[{i}]: {problem}")
+
+
+def unset_key_variables(config: AppConfig, environ: Mapping[str, str]) -> dict[str, list[str]]:
+    """The API key variables the agents' providers name (``api_key_env``) that are unset or empty in
+    ``environ``, each with the agents that use it: what start-up warns about once (a local endpoint may
+    need no key, so it is not an error; a hosted one answers every run ``MODEL_UNAVAILABLE``)."""
+    unset: dict[str, list[str]] = {}
+    for agent_id, agent in config.agents.items():
+        variable = getattr(config.provider_for(agent), "api_key_env", None)
+        if variable and not environ.get(variable, "").strip():
+            unset.setdefault(variable, []).append(agent_id)
+    return unset
 
 
 def load_config(path: str | Path) -> AppConfig:

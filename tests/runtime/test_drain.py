@@ -6,7 +6,8 @@ on the same ledger shows the committed outcome to a client that rejoins.
 
 Runs are held by the scripted model's ``/hold`` and the ``gate`` test tool: no timing windows. A
 second signal cuts the drain short, which is how the real-process test ends a drain whose runs are
-held on purpose. That test also reads the server's log: hypercorn's "Running on" line is there once.
+held on purpose. That test also reads the server's log: hypercorn's "Running on" line is there once,
+and so is the warning about an API key variable that is not set.
 """
 
 from __future__ import annotations
@@ -48,8 +49,15 @@ GATE = '/call gate {"name": "%s"}'
 def _config_file(tmp_path: Path) -> Path:
     text = (ROOT / "config.toml").read_text().replace("./var/awaken.db", str(tmp_path / "awaken.db"))
     cfg = tmp_path / "config.toml"
-    cfg.write_text(text + '\n[agents.detached]\nmodel = "scripted"\non_disconnect = "continue"\n')
+    cfg.write_text(text + '\n[agents.detached]\nmodel = "scripted"\non_disconnect = "continue"\n'
+                   # two agents on a provider whose key variable is unset: start-up says so, once
+                   '\n[agents.hosted]\nmodel = "openai:some-model"\nprovider = {api_key_env = "AWAKEN_TEST_UNSET_KEY"}\n'
+                   '\n[agents.hosted2]\nmodel = "openai:some-model"\nprovider = {api_key_env = "AWAKEN_TEST_UNSET_KEY"}\n')
     return cfg
+
+
+def _text(log: Path) -> str:
+    return log.read_text()
 
 
 async def _start(cfg: Path, port: int, log: Path) -> trio.Process:
@@ -57,7 +65,7 @@ async def _start(cfg: Path, port: int, log: Path) -> trio.Process:
         proc = await trio.lowlevel.open_process(
             [sys.executable, "-m", "awaken", "serve", "--config", str(cfg), "--bind", f"127.0.0.1:{port}"],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                env={k: v for k, v in {**os.environ, "PYTHONUNBUFFERED": "1"}.items() if k != "AWAKEN_TEST_UNSET_KEY"})
     async with httpx.AsyncClient() as client:
         with trio.fail_after(30):
             while True:
@@ -66,7 +74,7 @@ async def _start(cfg: Path, port: int, log: Path) -> trio.Process:
                         return proc
                 except httpx.TransportError:
                     pass
-                assert proc.poll() is None, log.read_text()
+                assert proc.poll() is None, _text(log)
                 await trio.sleep(0.1)
 
 
@@ -126,7 +134,7 @@ async def test_sigterm_drains_both_wires_and_a_restart_shows_the_committed_outco
     finally:
         proc.send_signal(signal.SIGINT)  # nothing in progress: the drain ends at once
         with trio.fail_after(30):
-            assert await proc.wait() == 0, log.read_text()
+            assert await proc.wait() == 0, _text(log)
 
 
 async def _drain_both_wires(proc: trio.Process, base: str, log: Path) -> str:
@@ -166,7 +174,7 @@ async def _drain_both_wires(proc: trio.Process, base: str, log: Path) -> str:
         with trio.fail_after(30):
             await agui.ended.wait()
             await aisdk.ended.wait()
-            assert await proc.wait() == 0, log.read_text()
+            assert await proc.wait() == 0, _text(log)
 
     # the streams ended at a position, with no terminal event: a client rejoins from there
     agui_frames = agui.frames()
@@ -175,9 +183,11 @@ async def _drain_both_wires(proc: trio.Process, base: str, log: Path) -> str:
     aisdk_frames = aisdk.frames()
     assert all(pos is not None for pos, _ in aisdk_frames)
     assert aisdk_frames[-1][1]["type"] == "text-delta"
-    output = log.read_text()
+    output = _text(log)
     assert output.count("awaken: draining: no new runs; 2 in progress") == 1, output
     assert output.count("Running on http://") == 1, output  # hypercorn's line, through one handler
+    assert output.count("$AWAKEN_TEST_UNSET_KEY is not set: agents hosted, hosted2 call the model without an "
+                        "API key") == 1, output
 
     return agui_frames[-1][0]
 
@@ -231,7 +241,7 @@ async def _detach(client: httpx.AsyncClient, thread: str, text: str, ctx: Any) -
 async def _start_drain(nursery: trio.Nursery, ctx: Any) -> None:
     nursery.start_soon(ctx.app.drain, 60.0)
     while not ctx.app.draining:
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
 
 
 async def test_a_draining_run_stops_at_its_next_step_boundary_with_that_step_committed(tmp_path):
