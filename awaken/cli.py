@@ -21,11 +21,13 @@ import sys
 from collections.abc import AsyncIterator
 
 import attrs
+import orjson
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
-from awaken.config import AppConfig, load_config, unset_key_variables
+from awaken import __version__
+from awaken.config import AppConfig, environment, load_config, unset_key_variables
 from awaken.core.errors import ConfigError, StoreUnavailable
 from awaken.http.app import build_asgi
 from awaken.http.context import ServerContext
@@ -36,8 +38,13 @@ from awaken.runtime import memory, tcp
 from awaken.runtime.tuning import GC_THRESHOLDS, SWITCH_INTERVAL
 from awaken.runtime.workers import supervise
 from awaken.streams.exchange import MAX_BODY
+from awaken.telemetry import logs
 
 log = logging.getLogger("awaken")
+
+DEFAULT_CONFIG = "config.toml"
+CONFIG_HELP = ("config file (default: ./config.toml if it exists, else none: environment variables and "
+               "defaults only; '' for none)")
 
 
 def hypercorn_config(config: AppConfig, worker_fd: int | None = None) -> HypercornConfig:
@@ -138,6 +145,23 @@ async def flush_telemetry() -> None:
     await tracing.flush()
 
 
+def config_path(given: str | None) -> str | None:
+    """The config file to read: ``--config`` when given (``""``: none, the environment and defaults
+    only), else ``./config.toml`` when it exists, else none (a container started with environment
+    variables alone serves the default agents)."""
+    if given is not None:
+        return given or None
+    return DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None
+
+
+def load(given: str | None) -> AppConfig:
+    """The effective configuration (file, environment, defaults), with the secrets its ``…_env`` keys
+    name read from ``<NAME>_FILE`` where only that is set (put into this process's environment)."""
+    config = load_config(config_path(given))
+    os.environ.update(environment.secret_files(attrs.asdict(config), os.environ))
+    return config
+
+
 def warn_unset_keys(config: AppConfig) -> None:
     """Warn once at start-up about each API key variable an agent's provider names but the environment
     leaves unset: its runs go without credentials, which a hosted endpoint refuses."""
@@ -149,7 +173,8 @@ def warn_unset_keys(config: AppConfig) -> None:
 
 def _serve_command(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.config)
+        config = load(args.config)
+        logs.configure(config.server.log_format)
         if args.bind:
             config = attrs.evolve(config, server=attrs.evolve(config.server, bind=args.bind))
             host, _, port = args.bind.rpartition(":")
@@ -164,7 +189,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         warn_unset_keys(config)
     try:
         if config.server.workers > 1 and args.worker_fd is None:
-            trio.run(supervise, args.config, config.server.bind, config.server.workers, config.server.backlog)
+            trio.run(supervise, config_path(args.config) or "", config.server.bind, config.server.workers, config.server.backlog)
         else:
             trio.run(serve, config, args.worker_fd)
     except StoreUnavailable as exc:
@@ -175,12 +200,30 @@ def _serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_command(args: argparse.Namespace) -> int:
+    """``awaken config check``: everything ``serve`` checks before it opens anything (the file, the
+    environment, plugins, tools, the backend's options, ``[auth]``'s keys), then the effective settings
+    as JSON with every secret redacted; exit 2 and one line on a bad configuration."""
+    try:
+        config = load(args.config)
+        ServerContext.build(config)
+        check_workers(config)
+    except ConfigError as exc:
+        print(f"awaken: {exc}", file=sys.stderr)
+        return 2
+    source = config_path(args.config) or "no config file"
+    print(f"awaken: the configuration is valid ({source}; environment over file over default)", file=sys.stderr)
+    sys.stdout.write(orjson.dumps(environment.redacted(config), option=orjson.OPT_INDENT_2).decode() + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     parser = argparse.ArgumentParser(prog="awaken", description="A self-hosted agent server.")
+    parser.add_argument("--version", action="version", version=f"awaken {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p_serve = sub.add_parser("serve", help="serve the published agents over HTTP")
-    p_serve.add_argument("--config", default="config.toml", help="config file (default: ./config.toml)")
+    p_serve.add_argument("--config", help=CONFIG_HELP)
     p_serve.add_argument("--bind", help="HOST:PORT, overriding server.bind")
     p_serve.add_argument("--worker-fd", type=int, help=argparse.SUPPRESS)  # set by the workers' supervisor
     p_serve.set_defaults(func=_serve_command)
@@ -188,6 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     ledger_sub = p_ledger.add_subparsers(dest="ledger_command", required=True)
     add_copy_command(ledger_sub)
     add_migrate_command(ledger_sub)
+    p_config = sub.add_parser("config", help="configuration")
+    config_sub = p_config.add_subparsers(dest="config_command", required=True)
+    p_check = config_sub.add_parser(
+        "check", help="validate the configuration (file and environment) without starting; print the "
+                      "effective settings, secrets redacted")
+    p_check.add_argument("--config", help=CONFIG_HELP)
+    p_check.set_defaults(func=_check_command)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -9,6 +9,7 @@ is the working default and documents every key. ``[providers.<name>]`` tables an
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -27,7 +28,7 @@ from cattrs.errors import (
 )
 
 from awaken.config import auth as auth_config
-from awaken.config import edge
+from awaken.config import edge, environment
 from awaken.core.errors import ConfigError
 from awaken.mcp.config import McpServerConfig, check_servers, covered
 from awaken.models.providers import provider_class, resolve_model
@@ -77,6 +78,9 @@ class ServerConfig:
     #: clients beyond it loses SYNs (retried a second later) or is reset. Capped by the kernel's
     #: ``net.core.somaxconn`` (4096 on current Linux)
     backlog: int = 2048
+    #: ``plain`` (readable lines) or ``json`` (one JSON object per line, plus a line per request and per
+    #: run outcome: awaken/telemetry/logs.py; docs/deploying.md, "Logs")
+    log_format: Literal["plain", "json"] = "plain"
 
 
 @attrs.frozen
@@ -354,12 +358,19 @@ def unset_key_variables(config: AppConfig, environ: Mapping[str, str]) -> dict[s
     return unset
 
 
-def load_config(path: str | Path) -> AppConfig:
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(data, source=str(path))
+def load_config(path: str | Path | None, environ: Mapping[str, str] | None = None) -> AppConfig:
+    """The configuration: the file at ``path`` (None: no file, defaults only) with the ``AWAKEN_``
+    settings of ``environ`` (default ``os.environ``) over it (``environment.overlay``: environment over
+    file over default), validated. With no agent defined anywhere the default agents are served."""
+    environ = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such config file") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    data = environment.overlay(data, environ, AppConfig, default_agents=path is None)
+    return parse_config(data, source=str(path) if path is not None else "environment")

@@ -6,6 +6,7 @@ know (the final bind, the environment, the key file) is checked by ``authenticat
     [auth]
     mode = "none" | "tokens" | "jwt"
     allow_unauthenticated = false     # mode "none" on a non-loopback bind
+    metrics_roles = ["admin"]         # the roles whose credentials may read GET /metrics
 
     [[auth.tokens]]                   # mode "tokens": one table per static API key
     name = "ops"                      # a label for people (never the key)
@@ -77,6 +78,8 @@ class AuthConfig:
     allow_unauthenticated: bool = False
     tokens: list[TokenConfig] = attrs.field(factory=list)
     jwt: JwtConfig | None = None
+    #: the roles whose credentials may read ``GET /metrics`` (with mode ``none`` it is open, as every route)
+    metrics_roles: list[Role] = attrs.field(factory=lambda: ["admin"])
 
 
 def family_of(algorithm: str) -> str | None:
