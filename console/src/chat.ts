@@ -7,6 +7,7 @@ import { agents, clientTools } from "./agents";
 import { AiSdkChat, aguiAgent, type Transport } from "./clients";
 import { h } from "./dom";
 import { aguiMessages, uiMessages } from "./render";
+import { shownStatus } from "./status";
 
 type Protocol = "ai-sdk" | "ag-ui";
 let counter = 0;
@@ -118,10 +119,10 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
 
   function draw(): void {
     if (signal.aborted) return;
-    const current = aisdk ? aisdk.status : status;
-    const live = current === "ready" || current === "error";
     const messages = aisdk ? aisdk.messages : (agui?.messages ?? []);
     const failure = aisdk?.error ? aisdk.error.message : error;
+    const current = shownStatus(aisdk ? aisdk.status : status, failure);
+    const live = current === "ready" || current === "error";
     // follow the stream when the newest words were in sight; otherwise keep the reader's place
     const following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
     const place = transcript.scrollTop;
