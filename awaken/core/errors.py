@@ -23,7 +23,8 @@ HTTP 200); a run code is committed on the run that failed.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from typing import Literal, NamedTuple
 
 import orjson
@@ -95,6 +96,8 @@ CODES: dict[str, Code] = {
                              "nor a server.allowed_hosts entry (/healthz and /readyz stay open)."),
     "UNAUTHENTICATED": Code("input", 401, "A /v1/ route was called without valid credentials (with WWW-Authenticate: "
                             "Bearer; a WebSocket upgrade is refused the same way)."),
+    "FORBIDDEN": Code("input", 403, "The credentials are valid but their role may not use the route (GET /metrics: "
+                      "the roles [auth] metrics_roles lists, admin by default)."),
     "INVALID_POSITION": Code("input", 400, "Rejoin: Last-Event-ID is not a stream position this server writes."),
     "RUN_ON_OTHER_PROCESS": Code("input", 409, "Rejoin: the thread's run streams on another server process on the "
                                  "same database (the message names it); rejoin there."),
@@ -229,9 +232,23 @@ JSON_ERROR_HEADERS: tuple[tuple[bytes, bytes], ...] = ((b"content-type", b"appli
                                                        (b"cache-control", b"no-store"))
 
 
+#: who counts the errors answered while serving the current request: the server's metrics, set per
+#: request by the HTTP edge (awaken/http/metrics.py); None (the default) counts nothing
+REFUSAL_COUNTER: ContextVar[Callable[[str], None] | None] = ContextVar("awaken.refusal_counter", default=None)
+
+
+def count_refusal(code: str) -> None:
+    """An error with ``code`` is being answered: the one call of each writer of an error (``error_body``,
+    and ``Protocol.refusal`` for a run route's refusal stream)."""
+    counter = REFUSAL_COUNTER.get()
+    if counter is not None:
+        counter(code)
+
+
 def error_body(code: str, message: str) -> bytes:
     """The JSON error body every route answers with: ``{"error": {"code", "message"}}``."""
     assert code in CODES, code
+    count_refusal(code)
     return orjson.dumps({"error": {"code": code, "message": message}})
 
 

@@ -11,6 +11,9 @@ import attrs
 
 #: the ASGI scope key holding the request's ``Principal``
 PRINCIPAL_KEY = "awaken.principal"
+#: the ASGI scope key of the request's telemetry facts (``awaken/http/metrics.py``): an object whose
+#: ``subject`` the auth middleware sets to the principal's, for the request's log line
+FACTS_KEY = "awaken.request_facts"
 
 
 @attrs.frozen

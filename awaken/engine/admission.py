@@ -75,6 +75,7 @@ from awaken.engine.state import Cause, RunState, RunStatus
 from awaken.ledger.interface import Commit, Ledger, PendingCall, ThreadView
 from awaken.models import ToolSpec
 from awaken.runtime.tuning import OFF_LOOP_MESSAGES
+from awaken.telemetry.metrics import ServerMetrics
 from awaken.tools import ToolRegistry
 from awaken.wires.protocol import Asks, RunRequest, ToolDecision, new_id
 
@@ -85,8 +86,10 @@ class RunApplication:
     """The only execution authority: admits runs, keeps the active ones, stops them."""
 
     def __init__(self, ledger: Ledger, agents: AgentRegistry, tools: ToolRegistry,
-                 limiter: RunLimiter | None = None) -> None:
+                 limiter: RunLimiter | None = None, metrics: ServerMetrics | None = None) -> None:
         self.ledger = ledger
+        #: the server's metrics (None: nothing is counted): each admitted run's ``RunState`` reports to them
+        self.metrics = metrics
         #: the caps per principal (``[limits]``): the first thing ``admit`` checks
         self.limiter = limiter or RunLimiter()
         self.agents = agents
@@ -164,6 +167,10 @@ class RunApplication:
         """How many runs are active (admitted and not yet settled)."""
         return len(self._active)
 
+    def runs(self) -> list[AdmittedRun]:
+        """The runs active in this process now (executing, or with an outcome not yet committed)."""
+        return list(self._active.values())
+
     def is_active(self, thread_id: str) -> bool:
         return thread_id in self._active
 
@@ -228,6 +235,8 @@ class RunApplication:
         run = AdmittedRun(self.ledger, self.tools, agent, thread_id, release=self._release,
                           reconcile=self.reconcile)
         run.owner = principal.subject
+        if self.metrics is not None:
+            run.runstate.metrics = self.metrics.run(run, principal.subject)
         run.slot = slot
         self._active[thread_id] = run
         admitted = False
@@ -457,6 +466,7 @@ async def _supersede(run: AdmittedRun, pending: list[PendingCall]) -> tuple[Mess
     waiting run's change, from the table). Returns the committed closing results."""
     run_id = pending[0].run_id
     waiting = RunState()
+    waiting.metrics = run.runstate.metrics  # it leaves ``waiting``
     waiting.resumed()
     change = waiting.change(RunStatus.INTERRUPTED, cause=Cause.SUPERSEDED)
     committed = await write(

@@ -85,6 +85,7 @@ async def apply(run: RunBase, sink: Sink, commit: Commit) -> tuple[Message, ...]
     change = run.runstate.change(commit.status)
     committed = await write(run.ledger, run.thread_id, run.run_id, change, commit)
     run.runstate.committed(change)
+    run.runstate.metrics.committed(commit)  # its tool results and gate decisions
     progress = run.progress
     progress.steps_done += commit.steps
     progress.usage = progress.usage + commit.usage

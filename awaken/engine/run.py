@@ -100,6 +100,7 @@ class AdmittedRun(RunBase):
         ``STORE_UNAVAILABLE`` when it could not be). Other causes come with the connection's end.
         """
         self._executing = True
+        self.runstate.begin()
         with self._scope:
             async with trio.open_nursery() as nursery:
                 if self.start is not None:

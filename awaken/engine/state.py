@@ -32,6 +32,8 @@ from typing import Protocol
 
 import attrs
 
+from awaken.telemetry.metrics import NO_RUN_METRICS, RunMetrics
+
 
 class RunStatus(enum.StrEnum):
     RUNNING = "running"
@@ -191,7 +193,7 @@ class RunState:
       (``settle``), after which nothing changes.
     """
 
-    __slots__ = ("_on_settle", "cause", "outcome", "refused", "settled", "status")
+    __slots__ = ("_on_settle", "cause", "metrics", "outcome", "refused", "settled", "status")
 
     def __init__(self, on_settle: Callable[[], object] | None = None) -> None:
         self.status = RunStatus.RUNNING
@@ -200,6 +202,9 @@ class RunState:
         self.refused = False
         self.settled = False
         self._on_settle = on_settle
+        #: the run's metrics (``awaken.telemetry.metrics``): told when it begins executing, when it
+        #: enters or leaves ``waiting`` and when it stops executing, by the changes made here
+        self.metrics: RunMetrics = NO_RUN_METRICS
 
     def __repr__(self) -> str:
         return (f"RunState({self.status.value}, cause={self.cause and self.cause.value}, "
@@ -217,6 +222,25 @@ class RunState:
         if self.status is not RunStatus.RUNNING or self.outcome is not None:
             raise IllegalTransition(f"run cannot be resumed from {self.status.value}")
         self.status = RunStatus.WAITING
+
+    def begin(self) -> None:
+        """The run starts executing (a fresh run, or the resumed ``waiting`` one): its metrics count a
+        start. A replay (nothing runs) does not."""
+        if not self.settled and self.status is not RunStatus.COMPLETED:
+            self.metrics.begin()
+
+    def _report(self, previous: RunStatus, change: Change | None = None) -> None:
+        """Tell the run's metrics what the change from ``previous`` to the current status means: a run
+        entering or leaving ``waiting``, a run stopping executing (waiting, or an outcome; counted once
+        per execution by ``RunMetrics.ended``)."""
+        status = self.status
+        if previous is RunStatus.WAITING and status is not RunStatus.WAITING:
+            self.metrics.left_waiting()
+        if status is RunStatus.WAITING and previous is not RunStatus.WAITING:
+            self.metrics.entered_waiting()
+        if status is RunStatus.WAITING or status in TERMINAL:
+            self.metrics.ended(status.value, change.cause_value if change else (self.cause and self.cause.value),
+                               change.error_code if change else None)
 
     def replayed(self) -> None:
         """The request only repeats committed decisions: the run is ``completed`` at once, nothing
@@ -254,9 +278,10 @@ class RunState:
         if change.previous is not self.status:
             raise IllegalTransition(f"run is {self.status.value}, not {change.previous.value}: "
                                     f"a change to {change.status.value} made earlier cannot be committed")
-        self.status = change.status
+        previous, self.status = self.status, change.status
         if change.status in TERMINAL:
             self.outcome = None
+        self._report(previous, change)
 
     def decide(self, new: RunStatus, *, cause: Cause | None = None, error_code: str | None = None,
                error_message: str | None = None) -> Change:
@@ -291,9 +316,11 @@ class RunState:
         """The ledger already holds this run's outcome (a slow commit got through after all): the run
         is in it, if the table allows getting there."""
         self._check_open()
+        previous, outcome = self.status, self.outcome
         if status is not self.status:
             self.status = transition(self.status, status, cause)
         self.outcome = None
+        self._report(previous, outcome)
 
     # -- the end ---------------------------------------------------------------------------------
 
@@ -305,6 +332,8 @@ class RunState:
         if self.outcome is not None:
             raise IllegalTransition(f"run cannot settle: its outcome ({self.outcome.status.value}) is pending")
         self.settled = True
+        if self.status is RunStatus.RUNNING:  # it never reached an outcome (its record was never written)
+            self.metrics.ended("unrecorded")
         if self._on_settle is not None:
             self._on_settle()
 

@@ -70,7 +70,8 @@ async def model_step(run: RunBase, sink: Sink) -> Commit:
     run.progress.streaming = builder  # an early end commits what it streamed (outcome.commit_final)
     request = ModelRequest(agent.config.system_prompt, model_window(model_history(run), agent.config.history_messages),
                            agent.tools + run.client_tools, context=run.request.context, state=run.state)
-    await agent.model.stream(request, builder)
+    with run.runstate.metrics.model_call(builder):
+        await agent.model.stream(request, builder)
     builder.close()
     calls = await fresh_call_ids(run, builder, builder.finish_calls())
     # The run's first write (started beside this step) must be in before anything names the

@@ -68,6 +68,7 @@ from awaken.core.errors import (
 from awaken.core.ids import id_problem
 from awaken.engine.access import visible_thread
 from awaken.http import console, cors, early, framing, hosts
+from awaken.http import metrics as telemetry
 from awaken.http import threads as threads_api
 from awaken.http.auth import AuthMiddleware, principal_of
 from awaken.http.context import ServerContext
@@ -249,8 +250,12 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
     server = ctx.config.server
     cors_policy = cors.CorsPolicy.of(server.cors_origins, server.cors_extra_headers)
     app = cors.middleware(AuthMiddleware(ctx.auth, asgi), cors_policy)
+    # GET /metrics: its own credential check ([auth] metrics_roles), behind the Host check
+    app = telemetry.metrics_route(app, ctx.metrics, ctx.auth, ctx.config.auth.metrics_roles)
     app = hosts.middleware(app, hosts.HostPolicy.of(server.bind, server.allowed_hosts), cors_policy)
     app = early.middleware(framing.middleware(app))
+    # every request counted by route template and status, every stream while open; the JSON request line
+    app = telemetry.observe(app, ctx.metrics, telemetry.RouteTemplates(wires, quart_app.url_map))
     app.quart = quart_app  # type: ignore[attr-defined]
     app.wires = wires  # type: ignore[attr-defined]  # what this server serves, its replay memos included
     return app

@@ -22,6 +22,7 @@ from awaken.http import auth
 from awaken.ledger.interface import Ledger
 from awaken.ledger.registry import build_ledger
 from awaken.models import Model
+from awaken.telemetry.metrics import ServerMetrics
 from awaken.transports.body import LARGE_BODY, LargeBodies
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ class ServerContext:
     mcp: McpServers | None = None
     #: the slots of request bodies over 256 KiB being read or parsed (``server.max_large_bodies``)
     large_bodies: LargeBodies = attrs.field(factory=lambda: LargeBodies(4, LARGE_BODY))
+    #: this server's Prometheus metrics, in a registry of its own (``GET /metrics``)
+    metrics: ServerMetrics = attrs.field(factory=ServerMetrics)
 
     @classmethod
     def build(cls, config: AppConfig) -> ServerContext:
@@ -62,8 +65,12 @@ class ServerContext:
             mcp = McpServers(config.mcp_servers, tools)
         limits = config.limits
         limiter = RunLimiter(Limits(limits.max_concurrent_runs, limits.runs_per_minute, frozenset(limits.roles)))
-        return cls(config, ledger, agents, RunApplication(ledger, agents, tools, limiter), models, authenticator, mcp,
-                   LargeBodies(config.server.max_large_bodies, LARGE_BODY))
+        metrics = ServerMetrics(config.ledger.backend)
+        metrics.time_commits(ledger)
+        app = RunApplication(ledger, agents, tools, limiter, metrics)
+        metrics.count_watchers(lambda: watchers(app))
+        return cls(config, ledger, agents, app, models, authenticator, mcp,
+                   LargeBodies(config.server.max_large_bodies, LARGE_BODY), metrics)
 
     async def open(self) -> None:
         await self.ledger.open()
@@ -84,3 +91,12 @@ class ServerContext:
         for model in {id(m): m for m in self.models.values()}.values():
             await model.aclose()
         await self.ledger.aclose()
+
+
+def watchers(app: RunApplication) -> int:
+    """The watchers attached to the active runs' broadcasts now (``awaken_stream_watchers``, when scraped)."""
+    count = 0
+    for run in app.runs():
+        for channel in getattr(run.broadcast, "channels", {}).values():
+            count += len(channel.watchers) + len(channel.awaiting)
+    return count

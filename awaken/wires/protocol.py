@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import attrs
 
+from awaken.core.errors import count_refusal
 from awaken.core.events import AgentEvent
 from awaken.core.messages import Message, result_id  # noqa: F401 - re-exported: adapters and the engine import it here
 from awaken.ledger.interface import ThreadView
@@ -137,4 +138,5 @@ class Protocol(abc.ABC):
         """The whole stream for a refused request: no run started, nothing committed.
 
         ``encoder`` is the request's own when its body was parsed (AG-UI names the thread and run)."""
+        count_refusal(code)
         return (encoder or self.encoder(None)).rejection(code, message) + self.closing()

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from awaken.core.errors import Unauthenticated, error_response
-from awaken.core.principal import PRINCIPAL_KEY
+from awaken.core.principal import FACTS_KEY, PRINCIPAL_KEY
 from awaken.http.auth.authenticator import Authenticator
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
@@ -86,6 +86,9 @@ class AuthMiddleware:
         except Unauthenticated as exc:
             await self._refuse(scope, receive, send, exc)
             return
+        facts = scope.get(FACTS_KEY)
+        if facts is not None:  # the request's telemetry learns who is asking (its log line's subject)
+            facts.subject = principal.subject
         await self.app({**scope, PRINCIPAL_KEY: principal}, receive, send)
 
     async def _refuse(self, scope: dict, receive: Callable, send: Callable, exc: Unauthenticated) -> None:

@@ -1,0 +1,172 @@
+"""The HTTP edge's telemetry: ``GET /metrics``, and one observer around every request.
+
+``observe`` is the outermost ASGI middleware: for every HTTP request and WebSocket it counts the answer
+by method, route template (``/v1/threads/{thread}``, never the path itself: the label's values stay
+few) and status (``awaken_http_requests_total``), keeps ``awaken_streams_open`` for the run and rejoin
+routes' streams, makes the request's refusals countable (``awaken.core.errors.REFUSAL_COUNTER``: an
+HTTP request answers at most one refusal, a WebSocket one per refused message), and, with
+``[server] log_format = "json"``, writes the request's ``request`` line with its principal's subject
+(``awaken/telemetry/logs.py``). A request whose path matches no route is counted under ``other``.
+
+``metrics_route`` serves ``GET /metrics`` (the Prometheus text format, ``ServerMetrics.render``) inside
+the Host check and outside the ``/v1/`` authentication: with ``[auth] mode = "none"`` it is open, as
+every route is; otherwise it needs a bearer credential whose role ``[auth] metrics_roles`` lists
+(default ``["admin"]``): 401 ``UNAUTHENTICATED`` without valid credentials, 403 ``FORBIDDEN`` with a
+role not listed.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import Map
+
+from awaken.core.errors import REFUSAL_COUNTER, Unauthenticated
+from awaken.core.principal import FACTS_KEY
+from awaken.http.auth.authenticator import Authenticator
+from awaken.http.auth.middleware import bearer_token, refusal
+from awaken.http.errors import write_error
+from awaken.telemetry import logs
+from awaken.telemetry.metrics import CONTENT_TYPE, ServerMetrics
+from awaken.wires.registry import Wire, path_pattern
+
+ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
+
+METRICS_PATH = "/metrics"
+#: the route label of a path no route serves (a scanner's guesses stay one label value)
+OTHER = "other"
+#: the kinds of wire route whose answer is a stream
+_STREAMING = frozenset({"run", "socket", "rejoin"})
+
+
+@attrs.define
+class RequestFacts:
+    """What the observer learns of a request while it is served."""
+
+    status: int = 0
+    #: the code of the refusal the request was answered with (HTTP: at most one)
+    refused: str | None = None
+    #: the subject of the principal the auth middleware attached (None: anonymous, or not a /v1/ route)
+    subject: str | None = None
+
+    def refuse(self, code: str) -> None:
+        self.refused = code
+
+
+class RouteTemplates:
+    """A request's route template: the wires' templates first (their run, socket, rejoin, history and
+    extra routes), then the quart app's rules (health, agents, threads, console)."""
+
+    def __init__(self, wires: dict[str, Wire], url_map: Map) -> None:
+        self._wire: list[tuple[re.Pattern[str], str, bool]] = []
+        for wire in wires.values():
+            for _method, template, kind in wire.routes():
+                self._wire.append((path_pattern(template), template, kind in _STREAMING))
+        self._rules = url_map.bind("awaken")
+
+    def of(self, method: str, path: str) -> tuple[str, bool]:
+        """(template, whether it streams) of a request; ``other`` when no route serves the path."""
+        if path == METRICS_PATH:
+            return METRICS_PATH, False
+        for pattern, template, streaming in self._wire:
+            if pattern.match(path):
+                return template, streaming
+        try:
+            rule, _ = self._rules.match(path, method=None if method == "WEBSOCKET" else method,
+                                        return_rule=True)
+        except HTTPException as exc:  # a method the rule does not allow is still the rule's request
+            rule = getattr(exc, "valid_methods", None) and _rule_of(self._rules, path)
+            return (rule.rule, False) if rule is not None else (OTHER, False)
+        return rule.rule, False
+
+
+def _rule_of(adapter: Any, path: str) -> Any:
+    for method in ("GET", "POST", "DELETE", "PUT", "PATCH"):
+        try:
+            return adapter.match(path, method=method, return_rule=True)[0]
+        except HTTPException:
+            continue
+    return None
+
+
+def observe(app: ASGIApp, metrics: ServerMetrics, routes: RouteTemplates) -> ASGIApp:
+    """Wrap ``app`` (the whole server): count every request and stream, and log it (JSON format)."""
+
+    async def observed(scope: dict, receive: Callable, send: Callable) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await app(scope, receive, send)
+            return
+        method = scope.get("method", "GET") if kind == "http" else "WEBSOCKET"
+        route, streaming = routes.of(method, scope["path"])
+        facts = RequestFacts()
+        token = REFUSAL_COUNTER.set(facts.refuse if kind == "http" else metrics.refused)
+
+        async def watched(message: dict[str, Any]) -> None:
+            if not facts.status:
+                kind = message["type"]
+                if kind in ("http.response.start", "websocket.http.response.start"):
+                    facts.status = message["status"]
+                elif kind == "websocket.accept":
+                    facts.status = 101
+                elif kind == "websocket.close":
+                    facts.status = 403  # closed before it was accepted: the upgrade was refused
+            await send(message)
+
+        started = time.perf_counter()
+        if streaming:
+            metrics.streams.inc()
+        try:
+            await app({**scope, FACTS_KEY: facts}, receive, watched)
+        finally:
+            REFUSAL_COUNTER.reset(token)
+            if streaming:
+                metrics.streams.dec()
+            if facts.refused is not None:
+                metrics.refused(facts.refused)
+            metrics.request(method, route, facts.status)
+            logs.request_line(method, route, facts.status, time.perf_counter() - started, facts.subject,
+                              logs.trace_id())
+
+    return observed
+
+
+def metrics_route(app: ASGIApp, metrics: ServerMetrics, authenticator: Authenticator, roles: list[str]) -> ASGIApp:
+    """Serve ``GET /metrics`` in front of ``app``: for a bearer credential of one of ``roles`` (with
+    ``[auth] mode = "none"`` every request is the anonymous principal, and may)."""
+    allowed = frozenset(roles) | {"anonymous"}
+
+    async def route(scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope["path"] != METRICS_PATH:
+            await app(scope, receive, send)
+            return
+        if scope.get("method") != "GET":
+            await write_error(send, "METHOD_NOT_ALLOWED", f"{scope.get('method')} is not allowed here; use GET",
+                              headers=[(b"allow", b"GET")])
+            return
+        try:
+            principal = authenticator.authenticate(bearer_token(scope))
+        except Unauthenticated as exc:
+            status, headers, body = refusal(exc)
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        facts = scope.get(FACTS_KEY)
+        if facts is not None:
+            facts.subject = principal.subject
+        if principal.role not in allowed:
+            await write_error(send, "FORBIDDEN", f"the role {principal.role!r} may not read metrics "
+                              f"([auth] metrics_roles: {', '.join(sorted(roles)) or 'none'})")
+            return
+        body = metrics.render()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", CONTENT_TYPE.encode()), (b"cache-control", b"no-store"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    return route

@@ -1,0 +1,299 @@
+"""Prometheus metrics: every metric's name, labels and help text, and the objects that count them.
+
+``ServerMetrics`` is one server's metrics in a registry of its own (never prometheus-client's global
+one: two servers in one process, as the tests build them, count apart); ``GET /metrics`` serves
+``render()`` in the Prometheus text format (``awaken/http/metrics.py``). Each fact is counted at the one
+place that decides it, which calls in here:
+
+* a run's start and end: its ``RunState`` (``awaken/engine/state.py``) tells its ``RunMetrics``
+  (``begin``, ``ended``, ``left_waiting``), so every path to an outcome (the step loop, a failure, an
+  interruption, the reconciler's late commit) is counted once;
+* a model call (``model_call``: its duration, tokens, and the run's first output, once per execution,
+  seen by swapping the step builder's sink for one event), a committed step's tool results and gate
+  decisions (``committed``);
+* a ledger commit's latency: the configured ledger's writes, timed (``time_commits``, from the ledger
+  registry);
+* a refusal: the one writer of each refusal (``error_body`` for JSON errors, ``Protocol.refusal`` for
+  refusal streams) tells the request's metrics (``awaken.core.errors.count_refusal``);
+* an HTTP request and an open stream: the ASGI middleware (``awaken/http/metrics.py``).
+
+The hot path (a delta) does no work here: counting happens per run, step, model call, commit and
+request. The GenAI semantic conventions' client metrics (``gen_ai.client.token.usage``,
+``gen_ai.client.operation.duration``, Development status) appear under their Prometheus names
+(``gen_ai_client_token_usage``, ``gen_ai_client_operation_duration_seconds``) with their buckets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+
+from awaken.telemetry import logs
+
+#: the media type of ``GET /metrics`` (the Prometheus text format, 0.0.4)
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # what every Prometheus version reads
+
+#: time to first delta and ledger commits are short; a run may take minutes
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+#: the GenAI semantic conventions' advice for ``gen_ai.client.token.usage`` and ``…operation.duration``
+GEN_AI_TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216,
+                        67108864)
+GEN_AI_DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96,
+                           81.92)
+
+#: name -> (kind, help text, label names): every metric the server exports (``ServerMetrics`` makes
+#: exactly these; docs/deploying.md lists them)
+METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "awaken_runs_started": ("counter", "Runs that started executing (a new run, or a waiting run resumed), by agent.",
+                            ("agent",)),
+    "awaken_runs_ended": ("counter", "Runs that stopped executing, by agent and outcome (completed, waiting, "
+                          "failed, interrupted).", ("agent", "outcome")),
+    "awaken_runs_active": ("gauge", "Runs executing in this process now.", ()),
+    "awaken_runs_waiting": ("gauge", "Runs this process put in waiting (for tool results or a gate) and no "
+                            "process has resumed or superseded since it started.", ()),
+    "awaken_streams_open": ("gauge", "Open run streams: SSE responses and WebSockets of run and rejoin routes.",
+                            ()),
+    "awaken_stream_watchers": ("gauge", "Watchers attached to the active runs' broadcasts.", ()),
+    "awaken_run_first_delta_seconds": ("histogram", "Seconds from a run's start to its model's first output, "
+                                       "by agent.", ("agent",)),
+    "awaken_run_duration_seconds": ("histogram", "Seconds a run executed, from its start (or resume) to its "
+                                    "outcome, by agent and outcome.", ("agent", "outcome")),
+    "awaken_tokens": ("counter", "Model tokens, by agent, model and direction (input, output).",
+                      ("agent", "model", "direction")),
+    "awaken_tool_calls": ("counter", "Tool results committed, by tool and outcome (ok, error, denied).",
+                          ("tool", "outcome")),
+    "awaken_gate_decisions": ("counter", "Permission gates decided, by tool and decision (approved, denied).",
+                              ("tool", "decision")),
+    "awaken_ledger_commit_seconds": ("histogram", "Seconds a ledger write of a run took (its first write and "
+                                     "every commit), by backend.", ("backend",)),
+    "awaken_refusals": ("counter", "Errors answered, by code (a JSON error, or a run route's refusal "
+                        "stream).", ("code",)),
+    "awaken_http_requests": ("counter", "HTTP requests and WebSockets answered, by method, route template "
+                             "and status.", ("method", "route", "status")),
+    "gen_ai_client_token_usage": ("histogram", "Tokens per model call (GenAI semantic conventions: "
+                                  "gen_ai.client.token.usage).",
+                                  ("gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model",
+                                   "gen_ai_token_type")),
+    "gen_ai_client_operation_duration_seconds": (
+        "histogram", "Seconds per model call (GenAI semantic conventions: gen_ai.client.operation.duration).",
+        ("gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "error_type")),
+}
+
+_BUCKETS = {
+    "awaken_run_first_delta_seconds": LATENCY_BUCKETS,
+    "awaken_run_duration_seconds": RUN_BUCKETS,
+    "awaken_ledger_commit_seconds": LATENCY_BUCKETS,
+    "gen_ai_client_token_usage": GEN_AI_TOKEN_BUCKETS,
+    "gen_ai_client_operation_duration_seconds": GEN_AI_DURATION_BUCKETS,
+}
+_KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
+
+
+def provider_and_model(model: str) -> tuple[str, str]:
+    """``openai:gpt-4o-mini`` -> ``("openai", "gpt-4o-mini")``; ``scripted`` -> ``("scripted", "scripted")``."""
+    provider, _, name = model.partition(":")
+    return provider, name or provider
+
+
+class RunView(Protocol):
+    """What the run metrics read of a run when it ends (``engine.rundata.RunBase`` has it)."""
+
+    thread_id: str
+    run_id: str
+
+    @property
+    def agent(self) -> Any: ...
+
+    @property
+    def usage(self) -> Any: ...
+
+
+class ServerMetrics:
+    """One server's metrics, in its own registry (``registry``); ``render`` is the text ``/metrics`` serves."""
+
+    def __init__(self, backend: str = "") -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.backend = backend
+        made: dict[str, Any] = {}
+        for name, (kind, help_text, labels) in METRICS.items():
+            options: dict[str, Any] = {"registry": self.registry}
+            if name in _BUCKETS:
+                options["buckets"] = _BUCKETS[name]
+            made[name] = _KINDS[kind](name, help_text, labels, **options)
+        self.started: Counter = made["awaken_runs_started"]
+        self.ended: Counter = made["awaken_runs_ended"]
+        self.active: Gauge = made["awaken_runs_active"]
+        self.waiting: Gauge = made["awaken_runs_waiting"]
+        self.streams: Gauge = made["awaken_streams_open"]
+        self.watchers: Gauge = made["awaken_stream_watchers"]
+        self.first_delta: Histogram = made["awaken_run_first_delta_seconds"]
+        self.duration: Histogram = made["awaken_run_duration_seconds"]
+        self.tokens: Counter = made["awaken_tokens"]
+        self.tool_calls: Counter = made["awaken_tool_calls"]
+        self.gates: Counter = made["awaken_gate_decisions"]
+        self.commits: Histogram = made["awaken_ledger_commit_seconds"]
+        self.refusals: Counter = made["awaken_refusals"]
+        self.requests: Counter = made["awaken_http_requests"]
+        self.token_usage: Histogram = made["gen_ai_client_token_usage"]
+        self.operation_duration: Histogram = made["gen_ai_client_operation_duration_seconds"]
+        #: runs this process put in waiting minus those taken out of it (clamped at 0 when read: a run
+        #: that waited before a restart may be resumed after it)
+        self._waiting = 0
+        self.waiting.set_function(lambda: max(0, self._waiting))
+        self.watchers.set_function(lambda: 0)
+        self._commit_timer = self.commits.labels(backend) if backend else None
+
+    def render(self) -> bytes:
+        """Every metric in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+    # -- what the server wires in -----------------------------------------------------------------
+
+    def count_watchers(self, count: Callable[[], int]) -> None:
+        """``awaken_stream_watchers`` is ``count()`` when scraped (the active runs' broadcasts)."""
+        self.watchers.set_function(count)
+
+    def time_commits(self, ledger: Any) -> None:
+        """Time every write the engine makes to ``ledger`` (``start_run``, ``commit``) under its backend
+        label: the instance's methods are wrapped in place, so its type and every other method stay."""
+        timer = self._commit_timer
+        if timer is None:
+            return
+        for name in ("start_run", "commit"):
+            original = getattr(ledger, name)
+
+            async def timed(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+                started = time.perf_counter()
+                try:
+                    return await __original(*args, **kwargs)
+                finally:
+                    timer.observe(time.perf_counter() - started)
+
+            setattr(ledger, name, timed)
+
+    def refused(self, code: str) -> None:
+        self.refusals.labels(code).inc()
+
+    def request(self, method: str, route: str, status: int) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+
+    def run(self, run: RunView, subject: str | None) -> RunMetrics:
+        """The metrics of one admitted run, started by ``subject`` (its ``RunState`` reports to them)."""
+        return RunMetrics(self, run, subject)
+
+
+class RunMetrics:
+    """One run's instruments: what its ``RunState`` and its steps report, counted once each, and the
+    run's ``run`` log line at its outcome. ``NO_RUN_METRICS`` is the one that counts nothing."""
+
+    __slots__ = ("_began", "_first", "_metrics", "_run", "subject")
+
+    def __init__(self, metrics: ServerMetrics | None, run: RunView | None, subject: str | None) -> None:
+        self._metrics = metrics
+        self._run = run
+        self.subject = subject
+        self._began: float | None = None
+        self._first = False
+
+    def begin(self) -> None:
+        """The run starts executing (a fresh run, or a waiting one resumed)."""
+        metrics = self._metrics
+        if metrics is None or self._began is not None:
+            return
+        self._began = time.perf_counter()
+        metrics.started.labels(self._run.agent.id).inc()
+        metrics.active.inc()
+
+    def first_output(self) -> None:
+        """The run's model produced its first output (text, reasoning or a tool call) in this execution."""
+        if self._metrics is None or self._first or self._began is None:
+            return
+        self._first = True
+        self._metrics.first_delta.labels(self._run.agent.id).observe(time.perf_counter() - self._began)
+
+    def ended(self, outcome: str, cause: str | None = None, error_code: str | None = None) -> None:
+        """The run stopped executing with ``outcome`` (a status: completed, waiting, failed, interrupted)."""
+        metrics, began = self._metrics, self._began
+        if metrics is None or began is None:
+            return
+        self._began = None
+        seconds = time.perf_counter() - began
+        run = self._run
+        agent = run.agent.id
+        metrics.ended.labels(agent, outcome).inc()
+        metrics.duration.labels(agent, outcome).observe(seconds)
+        metrics.active.dec()
+        usage = run.usage
+        logs.run_line(thread=run.thread_id, run=run.run_id, agent=agent, outcome=outcome, cause=cause,
+                      error_code=error_code, seconds=seconds, input_tokens=usage.input_tokens,
+                      output_tokens=usage.output_tokens, subject=self.subject)
+
+    def entered_waiting(self) -> None:
+        if self._metrics is not None:
+            self._metrics._waiting += 1
+
+    def left_waiting(self) -> None:
+        if self._metrics is not None:
+            self._metrics._waiting -= 1
+
+    @contextmanager
+    def model_call(self, output: Any) -> Iterator[None]:
+        """Time one model call whose output is ``output`` (a ``StepBuilder``: its ``step_usage`` is read
+        at the end); a call that raises is recorded with its error type."""
+        metrics = self._metrics
+        if metrics is None:
+            yield
+            return
+        provider, model = provider_and_model(self._run.agent.config.model)
+        original = watch = None
+        if not self._first:
+            # the run's first output: the builder's sink, swapped for one call and put back, so no
+            # delta after it pays anything
+            original = output.sink
+
+            def watch(event: Any) -> None:
+                output.sink = original
+                self.first_output()
+                original(event)
+
+            output.sink = watch
+        started = time.perf_counter()
+        error = ""
+        try:
+            yield
+        except Exception as exc:
+            error = type(exc).__name__
+            raise
+        finally:
+            if watch is not None and output.sink is watch:
+                output.sink = original
+            metrics.operation_duration.labels("chat", provider, model, error).observe(time.perf_counter() - started)
+            if not error:
+                usage = output.step_usage
+                agent = self._run.agent
+                for direction, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+                    metrics.token_usage.labels("chat", provider, model, direction).observe(count)
+                    metrics.tokens.labels(agent.id, agent.config.model, direction).inc(count)
+
+    def committed(self, commit: Any) -> None:
+        """A step was committed: count its tool results (by outcome) and gate decisions."""
+        metrics = self._metrics
+        if metrics is None:
+            return
+        for message in commit.messages:
+            part = message.tool_result
+            if part is None:
+                continue
+            metrics.tool_calls.labels(part.name, part.status).inc()
+            if part.approval is not None:
+                metrics.gates.labels(part.name, part.approval).inc()
+
+
+#: the run metrics of a run no server counts (a bare engine in a test, crash recovery)
+NO_RUN_METRICS = RunMetrics(None, None, None)
