@@ -29,6 +29,7 @@ from cattrs.errors import (
 
 from awaken.config import auth as auth_config
 from awaken.config import edge, environment
+from awaken.config import telemetry as telemetry_config
 from awaken.core.errors import ConfigError
 from awaken.mcp.config import McpServerConfig, check_servers, covered
 from awaken.models.providers import provider_class, resolve_model
@@ -167,6 +168,8 @@ class AppConfig:
     mcp_servers: dict[str, McpServerConfig] = attrs.field(factory=dict)
     #: caps per principal on runs at once and new runs per minute
     limits: LimitsConfig = LimitsConfig()
+    #: where traces go (OTLP over HTTP) and what they hold; the ``OTEL_*`` variables come first
+    telemetry: telemetry_config.TelemetryConfig = telemetry_config.TelemetryConfig()
 
     def provider_for(self, agent: AgentConfig) -> Any:
         """The agent's provider settings: its ``[providers.<name>]`` table with the agent's ``provider``
@@ -329,6 +332,7 @@ def _check(config: AppConfig, source: str) -> None:
     if not host or not port.isdigit():
         raise ConfigError(f"{source}: server.bind: {config.server.bind!r} is not HOST:PORT")
     auth_config.check(config.auth, source)
+    telemetry_config.check(config.telemetry, source)
 
 
 def _check_cors(config: AppConfig, source: str) -> None:

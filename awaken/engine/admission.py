@@ -75,6 +75,7 @@ from awaken.engine.state import Cause, RunState, RunStatus
 from awaken.ledger.interface import Commit, Ledger, PendingCall, ThreadView
 from awaken.models import ToolSpec
 from awaken.runtime.tuning import OFF_LOOP_MESSAGES
+from awaken.telemetry import tracing
 from awaken.telemetry.metrics import ServerMetrics
 from awaken.tools import ToolRegistry
 from awaken.wires.protocol import Asks, RunRequest, ToolDecision, new_id
@@ -240,6 +241,9 @@ class RunApplication:
         run.slot = slot
         self._active[thread_id] = run
         admitted = False
+        # the run's trace: its root spans the admission and the execution, to the committed outcome
+        trace = tracing.run(agent.id, agent.config.description, thread_id, principal.subject).open()
+        admitting = tracing.admission().open()
         try:
             if not await self.claims.claim(thread_id, run.claim_token):
                 held = await self.ledger.get_thread(thread_id)
@@ -266,8 +270,15 @@ class RunApplication:
             fresh = len(asks.message_ids) - len(view.known_ids or ()) if asks is not None else 0
             request = await trio.to_thread.run_sync(build, view) if fresh >= OFF_LOOP_MESSAGES else build(view)
             await prepare(run, request, view, self.agents, off_loop=len(request.inputs) >= OFF_LOOP_MESSAGES)
+            admitting.close()
+            tracing.identify(trace, run.run_id, resumed=run.resumed)
             admitted = True
             yield run
+        except BaseException as exc:
+            if not admitted:  # refused: the trace says why
+                admitting.close(exc)
+                tracing.ended(trace, run.status.value, exc)
+            raise
         finally:
             if admitted:
                 slot.release()
@@ -278,6 +289,7 @@ class RunApplication:
                 await interrupt(run)
             finally:
                 await run.settle()
+                tracing.ended(trace, run.status.value)
 
     async def stop(self, thread_id: str) -> RunStatus | None:
         """Stop the thread's active run (``Cause.STOPPED``) and wait for its committed outcome.
@@ -514,6 +526,7 @@ async def _prepare_resume(run: AdmittedRun, spec: RunSpec, pending: list[Pending
     record = await run.ledger.get_run(run_id)
     if record is None or record.status is not RunStatus.WAITING:
         raise InputRejected("the waiting run is gone", code="NO_PENDING_RUN")
+    tracing.waiting_since(record.updated_at)  # the wait at its gates ends now
     run.runstate.resumed()
     return attrs.evolve(
         spec,

@@ -22,6 +22,7 @@ from awaken.core.messages import Message
 from awaken.engine.rundata import RunBase
 from awaken.engine.state import Change, RunStatus
 from awaken.ledger.interface import Commit, DuplicateRun, Ledger, RunRecord
+from awaken.telemetry import tracing
 from awaken.wires.protocol import Sink, new_id
 
 
@@ -48,7 +49,8 @@ async def write_start(run: RunBase) -> None:
                 record = RunRecord(run_id, run.thread_id, run.agent.id, RunStatus.RUNNING, now, now,
                                    tools=run.client_tools)
                 try:
-                    committed = await run.ledger.start_run(record, inputs, owner=run.owner)
+                    with tracing.commit("start", len(inputs), type(run.ledger).__name__):
+                        committed = await run.ledger.start_run(record, inputs, owner=run.owner)
                     break
                 except DuplicateRun:  # the client reused a run id: the ledger gets a fresh one
                     run_id = new_id("run")
@@ -75,7 +77,11 @@ async def write(ledger: Ledger, thread_id: str, run_id: str, change: Change, com
     error. Returns the committed messages (as the ledger stored them)."""
     commit = attrs.evolve(commit, status=change.status, cause=change.cause_value,
                           error_code=change.error_code, error_message=change.error_message)
-    return tuple(await ledger.commit(thread_id, run_id, commit))
+    with tracing.commit(change.status.value, len(commit.messages), type(ledger).__name__):
+        written = tuple(await ledger.commit(thread_id, run_id, commit))
+    if change.status is not RunStatus.RUNNING:
+        tracing.committed(run_id, change.status.value, change.cause_value, change.error_code, change.error_message)
+    return written
 
 
 async def apply(run: RunBase, sink: Sink, commit: Commit) -> tuple[Message, ...]:

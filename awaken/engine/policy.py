@@ -24,6 +24,8 @@ from awaken.core.messages import Message, ToolCallPart, ToolResultPart
 from awaken.engine.rundata import RunBase
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit, PendingCall
+from awaken.telemetry import tracing
+from awaken.telemetry.conventions import BY_POLICY
 from awaken.tools import ToolContext
 from awaken.wires.protocol import SUPERSEDED, denial, result_id
 
@@ -45,10 +47,15 @@ async def run_tools(
         elif call.name not in {t.name for t in agent.server_tools}:
             outcomes[call.tool_call_id] = ToolResultPart(call.tool_call_id, call.name,
                                                          f"unknown tool {call.name!r}", "error")
+            with tracing.tool(call.name, call.tool_call_id, "server") as span:
+                tracing.tool_result(span, "error", call.arguments, outcomes[call.tool_call_id].content)
         elif (permission := agent.permission(call.name)) == "deny":
             outcomes[call.tool_call_id] = ToolResultPart(
                 call.tool_call_id, call.name, f"denied: the policy does not allow {call.name}", "denied"
             )
+            with tracing.tool(call.name, call.tool_call_id, tool_kind(run, call.name), decision="deny",
+                              decided_by=BY_POLICY) as span:
+                tracing.tool_result(span, "denied", call.arguments)
         elif permission == "ask":
             pending.append(PendingCall(call.tool_call_id, run.run_id, run.thread_id, call.name,
                                        call.arguments, "approval", message_id))
@@ -56,8 +63,11 @@ async def run_tools(
             runnable.append(call)
 
     async def run_one(call: ToolCallPart) -> None:
-        outcome = await run.tools.execute(call.name, call.arguments,
+        with tracing.tool(call.name, call.tool_call_id, tool_kind(run, call.name), decision="allow",
+                          decided_by=BY_POLICY) as span:
+            outcome = await run.tools.execute(call.name, call.arguments,
                                               ToolContext(run.thread_id, run.run_id, state))
+            tracing.tool_result(span, "ok" if outcome.ok else "error", call.arguments, outcome.content)
         outcomes[call.tool_call_id] = ToolResultPart(call.tool_call_id, call.name, outcome.content,
                                                      "ok" if outcome.ok else "error")
 
@@ -89,15 +99,27 @@ async def decided(run: RunBase) -> Commit:
         if call.kind == "client":
             status = "ok" if decision.kind == "ok" else "error"
             part = ToolResultPart(call.tool_call_id, call.name, decision.content, status)
+            # the client ran it while the run waited: its span is that wait
+            with tracing.tool(call.name, call.tool_call_id, "client", start_ns=tracing.since()) as span:
+                tracing.tool_result(span, status, call.arguments, decision.content)
         elif decision.kind in ("ok", "approve"):
+            tracing.waited(call.name, call.tool_call_id, "approve")
             # Edited arguments (validated at admission) replace the model's; the result records them.
-            outcome = await run.tools.execute(
-                call.name, decision.arguments or call.arguments, ToolContext(run.thread_id, run.run_id, state)
-            )
+            with tracing.tool(call.name, call.tool_call_id, tool_kind(run, call.name), decision="approve",
+                              decided_by=tracing.decider()) as span:
+                outcome = await run.tools.execute(
+                    call.name, decision.arguments or call.arguments, ToolContext(run.thread_id, run.run_id, state)
+                )
+                tracing.tool_result(span, "ok" if outcome.ok else "error", decision.arguments or call.arguments,
+                                    outcome.content)
             part = ToolResultPart(call.tool_call_id, call.name, outcome.content,
                                   "ok" if outcome.ok else "error", "approved", decision.arguments)
         else:
             part = ToolResultPart(call.tool_call_id, call.name, denial(decision.content), "denied", "denied")
+            tracing.waited(call.name, call.tool_call_id, "deny")
+            with tracing.tool(call.name, call.tool_call_id, tool_kind(run, call.name), decision="deny",
+                              decided_by=tracing.decider()) as span:
+                tracing.tool_result(span, "denied", call.arguments)
         # A client tool's result is the client's own tool message, committed under its id; a gate's
         # result is the server's (the client's message only carried the decision), so it gets the
         # server's stable id and the client can receive it as a new message.
@@ -116,6 +138,11 @@ async def decided(run: RunBase) -> Commit:
         # a state the client sent with the decisions is committed with them
         state=state if state != run.state or run.spec.client_state else None,
     )
+
+
+def tool_kind(run: RunBase, name: str) -> str:
+    """Where the server tool ``name`` runs: ``server`` or ``mcp`` (its registry entry's kind)."""
+    return run.tools.get(name).kind if name in run.tools else "server"
 
 
 def superseded(pending: Sequence[PendingCall], run_id: str) -> tuple[Message, ...]:

@@ -33,6 +33,8 @@ from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit, model_window
 from awaken.models import ModelRequest
 from awaken.runtime.tuning import JOIN_EVERY
+from awaken.telemetry import tracing
+from awaken.telemetry.conventions import GEN_AI_INPUT_MESSAGES, GEN_AI_OUTPUT_MESSAGES
 from awaken.wires.protocol import Sink, new_id, result_id
 
 
@@ -45,10 +47,11 @@ async def step_loop(run: RunBase, sink: Sink) -> None:
     agent = run.agent
     for _ in range(max(0, agent.config.max_steps - run.steps_done)):
         step = run.steps_done + 1
-        sink(StepStarted(step))
-        made = await model_step(run, sink)
-        await apply(run, sink, made)
-        sink(StepFinished(step, made.usage))
+        with tracing.step(step):
+            sink(StepStarted(step))
+            made = await model_step(run, sink)
+            await apply(run, sink, made)
+            sink(StepFinished(step, made.usage))
         if made.status is RunStatus.WAITING:
             finish_waiting(run, sink, made.pending)
             return
@@ -70,9 +73,14 @@ async def model_step(run: RunBase, sink: Sink) -> Commit:
     run.progress.streaming = builder  # an early end commits what it streamed (outcome.commit_final)
     request = ModelRequest(agent.config.system_prompt, model_window(model_history(run), agent.config.history_messages),
                            agent.tools + run.client_tools, context=run.request.context, state=run.state)
-    with run.runstate.metrics.model_call(builder):
-        await agent.model.stream(request, builder)
-    builder.close()
+    with tracing.chat(agent.config.model) as chat:
+        tracing.capture(chat, GEN_AI_INPUT_MESSAGES, lambda: tracing.messages_json(request.messages))
+        with run.runstate.metrics.model_call(builder):
+            await agent.model.stream(request, builder)
+        builder.close()
+        usage = builder.step_usage
+        tracing.chat_result(chat, usage.input_tokens, usage.output_tokens, builder.has_calls)
+        tracing.capture(chat, GEN_AI_OUTPUT_MESSAGES, lambda: tracing.messages_json([builder.message(run.run_id)]))
     calls = await fresh_call_ids(run, builder, builder.finish_calls())
     # The run's first write (started beside this step) must be in before anything names the
     # run: the ledger may have given it a fresh id if the client's was taken.
@@ -231,6 +239,11 @@ class StepBuilder:
 
     def usage(self, usage: Usage) -> None:
         self.step_usage = usage
+
+    @property
+    def has_calls(self) -> bool:
+        """Whether the step called a tool (so far)."""
+        return bool(self._calls)
 
     def _close_text(self) -> None:
         if self._text_open:

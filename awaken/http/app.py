@@ -77,6 +77,7 @@ from awaken.ledger.paging import parse_limit
 from awaken.runtime import memory
 from awaken.streams.exchange import sse_route, ws_route
 from awaken.streams.rejoin import rejoin_route
+from awaken.telemetry import tracing
 from awaken.wires.agui.capabilities import capabilities as agui_capabilities_of
 from awaken.wires.memo import with_memos
 from awaken.wires.registry import PageReader, Wire, known_wires, path_pattern, protocols, quart_rule
@@ -254,6 +255,7 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
     app = telemetry.metrics_route(app, ctx.metrics, ctx.auth, ctx.config.auth.metrics_roles)
     app = hosts.middleware(app, hosts.HostPolicy.of(server.bind, server.allowed_hosts), cors_policy)
     app = early.middleware(framing.middleware(app))
+    app = tracing.incoming(app)  # a client's traceparent parents its run (only with an exporter)
     # every request counted by route template and status, every stream while open; the JSON request line
     app = telemetry.observe(app, ctx.metrics, telemetry.RouteTemplates(wires, quart_app.url_map))
     app.quart = quart_app  # type: ignore[attr-defined]

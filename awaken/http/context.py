@@ -15,6 +15,7 @@ import attrs
 import trio
 
 from awaken.config import AppConfig
+from awaken.config.telemetry import trace_settings
 from awaken.engine import RunApplication
 from awaken.engine.agents import AgentRegistry, build_models, build_tools
 from awaken.engine.limits import Limits, RunLimiter
@@ -22,6 +23,7 @@ from awaken.http import auth
 from awaken.ledger.interface import Ledger
 from awaken.ledger.registry import build_ledger
 from awaken.models import Model
+from awaken.telemetry import tracing
 from awaken.telemetry.metrics import ServerMetrics
 from awaken.transports.body import LARGE_BODY, LargeBodies
 
@@ -73,6 +75,8 @@ class ServerContext:
                    LargeBodies(config.server.max_large_bodies, LARGE_BODY), metrics)
 
     async def open(self) -> None:
+        # tracing is decided here, once: with no exporter configured no OpenTelemetry object exists
+        tracing.configure(trace_settings(self.config.telemetry, os.environ))
         await self.ledger.open()
 
     async def run_mcp(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
@@ -91,6 +95,7 @@ class ServerContext:
         for model in {id(m): m for m in self.models.values()}.values():
             await model.aclose()
         await self.ledger.aclose()
+        await tracing.flush()  # what is queued reaches the collector (off the event loop, bounded)
 
 
 def watchers(app: RunApplication) -> int:

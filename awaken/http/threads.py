@@ -11,7 +11,9 @@ Routes (JSON; times in ms since the epoch; errors ``{"error": {"code", "message"
     GET    /v1/threads/{id}
         {threadId, title, agentId, createdAt, updatedAt, messageCount, waiting,
          runs: [{runId, agentId, status, cause, errorCode, createdAt, updatedAt, steps,
-                 usage: {inputTokens, outputTokens}, error: {code, message} | null}],
+                 usage: {inputTokens, outputTokens}, error: {code, message} | null,
+                 timeline: {spans: [{id, parentId, kind, name, start, end, durationMs, attributes,
+                                     error}], dropped} | null}],
          pending: [{toolCallId, runId, name, arguments, kind}], state}
     DELETE /v1/threads/{id}
         204; the whole thread goes in one ledger transaction; 409 ``THREAD_BUSY`` while a run is
@@ -48,6 +50,7 @@ from awaken.http.context import ServerContext
 from awaken.http.errors import quart_error
 from awaken.ledger.interface import ALL_OWNERS, PendingCall, RunRecord, RunSummary, ThreadSummary
 from awaken.ledger.paging import parse_limit
+from awaken.telemetry import tracing
 from awaken.wires.memo import Memoized
 from awaken.wires.protocol import Protocol
 
@@ -75,6 +78,13 @@ def run_detail(run: RunRecord) -> dict[str, Any]:
             "steps": run.steps, "usage": {"inputTokens": run.usage.input_tokens,
                                           "outputTokens": run.usage.output_tokens},
             "error": error}
+
+
+def timeline(run_id: str) -> dict[str, Any] | None:
+    """The run's spans as this process recorded them (awaken/telemetry/tracing.py), None when it holds
+    none (an older run, or one another process ran)."""
+    kept = tracing.TIMELINES.get(run_id)
+    return kept.as_json() if kept is not None else None
 
 
 def pending_call(call: PendingCall) -> dict[str, Any]:
@@ -123,7 +133,7 @@ def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) ->
         del detail["lastRun"]
         runs = await ctx.ledger.list_runs(thread_id)
         pending = await ctx.ledger.pending_calls(thread_id)
-        return jsonify({**detail, "runs": [run_detail(r) for r in runs],
+        return jsonify({**detail, "runs": [{**run_detail(r), "timeline": timeline(r.run_id)} for r in runs],
                         "pending": [pending_call(p) for p in pending], "state": record.state})
 
     @app.delete("/v1/threads/<path:thread_id>")

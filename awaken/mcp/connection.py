@@ -32,6 +32,7 @@ from mcp.shared.exceptions import MCPError
 from awaken.core.errors import ConfigError
 from awaken.mcp.config import TOOL_NAME, McpServerConfig, tool_name
 from awaken.mcp.results import result_text
+from awaken.telemetry import tracing
 from awaken.tools import Tool, ToolContext, ToolError, ToolRegistry, ToolText
 
 log = logging.getLogger("awaken.mcp")
@@ -126,6 +127,9 @@ class McpConnection:
             assert self.config.url is not None
             async with (create_mcp_http_client(headers=self.headers) as client,
                         streamable_http_client(self.config.url, http_client=client) as streams):
+                # with tracing on, each request carries the span of the call it is sent for
+                for hook in tracing.request_hooks().get("request", ()):
+                    client.event_hooks["request"].append(hook)
                 yield streams
 
     async def _serve_session(self) -> None:

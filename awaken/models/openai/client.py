@@ -61,6 +61,7 @@ from awaken.models.openai.failure import Failed
 from awaken.models.openai.mapping import to_openai_messages, tool_json
 from awaken.models.openai.sanitize import error_detail, safe_url, sanitize
 from awaken.models.openai.sse import SSEParser
+from awaken.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +97,10 @@ class OpenAIModel:
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             t = self.config.connect_timeout if self.config.connect_timeout > 0 else None
+            # with tracing on, each request carries the ``chat`` span it is made in (``traceparent``)
             self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(connect=t, read=None, write=t, pool=t), follow_redirects=False
+                timeout=httpx.Timeout(connect=t, read=None, write=t, pool=t), follow_redirects=False,
+                event_hooks=tracing.request_hooks(),
             )
         return self._client
 

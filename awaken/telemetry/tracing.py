@@ -1,0 +1,651 @@
+"""A run's spans: always kept as its timeline (the console's), exported as OpenTelemetry traces when an
+exporter is configured.
+
+Every run records its spans here (``run`` opens its root, ``child`` the others; ``conventions`` names
+them): admission, each step, each model call, each tool call, each wait at a gate and each ledger
+commit. The spans of recent runs stay in bounded memory (``TIMELINES``: ``MAX_RUNS`` runs of at most
+``MAX_SPANS`` spans each) and are what the console's timeline shows, with no collector anywhere.
+
+With an exporter configured (``configure``: the standard ``OTEL_*`` variables first, then the
+``[telemetry]`` table) each span is also an OpenTelemetry span: the SDK's ``BatchSpanProcessor`` hands
+ended spans to the OTLP/HTTP exporter in its own thread, so the event loop never waits on a collector,
+and a collector that is down loses spans (the queue is bounded), never runs. Whether the OpenTelemetry
+side exists is decided once, at start-up: with nothing configured no OpenTelemetry object is made and
+a span costs a small Python object.
+
+Parentage follows the task tree: the current span is a ``ContextVar``, which trio copies into every
+task a nursery spawns, so the tools a step runs concurrently and a run's first write, started beside
+its first step, are children of the span that spawned them. With the exporter on, the current span is
+also OpenTelemetry's current context while it is open: a client's ``traceparent`` (``incoming``, the
+W3C propagator) is the parent of the run it asks for, and the OpenAI-compatible provider's and MCP's
+HTTP requests carry the span they were made in (``inject``). Message content is recorded only with
+``capture_content`` (``[telemetry]``, or ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``).
+
+Shutting down: ``shutdown()`` flushes what is queued and stops the exporter's thread; it blocks (up
+to its timeout), so the server calls it off the event loop (``flush``: ``trio.to_thread``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
+from importlib import metadata
+from typing import Any
+
+import attrs
+import trio
+
+from awaken.core.messages import Message
+from awaken.telemetry import conventions as C
+
+log = logging.getLogger("awaken.telemetry")
+
+#: runs whose timelines are kept (the oldest goes first), and spans kept per run (the rest are counted)
+MAX_RUNS = 256
+MAX_SPANS = 400
+#: how long ``flush`` waits for queued spans to reach the collector at shutdown
+FLUSH_SECONDS = 5.0
+#: the longest attribute value recorded (content, error texts)
+MAX_VALUE = 8192
+
+_ids = itertools.count(1)
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+# -- the settings -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class TraceSettings:
+    """What ``configure`` decided: where spans go (None: nowhere but the timelines) and what they hold."""
+
+    #: ``otlp`` or ``console``; None: no exporter, no OpenTelemetry
+    exporter: str | None = None
+    #: the OTLP/HTTP traces URL (``…/v1/traces``)
+    endpoint: str | None = None
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    service_name: str = "awaken"
+    capture_content: bool = False
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def traces_url(base: str) -> str:
+    """An OTLP/HTTP base URL as its traces URL (``http://collector:4318`` → ``…/v1/traces``)."""
+    base = base.strip()
+    return base if base.rstrip("/").endswith("/v1/traces") else base.rstrip("/") + "/v1/traces"
+
+
+def parse_headers(text: str) -> dict[str, str]:
+    """``OTEL_EXPORTER_OTLP_HEADERS``: ``key=value,key2=value2`` (values percent-decoded)."""
+    from urllib.parse import unquote
+
+    headers: dict[str, str] = {}
+    for item in text.split(","):
+        key, eq, value = item.partition("=")
+        if eq and key.strip():
+            headers[key.strip().lower()] = unquote(value.strip())
+    return headers
+
+
+def settings_from(environ: Mapping[str, str], *, endpoint: str | None = None,
+                  headers: Mapping[str, str] | None = None, service_name: str | None = None,
+                  capture_content: bool = False) -> TraceSettings:
+    """The trace settings from the standard ``OTEL_*`` variables over the ``[telemetry]`` table's
+    (``endpoint``, ``headers``, ``service_name``, ``capture_content``).
+
+    An exporter is on when ``OTEL_TRACES_EXPORTER`` names one (``otlp``, ``console``) or, unset, when
+    an endpoint is configured (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    or ``endpoint``); ``OTEL_TRACES_EXPORTER=none`` and ``OTEL_SDK_DISABLED=true`` turn it off."""
+    capture = capture_content or _truthy(environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"))
+    name = environ.get("OTEL_SERVICE_NAME") or service_name or "awaken"
+    if _truthy(environ.get("OTEL_SDK_DISABLED")):
+        return TraceSettings(service_name=name, capture_content=capture)
+    if environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        url: str | None = environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"].strip()  # used as it is, by the spec
+    elif environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        url = traces_url(environ["OTEL_EXPORTER_OTLP_ENDPOINT"])
+    else:
+        url = traces_url(endpoint) if endpoint else None
+    wanted = [e.strip().lower() for e in environ.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()]
+    exporter = next((e for e in wanted if e in ("otlp", "console")), None) if wanted else ("otlp" if url else None)
+    if wanted and exporter is None and wanted != ["none"]:
+        log.warning("OTEL_TRACES_EXPORTER=%s: only otlp (over HTTP) and console are supported; tracing is off",
+                    ",".join(wanted))
+    if exporter == "otlp" and url is None:
+        url = "http://localhost:4318/v1/traces"  # the OTLP/HTTP default
+    env_headers = environ.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or environ.get("OTEL_EXPORTER_OTLP_HEADERS")
+    sent = parse_headers(env_headers) if env_headers else {k.lower(): v for k, v in (headers or {}).items()}
+    return TraceSettings(exporter, url if exporter == "otlp" else None, sent, name, capture)
+
+
+# -- the process's tracing: decided once ------------------------------------------------------
+
+
+class _Tracing:
+    """The process's tracing: the OpenTelemetry tracer (None: off) and its provider."""
+
+    __slots__ = ("capture", "propagator", "provider", "settings", "tracer")
+
+    def __init__(self) -> None:
+        self.settings = TraceSettings()
+        self.tracer: Any = None
+        self.provider: Any = None
+        self.propagator: Any = None
+        self.capture = False
+
+
+STATE = _Tracing()
+
+
+def configure(settings: TraceSettings) -> None:
+    """Start tracing as ``settings`` say (an exporter: the OpenTelemetry SDK, its batch processor and
+    exporter; none: nothing). Replaces what an earlier ``configure`` started (stopping its exporter)."""
+    shutdown(0.0)
+    STATE.settings = settings
+    STATE.capture = settings.capture_content
+    if settings.exporter is None:
+        return
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    try:
+        version = metadata.version("awaken")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree never installed
+        version = "0"
+    if settings.exporter == "console":
+        exporter: Any = ConsoleSpanExporter()
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=settings.endpoint, headers=dict(settings.headers) or None)
+    resource = Resource.create({SERVICE_NAME: settings.service_name, "service.version": version})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    STATE.provider = provider
+    STATE.tracer = provider.get_tracer(C.SCOPE, version)
+    STATE.propagator = TraceContextTextMapPropagator()
+    log.info("tracing: exporting spans (%s%s) as service %s", settings.exporter,
+             f" to {settings.endpoint}" if settings.endpoint else "", settings.service_name)
+
+
+def enabled() -> bool:
+    """Whether spans are exported (an exporter is configured)."""
+    return STATE.tracer is not None
+
+
+def shutdown(timeout: float = FLUSH_SECONDS) -> None:
+    """Export what is queued (for up to ``timeout`` seconds) and stop the exporter; tracing is off
+    afterwards. Blocking: from the event loop, ``await flush()``."""
+    provider = STATE.provider
+    STATE.tracer = STATE.provider = STATE.propagator = None
+    if provider is None:
+        return
+    try:
+        if timeout > 0:
+            provider.force_flush(int(timeout * 1000))
+        provider.shutdown()
+    except Exception as exc:  # a collector's trouble never stops the server
+        log.warning("tracing: shutting the exporter down failed: %s", exc)
+
+
+async def flush(seconds: float = FLUSH_SECONDS) -> None:
+    """``shutdown``, off the event loop (a worker thread; a cancellation abandons the wait)."""
+    if STATE.provider is not None:
+        await trio.to_thread.run_sync(shutdown, seconds, abandon_on_cancel=True)
+
+
+# -- propagation ------------------------------------------------------------------------------
+
+
+def incoming(app: Callable[..., Any]) -> Callable[..., Any]:
+    """``app`` honouring a client's ``traceparent``: the request runs in the context it names (the
+    run it starts is its child). With no exporter, ``app`` itself: nothing is read."""
+    if STATE.tracer is None:
+        return app
+    from opentelemetry import context as otel_context
+
+    propagator = STATE.propagator
+
+    async def traced(scope: dict, receive: Callable, send: Callable) -> None:
+        carrier = None
+        if scope.get("type") in ("http", "websocket"):
+            for key, value in scope.get("headers", ()):
+                if key == b"traceparent":
+                    carrier = {"traceparent": value.decode("latin-1")}
+                elif key == b"tracestate" and carrier is not None:
+                    carrier["tracestate"] = value.decode("latin-1")
+        if carrier is None:
+            await app(scope, receive, send)
+            return
+        token = otel_context.attach(propagator.extract(carrier))
+        try:
+            await app(scope, receive, send)
+        finally:
+            otel_context.detach(token)
+
+    return traced
+
+
+def inject(headers: Any) -> None:
+    """Put the current span's ``traceparent`` into ``headers`` (an outgoing HTTP request's)."""
+    if STATE.propagator is not None:
+        STATE.propagator.inject(headers)
+
+
+async def inject_hook(request: Any) -> None:
+    """An httpx ``request`` event hook: the request carries the span it is sent in."""
+    inject(request.headers)
+
+
+def request_hooks() -> dict[str, list[Callable[..., Any]]]:
+    """The event hooks an outgoing HTTP client gets: ``inject_hook`` with an exporter, else none."""
+    return {"request": [inject_hook]} if STATE.tracer is not None else {}
+
+
+# -- spans ------------------------------------------------------------------------------------
+
+
+_CURRENT: ContextVar[Span | None] = ContextVar("awaken_span", default=None)
+
+
+def _clip(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_VALUE:
+        return value[:MAX_VALUE] + "…"
+    return value
+
+
+def error_type(exc: BaseException) -> str:
+    """``error.type`` of an exception: a classified error's code, a cancellation's ``cancelled``, else
+    the exception's class."""
+    if isinstance(exc, trio.Cancelled):
+        return "cancelled"
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, str) and code else type(exc).__qualname__
+
+
+class Span:
+    """One timed piece of a run: its timeline entry and, with an exporter, its OpenTelemetry span.
+
+    Opened (``with``, or ``open``/``close``) it is the current span of its task and of the tasks that
+    task spawns; closing it records its end, and an exception passing through as ``error.type``."""
+
+    __slots__ = ("_otel_token", "_token", "attributes", "end_ns", "error", "id", "name", "otel", "parent", "root",
+                 "since_ns", "start_ns", "subject", "timeline")
+
+    def __init__(self, name: str, parent: Span | None, attributes: dict[str, Any], start_ns: int | None,
+                 timeline: Timeline, kind: Any = None) -> None:
+        self.id = next(_ids)
+        self.name = name
+        self.parent = parent
+        self.root: Span = parent.root if parent is not None else self
+        self.start_ns = start_ns or now_ns()
+        self.end_ns: int | None = None
+        self.attributes = attributes
+        self.error: str | None = None
+        self.timeline = timeline
+        self._token: Any = None
+        self._otel_token: Any = None
+        self.otel: Any = None
+        #: a run's root only: who asked for this execution (a resume's decisions are theirs), and
+        #: since when the run waited (a resume: its committed ``waiting``, in ns since the epoch)
+        self.subject: str | None = None
+        self.since_ns: int | None = None
+        tracer = STATE.tracer
+        if tracer is not None:
+            from opentelemetry import context as otel_context
+            from opentelemetry import trace
+
+            if parent is not None and parent.otel is not None:
+                context = trace.set_span_in_context(parent.otel)
+            else:
+                context = otel_context.get_current()
+            self.otel = tracer.start_span(name, context=context, kind=kind or trace.SpanKind.INTERNAL,
+                                          attributes={k: v for k, v in attributes.items() if v is not None},
+                                          start_time=self.start_ns)
+        timeline.add(self)
+
+    def set(self, key: str, value: Any) -> None:
+        if value is None:
+            return
+        value = _clip(value)
+        self.attributes[key] = value
+        if self.otel is not None:
+            self.otel.set_attribute(key, value)
+
+    def fail(self, kind: str, message: str | None = None) -> None:
+        """The span's operation failed: ``error.type`` = ``kind``, status ERROR (``message``: why)."""
+        self.error = kind
+        self.attributes[C.ERROR_TYPE] = kind
+        if self.otel is not None:
+            from opentelemetry.trace import Status, StatusCode
+
+            self.otel.set_attribute(C.ERROR_TYPE, kind)
+            self.otel.set_status(Status(StatusCode.ERROR, _clip(message) if message else None))
+
+    def open(self) -> Span:
+        self._token = _CURRENT.set(self)
+        if self.otel is not None:
+            from opentelemetry import context as otel_context
+            from opentelemetry import trace
+
+            self._otel_token = otel_context.attach(trace.set_span_in_context(self.otel))
+        return self
+
+    def close(self, exc: BaseException | None = None, end_ns: int | None = None) -> None:
+        """End the span (once); ``exc``: the exception that ended it, recorded unless it already failed."""
+        if self.end_ns is not None:
+            return
+        if exc is not None and self.error is None:
+            self.fail(error_type(exc), str(exc) or None)
+        self.end_ns = end_ns or now_ns()
+        if self._otel_token is not None:
+            from opentelemetry import context as otel_context
+
+            otel_context.detach(self._otel_token)
+            self._otel_token = None
+        if self._token is not None:
+            _CURRENT.reset(self._token)
+            self._token = None
+        if self.otel is not None:
+            self.otel.end(end_time=self.end_ns)
+
+    def __enter__(self) -> Span:
+        return self.open()
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        self.close(exc)
+
+    def as_json(self) -> dict[str, Any]:
+        start = self.start_ns / 1e6
+        end = self.end_ns / 1e6 if self.end_ns is not None else None
+        attributes = {label: self.attributes[key] for key, label in C.TIMELINE_ATTRIBUTES.items()
+                      if key in self.attributes}
+        return {"id": self.id, "parentId": self.parent.id if self.parent is not None else None,
+                "kind": C.KINDS.get(self.name.split(" ", 1)[0], "span"), "name": self.name,
+                "start": round(start, 3), "end": round(end, 3) if end is not None else None,
+                "durationMs": round(end - start, 3) if end is not None else None,
+                "attributes": attributes, "error": self.error}
+
+
+class _NoSpan:
+    """The span of code that runs outside any run (a unit test calling the step loop bare, the
+    reconciler): records nothing."""
+
+    __slots__ = ()
+    root: Any = None
+    attributes: dict[str, Any] = {}
+
+    def set(self, key: str, value: Any) -> None:
+        pass
+
+    def fail(self, kind: str, message: str | None = None) -> None:
+        pass
+
+    def open(self) -> _NoSpan:
+        return self
+
+    def close(self, exc: BaseException | None = None, end_ns: int | None = None) -> None:
+        pass
+
+    def __enter__(self) -> _NoSpan:
+        return self
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        pass
+
+
+NO_SPAN = _NoSpan()
+
+
+def current() -> Span | None:
+    """The span open in this task (None outside a run)."""
+    return _CURRENT.get()
+
+
+def child(name: str, attributes: dict[str, Any] | None = None, *, start_ns: int | None = None,
+          kind: Any = None) -> Span | _NoSpan:
+    """A span under the current one (not opened yet: ``with child(...) as span``); outside a run,
+    ``NO_SPAN``."""
+    parent = _CURRENT.get()
+    if parent is None:
+        return NO_SPAN
+    return Span(name, parent, attributes if attributes is not None else {}, start_ns, parent.timeline, kind)
+
+
+# -- the spans of a run, by what they are -------------------------------------------------------
+
+
+def run(agent_id: str, description: str, thread_id: str, subject: str | None) -> Span:
+    """The root of one execution of a run (``invoke_agent <agent>``), not opened yet, for the request
+    of ``subject``. Its run id is named once admission knows it (``identify``); its outcome when it
+    ends (``ended``)."""
+    attributes: dict[str, Any] = {C.GEN_AI_OPERATION_NAME: C.OP_INVOKE_AGENT, C.GEN_AI_AGENT_ID: agent_id,
+                                  C.GEN_AI_AGENT_NAME: agent_id, C.GEN_AI_CONVERSATION_ID: thread_id}
+    if description:
+        attributes[C.GEN_AI_AGENT_DESCRIPTION] = description
+    root = Span(f"{C.OP_INVOKE_AGENT} {agent_id}", None, attributes, None, Timeline())
+    root.subject = subject
+    return root
+
+
+def identify(root: Span, run_id: str, *, resumed: bool) -> None:
+    """Admission gave the run its id: the root says it, and the run's timeline is kept under it (a
+    resumed run's spans join the timeline of its earlier execution)."""
+    root.set(C.RUN_ID, run_id)
+    if resumed:
+        root.set(C.RUN_RESUMED, True)
+    TIMELINES.keep(run_id, root.timeline)
+
+
+def committed(run_id: str, status: str, cause: str | None, error_code: str | None,
+              error_message: str | None) -> None:
+    """Run ``run_id`` committed its outcome ``status`` (``cause``: an interruption's; ``error_code``: a
+    failure's): when it is the current run, its root says so."""
+    span = _CURRENT.get()
+    if span is None or span.root.attributes.get(C.RUN_ID) != run_id:
+        return  # outside a run, or another run's commit (a waiting run superseded)
+    root = span.root
+    root.set(C.RUN_STATUS, status)
+    root.set(C.RUN_CAUSE, cause)
+    if error_code:
+        root.fail(error_code, error_message)
+    elif cause:
+        root.fail(cause, error_message)
+
+
+def ended(root: Span, status: str, exc: BaseException | None = None) -> None:
+    """Close the run's root: its execution ended in ``status`` (as far as it was committed), or was
+    refused by ``exc`` before it started."""
+    if C.RUN_STATUS not in root.attributes and C.RUN_ID in root.attributes:
+        root.set(C.RUN_STATUS, status)
+    root.close(exc)
+
+
+def waiting_since(ms: int) -> None:
+    """A resume: the run it continues has waited since ``ms`` (its committed ``waiting``)."""
+    span = _CURRENT.get()
+    if span is not None:
+        span.root.since_ns = ms * 1_000_000
+
+
+def decider() -> str | None:
+    """Who made the current run's decisions: the subject of the request that resumed it."""
+    span = _CURRENT.get()
+    return (span.root.subject or "anonymous") if span is not None else None
+
+
+def waited(name: str, call_id: str, decision: str) -> None:
+    """Record the wait at the gate of call ``call_id`` (``awaken.gate <tool>``), from the run's
+    committed ``waiting`` to now, with the decision and who made it."""
+    span = _CURRENT.get()
+    if span is None:
+        return
+    with gate(name, call_id, decision, decider() or "anonymous", span.root.since_ns):
+        pass
+
+
+def since() -> int | None:
+    """When the current run started waiting (a resume), in ns since the epoch."""
+    span = _CURRENT.get()
+    return span.root.since_ns if span is not None else None
+
+
+def model_names(model: str) -> tuple[str, str]:
+    """(provider, model) of an agent's ``model`` setting: ``openai:gpt-4o`` → (openai, gpt-4o); a
+    provider that takes no model name reports its own name (``scripted`` → (scripted, scripted))."""
+    provider, _, name = model.partition(":")
+    return provider, name or provider
+
+
+def chat(model: str) -> Span | _NoSpan:
+    """A model call's span (``chat <model>``)."""
+    provider, name = model_names(model)
+    kind = None
+    if STATE.tracer is not None:
+        from opentelemetry.trace import SpanKind
+
+        kind = SpanKind.CLIENT
+    return child(f"{C.OP_CHAT} {name}", {C.GEN_AI_OPERATION_NAME: C.OP_CHAT, C.GEN_AI_PROVIDER_NAME: provider,
+                                          C.GEN_AI_REQUEST_MODEL: name}, kind=kind)
+
+
+def chat_result(span: Span | _NoSpan, input_tokens: int, output_tokens: int, tool_calls: bool) -> None:
+    span.set(C.GEN_AI_RESPONSE_FINISH_REASONS, (C.FINISH_TOOL_CALLS if tool_calls else C.FINISH_STOP,))
+    span.set(C.GEN_AI_USAGE_INPUT_TOKENS, input_tokens)
+    span.set(C.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens)
+
+
+def tool(name: str, call_id: str, kind: str, *, decision: str | None = None, decided_by: str | None = None,
+         start_ns: int | None = None) -> Span | _NoSpan:
+    """A tool call's span (``execute_tool <tool>``): ``kind`` server, mcp or client; the gate's
+    decision and who made it."""
+    return child(f"{C.OP_EXECUTE_TOOL} {name}", {
+        C.GEN_AI_OPERATION_NAME: C.OP_EXECUTE_TOOL, C.GEN_AI_TOOL_NAME: name, C.GEN_AI_TOOL_CALL_ID: call_id,
+        C.GEN_AI_TOOL_TYPE: C.TOOL_TYPE_FUNCTION, C.TOOL_KIND: kind, C.GATE_DECISION: decision,
+        C.GATE_DECIDED_BY: decided_by}, start_ns=start_ns)
+
+
+def tool_result(span: Span | _NoSpan, status: str, arguments: str | None = None, result: str | None = None) -> None:
+    """The call's result status (ok, error, denied), and with ``capture_content`` its arguments and result."""
+    span.set(C.TOOL_STATUS, status)
+    if status == "error":
+        span.fail("tool_error")
+    if STATE.capture:
+        span.set(C.GEN_AI_TOOL_CALL_ARGUMENTS, arguments)
+        span.set(C.GEN_AI_TOOL_CALL_RESULT, result)
+
+
+def gate(name: str, call_id: str, decision: str, decided_by: str, since_ns: int | None) -> Span | _NoSpan:
+    """The wait at a permission gate (``awaken.gate <tool>``), from ``since_ns`` (the committed
+    ``waiting``) to now, when the decision arrived."""
+    return child(f"{C.SPAN_GATE} {name}", {C.GEN_AI_TOOL_NAME: name, C.GEN_AI_TOOL_CALL_ID: call_id,
+                                           C.GATE_DECISION: decision, C.GATE_DECIDED_BY: decided_by},
+                 start_ns=since_ns)
+
+
+def step(number: int) -> Span | _NoSpan:
+    return child(f"{C.SPAN_STEP} {number}", {C.STEP_NUMBER: number})
+
+
+def commit(status: str, messages: int, backend: str) -> Span | _NoSpan:
+    """A ledger commit of the run (``awaken.commit <status>``; ``start``: its first write)."""
+    return child(f"{C.SPAN_COMMIT} {status}", {C.COMMIT_STATUS: status, C.COMMIT_MESSAGES: messages,
+                                               C.LEDGER_BACKEND: backend})
+
+
+def admission() -> Span | _NoSpan:
+    return child(C.SPAN_ADMISSION)
+
+
+def capture(span: Span | _NoSpan, key: str, value: Callable[[], Any]) -> None:
+    """Record ``value()`` as ``key`` on ``span`` when content is captured (the value is only made then)."""
+    if STATE.capture and span is not NO_SPAN:
+        span.set(key, value())
+
+
+def messages_json(messages: Iterable[Message]) -> str:
+    """Messages in the GenAI conventions' shape (``[{role, parts: [{type, ...}]}]``), as JSON."""
+    out = []
+    for message in messages:
+        parts: list[dict[str, Any]] = []
+        for part in message.parts:
+            kind = part.kind
+            if kind == "text":
+                parts.append({"type": "text", "content": part.text})
+            elif kind == "reasoning":
+                parts.append({"type": "reasoning", "content": part.text})
+            elif kind == "tool_call":
+                parts.append({"type": "tool_call", "id": part.tool_call_id, "name": part.name,
+                              "arguments": part.arguments})
+            elif kind == "tool_result":
+                parts.append({"type": "tool_call_response", "id": part.tool_call_id, "response": part.content})
+            else:
+                parts.append({"type": kind})
+        out.append({"role": message.role, "parts": parts})
+    return json.dumps(out, ensure_ascii=False)
+
+
+# -- the timelines of recent runs -----------------------------------------------------------------
+
+
+class Timeline:
+    """The spans of one run (all its executions), in the order they started; at most ``MAX_SPANS``."""
+
+    __slots__ = ("dropped", "spans")
+
+    def __init__(self) -> None:
+        self.spans: list[Span] = []
+        self.dropped = 0
+
+    def add(self, span: Span) -> None:
+        if len(self.spans) < MAX_SPANS:
+            self.spans.append(span)
+        else:
+            self.dropped += 1
+
+    def as_json(self) -> dict[str, Any]:
+        return {"spans": [s.as_json() for s in self.spans], "dropped": self.dropped}
+
+
+class Timelines:
+    """The timelines of the ``MAX_RUNS`` runs this process ran most recently, by run id."""
+
+    def __init__(self, limit: int = MAX_RUNS) -> None:
+        self.limit = limit
+        self._runs: OrderedDict[str, Timeline] = OrderedDict()
+
+    def keep(self, run_id: str, timeline: Timeline) -> None:
+        """Keep ``timeline`` as the run's; an earlier execution's spans come first."""
+        earlier = self._runs.pop(run_id, None)
+        if earlier is not None and earlier is not timeline:
+            for span in timeline.spans:
+                span.timeline = earlier
+                earlier.add(span)
+            timeline.spans = earlier.spans
+            timeline.dropped = earlier.dropped
+            timeline = earlier
+        self._runs[run_id] = timeline
+        while len(self._runs) > self.limit:
+            self._runs.popitem(last=False)
+
+    def get(self, run_id: str) -> Timeline | None:
+        return self._runs.get(run_id)
+
+    def clear(self) -> None:
+        self._runs.clear()
+
+
+TIMELINES = Timelines()
