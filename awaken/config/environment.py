@@ -250,11 +250,12 @@ def secret_files(data: Any, environ: Mapping[str, str]) -> dict[str, str]:
 
 def redacted(value: Any, key: str = "") -> Any:
     """``value`` (an attrs config, or what it holds) as plain data, every secret replaced by
-    ``"<redacted>"``: keys named like a secret, credentials in a URL, and the values of headers."""
+    ``"<redacted>"``: keys named like a secret, credentials in a URL, the values of a ``headers`` or an
+    ``env`` table (an MCP server's child environment)."""
     if attrs.has(type(value)):
         return {f.name: redacted(getattr(value, f.name), f.name) for f in attrs.fields(type(value))}
     if isinstance(value, dict):
-        if key == "headers":
+        if key in ("headers", "env"):  # header values, a child process's environment (an MCP server's)
             return {k: "<redacted>" for k in value}
         return {k: redacted(v, k) for k, v in value.items()}
     if isinstance(value, list | tuple):
