@@ -279,3 +279,18 @@ def record_dedup(monkeypatch: Any) -> list[tuple[bool, int]]:
         return seen
     monkeypatch.setattr(postgres_ledger, "cached_facts", cached_facts)
     return seen
+
+
+@asynccontextmanager
+async def in_process(config: AppConfig) -> AsyncIterator[tuple[httpx.AsyncClient, ServerContext]]:
+    """The server's ASGI app served in this process, without a socket (httpx's ASGI transport), its runs
+    hosted by the server's nursery; yields a client and the server's context."""
+    ctx = ServerContext.build(config)
+    await ctx.open()
+    try:
+        async with ctx.app.hosting():
+            transport = httpx.ASGITransport(app=build_asgi(ctx))
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
+                yield client, ctx
+    finally:
+        await ctx.aclose()

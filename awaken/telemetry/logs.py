@@ -9,9 +9,9 @@ Two kinds of line are written only in the JSON format, for machines to count and
 
 * ``request`` — one per HTTP request or WebSocket, when it ends (``request_line``): the method, the
   route template, the status, the duration, the principal's subject and the trace id;
-* ``run`` — one per run outcome (``run_line``): the thread, run (``thread_id``, ``run_id``), agent, outcome (``completed``,
-  ``waiting``, ``failed``, ``interrupted``), cause or error code, duration, tokens, the principal's subject
-  and the trace id.
+* ``run`` — one per run outcome (``run_line``): the thread, run (``thread_id``, ``run_id``), agent,
+  outcome (``completed``, ``waiting``, ``failed``, ``interrupted``), cause or error code, duration, the
+  tokens of its model calls, the principal's subject and the trace id.
 
 What a line never holds: a token, a password, a header's value, a request body, a query string, or
 message content (text, tool arguments or results, error messages a model or tool wrote). The trace id

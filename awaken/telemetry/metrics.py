@@ -102,16 +102,13 @@ def provider_and_model(model: str) -> tuple[str, str]:
 
 
 class RunView(Protocol):
-    """What the run metrics read of a run when it ends (``engine.rundata.RunBase`` has it)."""
+    """What the run metrics read of a run (``engine.rundata.RunBase`` has it): its ids and its agent."""
 
     thread_id: str
     run_id: str
 
     @property
     def agent(self) -> Any: ...
-
-    @property
-    def usage(self) -> Any: ...
 
 
 class ServerMetrics:
@@ -192,7 +189,7 @@ class RunMetrics:
     """One run's instruments: what its ``RunState`` and its steps report, counted once each, and the
     run's ``run`` log line at its outcome. ``NO_RUN_METRICS`` is the one that counts nothing."""
 
-    __slots__ = ("_began", "_first", "_metrics", "_run", "subject")
+    __slots__ = ("_began", "_first", "_input", "_metrics", "_output", "_run", "subject")
 
     def __init__(self, metrics: ServerMetrics | None, run: RunView | None, subject: str | None) -> None:
         self._metrics = metrics
@@ -200,6 +197,8 @@ class RunMetrics:
         self.subject = subject
         self._began: float | None = None
         self._first = False
+        #: the tokens of this execution's model calls
+        self._input = self._output = 0
 
     def begin(self) -> None:
         """The run starts executing (a fresh run, or a waiting one resumed)."""
@@ -207,6 +206,7 @@ class RunMetrics:
         if metrics is None or self._began is not None:
             return
         self._began = time.perf_counter()
+        self._input = self._output = 0
         metrics.started.labels(self._run.agent.id).inc()
         metrics.active.inc()
 
@@ -229,10 +229,9 @@ class RunMetrics:
         metrics.ended.labels(agent, outcome).inc()
         metrics.duration.labels(agent, outcome).observe(seconds)
         metrics.active.dec()
-        usage = run.usage
         logs.run_line(thread=run.thread_id, run=run.run_id, agent=agent, outcome=outcome, cause=cause,
-                      error_code=error_code, seconds=seconds, input_tokens=usage.input_tokens,
-                      output_tokens=usage.output_tokens, subject=self.subject)
+                      error_code=error_code, seconds=seconds, input_tokens=self._input,
+                      output_tokens=self._output, subject=self.subject)
 
     def entered_waiting(self) -> None:
         if self._metrics is not None:
@@ -277,6 +276,8 @@ class RunMetrics:
             if not error:
                 usage = output.step_usage
                 agent = self._run.agent
+                self._input += usage.input_tokens
+                self._output += usage.output_tokens
                 for direction, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
                     metrics.token_usage.labels("chat", provider, model, direction).observe(count)
                     metrics.tokens.labels(agent.id, agent.config.model, direction).inc(count)

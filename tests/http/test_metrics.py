@@ -5,34 +5,14 @@ scrape holds exactly what happened; with ``[auth]`` on, only the roles ``[auth] 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from awaken.http.app import build_asgi
-from awaken.http.context import ServerContext
 from awaken.telemetry.metrics import METRICS, ServerMetrics
-from tests.builders import agui_body, bearer, call, call_ids, make_config, post_agui, types, user
+from tests.builders import agui_body, bearer, call, call_ids, in_process, make_config, post_agui, types, user
 
 GUARDED = "/v1/ag-ui/agents/guarded"
-
-
-@asynccontextmanager
-async def in_process(config: Any) -> AsyncIterator[tuple[httpx.AsyncClient, ServerContext]]:
-    """The server's ASGI app in this process (no socket), its runs hosted by the server's nursery."""
-    ctx = ServerContext.build(config)
-    await ctx.open()
-    try:
-        async with ctx.app.hosting():
-            transport = httpx.ASGITransport(app=build_asgi(ctx))
-            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
-                yield client, ctx
-    finally:
-        await ctx.aclose()
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
