@@ -1,6 +1,6 @@
 // One session: its committed history as a person reads it (from the AI SDK history route, which
 // carries each gate's decision), its runs as a timeline, the calls waiting on a person with their
-// buttons, its state, stop and delete. While a run streams the view follows it live through the
+// buttons, its state, stop and delete, and each run's trace as a timeline (timeline.ts). While a run streams the view follows it live through the
 // rejoin stream (text as it is written), and re-reads the committed history when the stream ends;
 // otherwise (or when the stream is refused) it re-reads every two seconds and redraws only what changed.
 
@@ -10,6 +10,7 @@ import { AiSdkChat } from "./clients";
 import { duration, h, json, time } from "./dom";
 import { followRun } from "./live";
 import { uiMessages } from "./render";
+import { timelines } from "./timeline";
 
 const REFRESH_MS = 2000;
 
@@ -35,9 +36,11 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
   const history = h("section", { id: "history" });
   const runs = h("section", { id: "runs" });
   const state = h("section", { id: "state" });
+  const trace = h("section", { id: "timeline" });
   view.replaceChildren(header, notice, pendingBox,
     h("div", { class: "session-grid" }, h("div", {}, h("h2", {}, "Conversation"), history),
-      h("div", {}, h("h2", {}, "Runs"), runs, h("h2", {}, "State"), state)));
+      h("div", {}, h("h2", {}, "Runs"), runs, h("h2", {}, "State"), state)),
+    h("h2", {}, "Timeline"), trace);
   view.dataset.thread = threadId;
 
   let last = "";
@@ -186,6 +189,7 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
     drawHistory();
     runs.replaceChildren(detail.runs.length ? runsTable(detail.runs) : h("p", { class: "muted" }, "No runs."));
     state.replaceChildren(h("pre", { class: "value state" }, json(detail.state ?? {})));
+    trace.replaceChildren(timelines(detail.runs));
   }
 
   async function refresh(): Promise<void> {
