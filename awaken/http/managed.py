@@ -42,11 +42,13 @@ from awaken.core.ids import id_problem
 from awaken.core.jsonbody import is_json_media_type
 from awaken.core.principal import Principal
 from awaken.engine.access import sees_every_thread, visible_thread
+from awaken.engine.state import RunStatus
 from awaken.http.auth import principal_of
 from awaken.http.context import ServerContext
 from awaken.ledger.interface import ThreadRecord
 from awaken.streams.broadcast import RunBroadcast
 from awaken.streams.exchange import MAX_BODY, content_type_of
+from awaken.streams.rejoin import committed_through
 from awaken.transports import sse
 from awaken.transports.body import read_body_or_answer
 from awaken.wires.managed import events as mev
@@ -90,6 +92,14 @@ class Sessions:
         self.extras: dict[str, Extras] = {}
         self._wakeups: dict[str, trio.Event] = {}
         self.seen_idle: dict[str, mev.Position] = {}
+        #: the streams of each session waiting for its next turn: a turn's broadcast feeds them from its start
+        self.waiting: dict[str, set[SessionTail]] = {}
+
+    def adopt(self, thread_id: str, run: Any, broadcast: RunBroadcast, protocol: Protocol) -> None:
+        """Called as a turn's broadcast is made, before the run emits anything: every stream waiting on the
+        session watches it from its first event."""
+        for tail in self.waiting.pop(thread_id, set()):
+            tail.watch(run, broadcast.open_channel(protocol))
 
     def waiter(self, thread_id: str) -> trio.Event:
         return self._wakeups.setdefault(thread_id, trio.Event())
@@ -210,13 +220,18 @@ class Served:
             metadata=extras.metadata, environment_id=extras.environment_id,
             input_tokens=sum(r.usage.input_tokens for r in runs), output_tokens=sum(r.usage.output_tokens for r in runs))
 
-    async def events_of(self, ctx: ServerContext, thread_id: str) -> tuple[list[mev.Positioned], Any]:
-        """The session's committed events, and its thread view."""
-        view = await ctx.ledger.thread_view(thread_id)
+    async def events_of(self, ctx: ServerContext, thread_id: str,
+                        running: str | None = None) -> tuple[list[mev.Positioned], Any]:
+        """The session's committed events, and its thread view. The runs are read first: a run's status
+        is committed with or after its messages, so an ended run's messages are all in the view. A run
+        followed live (``running``) is taken as running, whatever the ledger said a moment before (a
+        resumed run reads ``waiting`` until its first commit)."""
         runs = await ctx.ledger.list_runs(thread_id)
+        view = await ctx.ledger.thread_view(thread_id)
         agent = self._agent(ctx, thread_id, runs[-1].agent_id if runs else None)
         clients = {t.name for t in agent.client_tools} | {t.name for r in runs for t in r.tools}
-        facts = {r.run_id: mev.RunFacts(r.status, r.error_code, r.error_message) for r in runs}
+        facts = {r.run_id: mev.RunFacts(RunStatus.RUNNING if r.run_id == running else r.status, r.error_code,
+                                        r.error_message) for r in runs}
         pending = {p.tool_call_id: p.kind for p in view.pending}
         return mev.project(view.messages, facts, pending, clients), view
 
@@ -331,6 +346,7 @@ class Served:
         def broadcast(run: Any) -> RunBroadcast:
             out = RunBroadcast(run.run_id, thread_id, server.replay_bytes, run.owner)
             out.open_channel(protocol)
+            self.sessions.adopt(thread_id, run, out, protocol)
             return out
 
         async with ctx.app.launch(thread_id, agent.id, build, broadcast, None, principal=principal) as run:
@@ -375,6 +391,7 @@ class Served:
             start = mev.stream_start(events, ctx.app.active(thread_id) is not None,
                                      self.sessions.seen_idle.get(thread_id))
         tail = SessionTail(self, ctx, thread_id, start, deltas)
+        tail.arm()  # before the answer starts: a turn sent once the client has it is watched from its start
         server = ctx.config.server
         await sse.stream(send, receive, sse.sse_headers(), tail.produce, keepalive=server.keepalive_seconds,
                          max_buffered=server.max_buffered_bytes)
@@ -459,10 +476,18 @@ class SessionTail:
         self.last_id = mev.event_id(start)
         self.sent: set[str] = set()
         self.previewing: set[str] = set()
+        #: the run this stream follows: (run, watcher, its queue's two ends)
+        self.following: tuple[Any, Any, Any, Any] | None = None
+        #: the ledger position the followed run had committed at the last mark this stream read
+        self.through = 0
 
-    async def catch_up(self, put: sse.Put) -> None:
-        events, _view = await self.served.events_of(self.ctx, self.thread_id)
+    async def catch_up(self, put: sse.Put, through: int | None = None, running: str | None = None) -> None:
+        """Write the committed events after this stream's position (of the messages up to ``through``;
+        ``running``: the run followed live, which has not ended)."""
+        events, _view = await self.served.events_of(self.ctx, self.thread_id, running)
         for event in mev.after(events, self.position):
+            if through is not None and event.position[0] > through:
+                break
             put(frame(event.event, event.id))
             self.position, self.last_id = event.position, event.id
             self.sent.add(event.id)
@@ -480,33 +505,70 @@ class SessionTail:
             return
         put(frame(event, self.last_id))
 
+    def watch(self, run: Any, channel: Any, after: int = 0) -> bool:
+        """Watch ``run`` on ``channel`` from after ``after`` (frames queued until ``follow`` reads them);
+        False when the channel no longer holds that position."""
+        send_channel, receive_channel = trio.open_memory_channel[tuple[bytes, int]](math.inf)
+
+        def deliver(_position: bytes, payload: bytes) -> None:
+            # with the ledger position the run had committed when it said so: a commit mark shows the
+            # events up to there, never later ones, so previews keep their place among them
+            send_channel.send_nowait((payload, committed_through(run)))
+
+        watcher = channel.watch(deliver, after)
+        if watcher is None:
+            return False
+        self.following = (run, watcher, send_channel, receive_channel)
+        self.through = committed_through(run)
+        return True
+
+    def arm(self) -> trio.Event:
+        """Before waiting: follow the session's running turn, or enlist for its next (whose broadcast then
+        feeds this stream from its first event); the event that says a turn started."""
+        sessions = self.served.sessions
+        wake = sessions.waiter(self.thread_id)
+        if self.following is not None:
+            return wake
+        run = self.ctx.app.active(self.thread_id)
+        broadcast = run.broadcast if run is not None else None
+        if broadcast is not None and not broadcast.closed:
+            channel = broadcast.open_channel(self.served.protocol)
+            if self.watch(run, channel) or self.watch(run, channel, channel.next_seq - 1):
+                return wake
+        sessions.waiting.setdefault(self.thread_id, set()).add(self)
+        return wake
+
     async def produce(self, put: sse.Put) -> None:
         sessions = self.served.sessions
-        while True:
-            wake = sessions.waiter(self.thread_id)
-            run = self.ctx.app.active(self.thread_id)
-            broadcast = run.broadcast if run is not None else None
-            if broadcast is None or broadcast.closed:
-                await self.catch_up(put)
-                with trio.move_on_after(self.ctx.config.server.keepalive_seconds) as idle:
-                    await wake.wait()
-                if idle.cancelled_caught:
-                    put(PING)
-                continue
-            await self.follow(put, broadcast)
-
-    async def follow(self, put: sse.Put, broadcast: RunBroadcast) -> None:
-        """Follow one run: its previews live, the ledger read at each commit mark, until it ends."""
-        send_channel, receive_channel = trio.open_memory_channel[bytes](math.inf)
-        channel = broadcast.open_channel(self.served.protocol)
-        watcher = channel.watch(lambda _pos, payload: send_channel.send_nowait(payload), 0)
-        if watcher is None:  # the run's start is no longer held: from now on
-            watcher = channel.watch(lambda _pos, payload: send_channel.send_nowait(payload), channel.next_seq - 1)
-        if watcher is None:
-            await self.catch_up(put)
-            return
         try:
-            await self.catch_up(put)
+            wake = sessions.waiter(self.thread_id)
+            while True:
+                if self.following is None:
+                    await self.catch_up(put)
+                    with trio.move_on_after(self.ctx.config.server.keepalive_seconds) as idle:
+                        await wake.wait()
+                    if idle.cancelled_caught:
+                        put(PING)
+                if self.following is not None:
+                    sessions.waiting.get(self.thread_id, set()).discard(self)
+                    await self.follow(put)
+                wake = self.arm()
+        finally:
+            sessions.waiting.get(self.thread_id, set()).discard(self)
+            if self.following is not None:
+                self.following[1].leave()
+
+    async def follow(self, put: sse.Put) -> None:
+        """Follow one run: its previews live, the ledger read at each commit mark, until it ends. A new
+        turn's input is committed beside its first step: previews wait for it, so they follow its events."""
+        assert self.following is not None
+        run, watcher, send_channel, receive_channel = self.following
+        try:
+            if run.start is not None:  # the turn's input is committed: its events come first
+                await run.start.wait()
+                inputs = [m.seq for m in run.history if m.run_id == run.run_id and m.role not in ("assistant", "tool")]
+                self.through = max([self.through, *inputs])
+            await self.catch_up(put, self.through, run.run_id)
 
             async def close_when_done() -> None:
                 await watcher.done.wait()
@@ -514,15 +576,16 @@ class SessionTail:
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(close_when_done)
-                async for payload in receive_channel:
+                async for payload, through in receive_channel:
                     item = orjson.loads(payload)
                     if item["t"] == "preview":
                         self.preview(put, item["event"])
                     else:
-                        await self.catch_up(put)
+                        await self.catch_up(put, through, run.run_id)
             await self.catch_up(put)
         finally:
             watcher.leave()
+            self.following = None
 
 
 def serve(protocol: Protocol | None) -> Handler:

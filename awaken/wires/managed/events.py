@@ -42,8 +42,8 @@ Event = dict[str, Any]
 #: an event's place: (the ledger seq of its message, its index among that message's events)
 Position = tuple[int, int]
 
+RUNNING = 1
 RESULT = 2
-RUNNING = 1000
 ERROR = 1001
 IDLE = 1002
 #: the prefix of every event id this wire writes
@@ -230,6 +230,7 @@ def project(messages: Sequence[Message], runs: Mapping[str, RunFacts], pending: 
                     "retry_status": {"type": "exhausted"}}})
             reason = "retries_exhausted" if run.status is RunStatus.FAILED else "end_turn"
             add(IDLE, "session.status_idle", {"stop_reason": {"type": reason}, "stop_details": None})
+    out.sort(key=lambda e: e.position)  # the order of positions, whatever the order they were made in
     return out
 
 
