@@ -150,8 +150,12 @@ class LimitsConfig:
 
 @attrs.frozen
 class ToolsConfig:
-    #: plugin tools by dotted path, ``package.module:name``
+    """``[tools]``: ``plugins`` and, as ``[tools.<name>]`` tables, each tool's own settings."""
+
+    #: plugin tools by dotted path, ``package.module:name`` (a module beside the config file is found)
     plugins: list[str] = attrs.field(factory=list)
+    #: ``[tools.<name>]`` tables by tool name, each validated at start-up by the tool's ``settings_class``
+    settings: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -170,6 +174,20 @@ class AppConfig:
     limits: LimitsConfig = LimitsConfig()
     #: where traces go (OTLP over HTTP) and what they hold; the ``OTEL_*`` variables come first
     telemetry: telemetry_config.TelemetryConfig = telemetry_config.TelemetryConfig()
+    #: the directory of the config file (None: no file); set by ``load_config``, never a key of the file.
+    #: Tool modules named in ``[tools] plugins`` are imported from it (``awaken.tools.plugins``)
+    config_directory: str | None = attrs.field(default=None, kw_only=True)
+
+    def tool_settings(self, name: str, settings_class: type | None) -> Any:
+        """The tool's ``[tools.<name>]`` table structured into its ``settings_class`` (``ConfigError``
+        naming a bad key, as a provider's table); None for a tool that declares no class (a table for
+        it is refused)."""
+        table = self.tools.settings.get(name)
+        if settings_class is None:
+            if table is not None:
+                raise ConfigError(f"tools.{name}: the tool {name} takes no settings")
+            return None
+        return _structure(table or {}, settings_class, f"$.tools['{name}']")
 
     def provider_for(self, agent: AgentConfig) -> Any:
         """The agent's provider settings: its ``[providers.<name>]`` table with the agent's ``provider``
@@ -211,6 +229,21 @@ def _strict_list(kind: Any, converter: cattrs.Converter):  # noqa: ANN202 - a ca
 
 _converter.register_structure_hook_factory(
     lambda t: getattr(t, "__origin__", None) is list, lambda t: _strict_list(t, _converter))
+
+
+def _structure_tools(value: Any, _: type) -> ToolsConfig:
+    """``[tools]``: ``plugins``, and every other key a tool's ``[tools.<name>]`` table."""
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a table, got {type(value).__name__} {value!r}")
+    for name, table in value.items():
+        if name != "plugins" and not isinstance(table, dict):
+            raise TypeError(f"{name}: expected the tool's settings table [tools.{name}], got "
+                            f"{type(table).__name__} {table!r}")
+    plugins = _converter.structure(value.get("plugins", []), list[str])
+    return ToolsConfig(plugins, {k: v for k, v in value.items() if k != "plugins"})
+
+
+_converter.register_structure_hook(ToolsConfig, _structure_tools)
 
 
 def _path_to_key(path: str) -> str:
@@ -264,6 +297,8 @@ def _provider_config(provider: type, name: str, table: dict[str, Any], agent_id:
 
 
 def parse_config(data: dict[str, Any], *, source: str = "config") -> AppConfig:
+    if "config_directory" in data:  # where the file is, not something it says
+        raise ConfigError(f"{source}: unknown key config_directory")
     try:
         config = _converter.structure(data, AppConfig)
     except Exception as exc:
@@ -377,4 +412,5 @@ def load_config(path: str | Path | None, environ: Mapping[str, str] | None = Non
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     data = environment.overlay(data, environ, AppConfig, default_agents=path is None)
-    return parse_config(data, source=str(path) if path is not None else "environment")
+    config = parse_config(data, source=str(path) if path is not None else "environment")
+    return config if path is None else attrs.evolve(config, config_directory=str(Path(path).resolve().parent))

@@ -110,6 +110,17 @@ class ToolResult:
 
 
 @attrs.frozen
+class ToolProgress:
+    """A server tool's progress while it runs (``ctx.progress``): live only, never committed; the
+    committed ``ToolResult`` follows (or the run's end)."""
+
+    tool_call_id: str
+    name: str
+    #: any JSON value the tool sent
+    data: Any
+
+
+@attrs.frozen
 class StateChanged:
     """The committed agent state after a step, with the RFC 6902 patch from the previous one."""
 
@@ -184,6 +195,7 @@ AgentEvent = (
     | ToolCallEnd
     | ToolApprovalRequested
     | ToolResult
+    | ToolProgress
     | StateChanged
     | RunFinished
     | RunStopped

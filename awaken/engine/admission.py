@@ -238,6 +238,7 @@ class RunApplication:
         run.owner = principal.subject
         if self.metrics is not None:
             run.runstate.metrics = self.metrics.run(run, principal.subject)
+        run.principal = principal
         run.slot = slot
         self._active[thread_id] = run
         admitted = False

@@ -11,6 +11,9 @@ starts; a tool whose server has never connected is simply not offered.
 
 from __future__ import annotations
 
+import logging
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -20,8 +23,17 @@ from awaken.core.errors import ConfigError, InputRejected
 from awaken.mcp.config import SEP, agent_tool_problem
 from awaken.models import Model, ToolSpec
 from awaken.models.providers import Provider, resolve_model
-from awaken.tools import ToolRegistry, load_plugin
+from awaken.tools import ToolRegistry
 from awaken.tools.builtins import BUILTINS
+from awaken.tools.plugins import (
+    TOOLS_GROUP,
+    add_import_directory,
+    known_entry_points,
+    load_entry_point,
+    load_path,
+)
+
+log = logging.getLogger("awaken.tools")
 
 
 @attrs.frozen
@@ -115,10 +127,32 @@ class AgentRegistry:
         return list(self._agents.values())
 
 
-def build_tools(config: AppConfig) -> ToolRegistry:
+def build_tools(config: AppConfig, environ: Mapping[str, str] | None = None) -> ToolRegistry:
+    """The server tools: the built-ins, ``[tools] plugins`` by dotted path (imported with the config
+    file's directory on the import path), and the ``awaken.tools`` entry points an agent or a
+    ``[tools.<name>]`` table names; each bound to its validated settings. ``ConfigError`` names a tool
+    that cannot load, a bad setting, or a settings table for no tool; a secret a tool declares that
+    ``environ`` lacks is logged as a warning (the tool's calls will say so too)."""
+    add_import_directory(config.config_directory)
+    definitions = [load_path(path) for path in config.tools.plugins]
+    named = {name for agent in config.agents.values() for name in agent.tools} | set(config.tools.settings)
+    loaded = {d.name for d in definitions} | {t.name for t in BUILTINS}
+    points = known_entry_points()
+    definitions += [load_entry_point(points[name]) for name in sorted(named - loaded) if name in points]
     registry = ToolRegistry(BUILTINS)
-    for path in config.tools.plugins:
-        registry.add(load_plugin(path))
+    for found in definitions:
+        registry.add(found.build(config.tool_settings(found.name, found.settings_class)))
+    for name in config.tools.settings:
+        if name not in registry:
+            raise ConfigError(f"tools.{name}: no tool named {name!r} is loaded (a [tools.<name>] table configures "
+                              f"a tool from [tools] plugins or the {TOOLS_GROUP} entry points; loaded: "
+                              f"{', '.join(registry.names())})")
+    environ = os.environ if environ is None else environ
+    for found in definitions:
+        for secret in found.secrets:
+            if not environ.get(secret) and not environ.get(f"{secret}_FILE"):
+                log.warning("the tool %s reads the secret %s, which is not set (nor %s_FILE): its calls will "
+                            "fail until it is", found.name, secret, secret)
     return registry
 
 

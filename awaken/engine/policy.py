@@ -27,13 +27,14 @@ from awaken.ledger.interface import Commit, PendingCall
 from awaken.telemetry import tracing
 from awaken.telemetry.conventions import BY_POLICY
 from awaken.tools import ToolContext
-from awaken.wires.protocol import SUPERSEDED, denial, result_id
+from awaken.wires.protocol import SUPERSEDED, Sink, denial, result_id
 
 
 async def run_tools(
-    run: RunBase, calls: list[ToolCallPart], message_id: str
+    run: RunBase, calls: list[ToolCallPart], message_id: str, sink: Sink | None = None
 ) -> tuple[list[Message], list[PendingCall], dict[str, Any]]:
-    """Execute allowed server tools concurrently; deny or park the rest. Results keep call order."""
+    """Execute allowed server tools concurrently; deny or park the rest. Results keep call order.
+    A tool's progress goes to ``sink`` (the run's stream) while it runs."""
     agent = run.agent
     state = dict(run.state)
     outcomes: dict[str, ToolResultPart] = {}
@@ -65,8 +66,7 @@ async def run_tools(
     async def run_one(call: ToolCallPart) -> None:
         with tracing.tool(call.name, call.tool_call_id, tool_kind(run, call.name), decision="allow",
                           decided_by=BY_POLICY) as span:
-            outcome = await run.tools.execute(call.name, call.arguments,
-                                              ToolContext(run.thread_id, run.run_id, state))
+            outcome = await run.tools.execute(call.name, call.arguments, context(run, state, call, sink))
             tracing.tool_result(span, "ok" if outcome.ok else "error", call.arguments, outcome.content)
         outcomes[call.tool_call_id] = ToolResultPart(call.tool_call_id, call.name, outcome.content,
                                                      "ok" if outcome.ok else "error")
@@ -85,7 +85,14 @@ async def run_tools(
     return results, pending, state
 
 
-async def decided(run: RunBase) -> Commit:
+def context(run: RunBase, state: dict[str, Any], call: ToolCallPart | PendingCall,
+            sink: Sink | None) -> ToolContext:
+    """The context of one server tool call: who asked, where, the run's working state, its stream."""
+    return ToolContext(run.thread_id, run.run_id, state, principal=run.principal, tool_call_id=call.tool_call_id,
+                       emit=sink)
+
+
+async def decided(run: RunBase, sink: Sink | None = None) -> Commit:
     """Run approved calls; the commit of every decided result in one step (a resume's first commit),
     not written: ``waiting`` while calls remain undecided, else ``running``.
 
@@ -108,7 +115,7 @@ async def decided(run: RunBase) -> Commit:
             with tracing.tool(call.name, call.tool_call_id, tool_kind(run, call.name), decision="approve",
                               decided_by=tracing.decider()) as span:
                 outcome = await run.tools.execute(
-                    call.name, decision.arguments or call.arguments, ToolContext(run.thread_id, run.run_id, state)
+                    call.name, decision.arguments or call.arguments, context(run, state, call, sink)
                 )
                 tracing.tool_result(span, "ok" if outcome.ok else "error", decision.arguments or call.arguments,
                                     outcome.content)

@@ -136,7 +136,7 @@ class AdmittedRun(RunBase):
                 sink(RunFinished(self.thread_id, self.run_id, "completed"))
                 return
             if self.resumed:
-                await apply(self, sink, await decided(self))
+                await apply(self, sink, await decided(self, sink))
             if self.status is RunStatus.WAITING:
                 finish_waiting(self, sink, self.spec.remaining)
             else:

@@ -23,6 +23,7 @@ import trio
 
 from awaken.core.errors import AwakenError
 from awaken.core.messages import Message, Usage
+from awaken.core.principal import Principal
 from awaken.engine.limits import UNLIMITED, Slot
 from awaken.engine.state import Cause, Change, RunState, RunStatus
 from awaken.ledger.interface import PendingCall
@@ -105,8 +106,8 @@ class RunBase:
     """One admitted run's data: its spec (frozen), its progress (changing, by ``commit`` only), its
     state (``RunState``), and the first write of a fresh run (``start``)."""
 
-    __slots__ = ("_settled", "broadcast", "claim_token", "claimed", "ledger", "owner", "owner_known", "progress",
-                 "runstate", "slot", "spec", "start", "start_error", "tools")
+    __slots__ = ("_settled", "broadcast", "claim_token", "claimed", "ledger", "owner", "owner_known", "principal",
+                 "progress", "runstate", "slot", "spec", "start", "start_error", "tools")
 
     def __init__(self, ledger: Ledger, tools: ToolRegistry, agent: Agent, thread_id: str) -> None:
         self.ledger = ledger
@@ -127,6 +128,8 @@ class RunBase:
         #: or for a new thread the subject starting it (written with the run's first write)
         self.owner: str | None = None
         self.owner_known = False
+        #: who asked for the run (set by admission; what a tool's context says of the caller)
+        self.principal: Principal | None = None
         #: the run's place among its caller's executing runs (``[limits]``), given back when it ends or waits
         self.slot: Slot = UNLIMITED
 

@@ -88,7 +88,7 @@ async def model_step(run: RunBase, sink: Sink) -> Commit:
         assert run.start_error is not None
         raise run.start_error
     assistant = builder.message(run.run_id)
-    results, pending, state = await run_tools(run, calls, assistant.id)
+    results, pending, state = await run_tools(run, calls, assistant.id, sink)
     return Commit(
         status=RunStatus.WAITING if pending else RunStatus.RUNNING if calls else RunStatus.COMPLETED,
         messages=((assistant,) if assistant.parts else ()) + tuple(results),

@@ -1,7 +1,16 @@
-"""The tool registry: server tools by name, their schemas, argument validation and execution.
+"""Server tools: what a tool is, the context it runs in, and the registry that validates and runs calls.
 
 A ``Tool`` has a name, a description, JSON-schema ``parameters`` and an async ``call(args, ctx)``
-returning any JSON value. ``ToolRegistry.execute`` validates the arguments with ``jsonschema``
+returning any JSON value. Most tools are written as a plain function or class instead
+(``functions.py``: the schema comes from type hints and the docstring) and declared by dotted path or
+the ``awaken.tools`` entry-point group (``plugins.py``); docs/tools.md is the guide.
+
+A call's ``ToolContext`` says who asks (the principal's subject and role), the thread, the run and
+the call; holds the thread's state (a private copy the tool may change), the tool's own validated
+settings (``[tools.<name>]``); reads secrets from the environment (``ctx.secret``) and streams progress
+the clients see while the tool runs (``ctx.progress``).
+
+``ToolRegistry.execute`` validates the arguments with ``jsonschema``
 before the call; bad arguments and tool exceptions become an error result the model sees, never a
 failed run. Arguments must be valid Unicode: a string holding a lone surrogate (``"\\ud800"`` in the
 JSON, or the raw character) never reaches the tool. A result that is not valid Unicode is an error result;
@@ -9,18 +18,17 @@ an error text that is not is sent with U+FFFD in place of each lone surrogate. A
 What a tool leaves behind is checked before it can be committed: a result nested deeper than
 ``jsonbody.MAX_DEPTH`` or longer than ``MAX_RESULT_BYTES``, or a state that grew past
 ``MAX_STATE_BYTES`` or ``MAX_DEPTH`` (the state is then put back as it was), is an error result
-instead, so nothing committed is ever impossible to send.
+instead, so nothing committed is ever impossible to send. A cancellation (the run stopped, its
+client gone) is never caught: it ends the call where it awaits, and the run commits its outcome.
 MCP tools (``awaken.mcp``) are entries like any other, of kind ``mcp``, added and removed as their
-servers' tool lists change. Built-ins live in ``builtins.py``; plugin tools load by dotted path (``pkg.mod:obj``,
-where ``obj`` is a ``Tool`` or a zero-argument callable returning one).
+servers' tool lists change. Built-ins live in ``builtins.py``.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -28,43 +36,13 @@ import jsonschema
 
 from awaken.core.errors import ConfigError
 from awaken.core.jsonbody import MAX_DEPTH, too_deep
-from awaken.models import ToolSpec
-
-
-@attrs.define
-class ToolContext:
-    """What a tool may touch: the thread's agent state (a private copy it may change)."""
-
-    thread_id: str
-    run_id: str
-    state: dict[str, Any]
-
-
-class ToolError(Exception):
-    """Raised by a tool for a failure the model should see as the result text."""
-
-
-@attrs.frozen
-class Tool:
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    call: Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
-    #: ``server`` (built-ins and plugins) or ``mcp``
-    kind: str = "server"
-    #: the gate when the agent's ``permissions`` names none (None: the agent's ``default_permission``)
-    permission: str | None = None
-
-    @property
-    def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.parameters)
-
-
-@attrs.frozen
-class ToolText:
-    """A tool's result that is already the text the model should see."""
-
-    text: str
+from awaken.tools.base import MAX_PROGRESS_BYTES as MAX_PROGRESS_BYTES
+from awaken.tools.base import MissingSecret as MissingSecret
+from awaken.tools.base import Tool as Tool
+from awaken.tools.base import ToolContext as ToolContext
+from awaken.tools.base import ToolError as ToolError
+from awaken.tools.base import ToolText as ToolText
+from awaken.tools.functions import tool as tool  # the decorator
 
 
 @attrs.frozen
@@ -101,8 +79,8 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
-        for tool in tools:
-            self.add(tool)
+        for each in tools:
+            self.add(each)
 
     def add(self, tool: Tool) -> None:
         cls = jsonschema.validators.validator_for(tool.parameters)
@@ -150,7 +128,11 @@ class ToolRegistry:
         if (problem := self.check_arguments(name, args)) is not None:
             return ToolOutcome(f"invalid arguments: {problem}", False)
         state_before = dict(ctx.state)
-        result = await self._call(tool, args, ctx)
+        ctx.tool_name, ctx.settings = name, tool.settings
+        try:
+            result = await self._call(tool, args, ctx)
+        finally:
+            ctx.finished = True
         if ctx.state != state_before and (problem := state_problem(ctx.state)):
             ctx.state.clear()
             ctx.state.update(state_before)
@@ -198,15 +180,8 @@ def state_problem(state: dict[str, Any]) -> str | None:
 
 
 def load_plugin(path: str) -> Tool:
-    """Load ``pkg.module:attr``; ``attr`` is a ``Tool`` or a callable returning one."""
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"tools.plugins: {path!r} is not of the form 'package.module:name'")
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"tools.plugins: cannot load {path!r}: {exc}") from None
-    tool = obj if isinstance(obj, Tool) else obj()
-    if not isinstance(tool, Tool):
-        raise ConfigError(f"tools.plugins: {path!r} is not an awaken.tools.Tool")
-    return tool
+    """The tool at ``pkg.module:attr`` (a ``Tool``, a function, a class, or a zero-argument factory
+    annotated ``-> Tool``), without settings; see ``plugins.py`` for the loader the server uses."""
+    from awaken.tools.plugins import load_path
+
+    return load_path(path).build(None)

@@ -44,8 +44,8 @@ def _hook_name(cls: type) -> str:
 _HOOKS: dict[type, str] = {cls: _hook_name(cls) for cls in (
     ev.RunStarted, ev.StepStarted, ev.StepFinished, ev.TextStart, ev.TextDelta, ev.TextEnd,
     ev.ReasoningStart, ev.ReasoningDelta, ev.ReasoningEnd, ev.ToolCallStart, ev.ToolCallArgs,
-    ev.ToolCallEnd, ev.ToolApprovalRequested, ev.ToolResult, ev.StateChanged, ev.RunFinished, ev.RunStopped,
-    ev.RunFailed,
+    ev.ToolCallEnd, ev.ToolApprovalRequested, ev.ToolResult, ev.ToolProgress, ev.StateChanged, ev.RunFinished,
+    ev.RunStopped, ev.RunFailed,
 )}
 
 
@@ -163,6 +163,9 @@ class EncoderBase:
         return []
 
     def on_tool_result(self, e: ev.ToolResult) -> list[WireEvent]:
+        return []
+
+    def on_tool_progress(self, e: ev.ToolProgress) -> list[WireEvent]:
         return []
 
     def on_state_changed(self, e: ev.StateChanged) -> list[WireEvent]:

@@ -7,7 +7,7 @@ event. 1.0-only material is sent only to a client that declared ``protocolVersio
 waiting at permission gates ends with ``STATE_SNAPSHOT``, ``MESSAGES_SNAPSHOT`` (the whole thread)
 and ``RUN_FINISHED.outcome = {type: "interrupt", interrupts}`` (``interrupts.py``); one waiting only
 on client tools with ``{type: "success", pendingToolCallIds}``; ``usage`` on ``RUN_FINISHED`` and
-``RUN_ERROR``. Tool results are strings. State: ``STATE_SNAPSHOT`` first, then
+``RUN_ERROR``. Tool results are strings; a server tool's progress is a ``CUSTOM`` event ``tool_progress``. State: ``STATE_SNAPSHOT`` first, then
 RFC 6902 ``STATE_DELTA`` against it.
 """
 
@@ -155,6 +155,13 @@ class AguiEncoder(EncoderBase):
             return []
         return [{"type": "TOOL_CALL_RESULT", "messageId": e.message_id, "toolCallId": e.tool_call_id,
                  "content": e.content, "role": "tool"}]
+
+    def on_tool_progress(self, e: ev.ToolProgress) -> list[WireEvent]:
+        """A server tool's progress: ``CUSTOM{name: "tool_progress", value: {toolCallId, toolName, data}}``
+        (both client generations pass CUSTOM to ``onCustomEvent``; it changes no message)."""
+        self._need_run("ToolProgress")
+        return [{"type": "CUSTOM", "name": "tool_progress",
+                 "value": {"toolCallId": e.tool_call_id, "toolName": e.name, "data": e.data}}]
 
     def on_state_changed(self, e: ev.StateChanged) -> list[WireEvent]:
         self._need_run("StateChanged")

@@ -12,7 +12,8 @@ Inside a step: ``text-*`` / ``reasoning-*`` start/delta/end triads (the engine c
 tool block), ``tool-input-start`` → ``tool-input-delta``* → ``tool-input-available`` (or
 ``tool-input-error`` when the model's arguments are not JSON), then the committed outcome:
 ``tool-output-available`` / ``tool-output-error`` / ``tool-output-denied`` or
-``tool-approval-request``. ``finishReason`` is ``tool-calls`` for a run that waits (not a failure) and
+``tool-approval-request``; while a server tool runs, its progress is a ``tool-output-available`` with
+``preliminary: true`` (the outcome replaces it). ``finishReason`` is ``tool-calls`` for a run that waits (not a failure) and
 ``stop`` for a completed one. A resumed run first emits the committed results of the calls it waited
 on, *outside* any step (the client finds those parts anywhere in the continued message), and every
 model step opens with ``start-step`` — without it ``useChat`` re-posts forever (§3.3).
@@ -251,6 +252,15 @@ class AiSdkEncoder(EncoderBase):
         self.known_calls.add(e.tool_call_id)
         return [tool_outcome_chunk(e.tool_call_id, e.content, e.status, e.approval)]
 
+
+    def on_tool_progress(self, e: ev.ToolProgress) -> list[WireEvent]:
+        """A server tool's progress: a preliminary ``tool-output-available`` (the committed outcome
+        replaces it). Best-effort: progress for a call this stream does not show is dropped."""
+        if e.tool_call_id in self.streaming_calls or (e.tool_call_id not in self.known_calls
+                                                      and self.continued_id is None):
+            return []
+        return [{"type": "tool-output-available", "toolCallId": e.tool_call_id, "output": e.data,
+                 "preliminary": True}]
 
 def tool_outcome_chunk(tool_call_id: str, content: str, status: str, approval: str | None) -> WireEvent:
     """The ``tool-output-*`` chunk of a committed outcome.
