@@ -28,7 +28,7 @@ from cattrs.errors import (
 )
 
 from awaken.config import auth as auth_config
-from awaken.config import edge, environment
+from awaken.config import edge, environment, paths
 from awaken.config import telemetry as telemetry_config
 from awaken.core.errors import ConfigError
 from awaken.mcp.config import McpServerConfig, check_servers, covered
@@ -411,6 +411,9 @@ def load_config(path: str | Path | None, environ: Mapping[str, str] | None = Non
             raise ConfigError(f"{path}: no such config file") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        data = paths.resolve(data, path.resolve().parent)  # relative to the file, not the working directory
     data = environment.overlay(data, environ, AppConfig, default_agents=path is None)
+    if path is not None:
+        data = paths.default_ledger_path(data, path.resolve().parent)
     config = parse_config(data, source=str(path) if path is not None else "environment")
     return config if path is None else attrs.evolve(config, config_directory=str(Path(path).resolve().parent))

@@ -4,17 +4,26 @@ Every thread of the source ledger (its owner, runs, messages with their ids and 
 pending calls, agent state and last-update time) is written to the destination in one ``import_thread`` transaction per
 thread; then the counts are read back from both and compared. A thread that already exists in
 the destination stops the copy before anything is written for it.
+
+What it refuses before writing anything (exit 1, one line saying why): a source ledger that does not
+exist (a SQLite file or a file ledger's directory that is not there: opening it would create an empty
+one), a source that holds no thread while the destination holds none either (nothing to copy: most
+likely ``--from`` names the wrong config), and a destination that is the source itself. Relative paths
+in either config file are read from that file's directory (``awaken.config.paths``), so the command
+does the same from any working directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import attrs
 import trio
 
-from awaken.config import load_config
+from awaken.config import AppConfig, load_config
+from awaken.config.paths import FILE_BACKENDS
 from awaken.core.errors import ConfigError, StoreUnavailable
 from awaken.ledger.interface import Ledger
 from awaken.ledger.registry import build_ledger
@@ -30,8 +39,33 @@ class CopyReport:
     pending: int
 
 
-def _open(config_path: str) -> Ledger:
-    return build_ledger(load_config(config_path))
+class Refused(Exception):
+    """The copy would do nothing useful or would harm the source; nothing was opened for writing."""
+
+
+def _where(config: AppConfig) -> str:
+    return f"{config.ledger.backend} at {config.ledger.path}"
+
+
+def check_pair(source: AppConfig, dest: AppConfig) -> None:
+    """Refuse a source ledger that does not exist and a destination that is the source."""
+    a, b = source.ledger, dest.ledger
+    on_disk = a.backend in FILE_BACKENDS
+    if on_disk and not Path(a.path).exists():
+        raise Refused(f"the source ledger does not exist: {_where(source)} (relative paths in a config file are "
+                      "read from that file's directory); nothing was copied or created")
+    same = a.backend == b.backend and (Path(a.path).resolve() == Path(b.path).resolve() if on_disk
+                                       else (a.path, a.options) == (b.path, b.options))
+    if same:
+        raise Refused(f"the destination is the source ledger itself ({_where(source)}): a ledger cannot be "
+                      "copied into itself; name another ledger in --to")
+
+
+async def check_not_both_empty(source: Ledger, dest: Ledger, where: str) -> None:
+    """Refuse a copy from a ledger with no thread into one with none: it would succeed doing nothing."""
+    if not await source.list_threads() and not await dest.list_threads():
+        raise Refused(f"the source ledger ({where}) holds no thread, and the destination holds none either: "
+                      "nothing to copy (does --from name the config whose ledger holds the history?)")
 
 
 async def copy_ledger(source: Ledger, dest: Ledger, progress=None) -> CopyReport:  # noqa: ANN001
@@ -73,16 +107,22 @@ def _progress(done: int, total: int) -> None:
 
 def _copy_command(args: argparse.Namespace) -> int:
     try:
-        source, dest = _open(args.source), _open(args.dest)
+        source_config, dest_config = load_config(args.source), load_config(args.dest)
+        check_pair(source_config, dest_config)
+        source, dest = build_ledger(source_config), build_ledger(dest_config)
     except ConfigError as exc:
         print(f"awaken: {exc}", file=sys.stderr)
         return 2
+    except Refused as exc:
+        print(f"awaken: ledger copy refused: {exc}", file=sys.stderr)
+        return 1
 
     async def main() -> CopyReport:
         await source.open()
         try:
             await dest.open()
             try:
+                await check_not_both_empty(source, dest, _where(source_config))
                 return await copy_ledger(source, dest, _progress)
             finally:
                 await dest.aclose()
@@ -91,6 +131,9 @@ def _copy_command(args: argparse.Namespace) -> int:
 
     try:
         report = trio.run(main)
+    except Refused as exc:
+        print(f"awaken: ledger copy refused: {exc}", file=sys.stderr)
+        return 1
     except (StoreUnavailable, ValueError) as exc:
         print(f"\nawaken: ledger copy failed: {exc}", file=sys.stderr)
         return 1

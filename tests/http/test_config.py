@@ -22,7 +22,8 @@ def test_repo_config_is_the_working_default():
     config = load_config(ROOT / "config.toml")
     assert config.default_agent == "assistant"
     assert set(config.agents) == {"assistant", "guarded", "frontend"}
-    assert config.ledger.backend == "sqlite" and config.ledger.path == "./var/awaken.db"
+    # ./var/awaken.db, read from the config file's directory
+    assert config.ledger.backend == "sqlite" and config.ledger.path == str(ROOT / "var" / "awaken.db")
     assert config.server.bind == "127.0.0.1:8000"
     ctx = ServerContext.build(config)
     assistant = ctx.agents.get("assistant").describe()

@@ -5,11 +5,14 @@ from __future__ import annotations
 import sys
 import tomllib
 
+import orjson
 import trio
 
+from awaken.config import load_config
 from awaken.engine.state import RunStatus
 from awaken.ledger.copy import copy_ledger
 from awaken.ledger.interface import ALL_OWNERS, Commit
+from awaken.ledger.registry import build_ledger
 from awaken.ledger.testkit.harness import opened, run_record, user
 from tests.builders import ROOT, agui_body, live_server, make_config, post_agui, types
 from tests.ledger_harness import file_ledger, sqlite_ledger
@@ -99,3 +102,82 @@ async def test_copy_keeps_owners_titles_and_listing_order(tmp_path):
             async with opened(sqlite_ledger, tmp_path / "c") as back:
                 await copy_ledger(files, back)
                 assert await back.list_thread_summaries(ALL_OWNERS, limit=10) == listing
+
+
+# -- paths follow the config file; copies that would do nothing, or harm, are refused ---------------------
+
+
+async def _awaken(cwd, *args: str) -> tuple[int, str, str]:
+    """``awaken ARGS`` run from ``cwd``: (exit code, stdout, stderr)."""
+    done = await trio.run_process([sys.executable, "-m", "awaken", *args], cwd=cwd, capture_stdout=True,
+                                  capture_stderr=True, check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+def _configs(tmp_path):
+    """``a/config.toml`` (SQLite at ``./var/awaken.db``) and ``b/config.toml`` (files at ``./ledger``), both
+    relative, and a third directory to run the command from."""
+    a, b, elsewhere = tmp_path / "a", tmp_path / "b", tmp_path / "elsewhere"
+    for d in (a, b, elsewhere):
+        d.mkdir()
+    _write_config(a / "config.toml", "sqlite", "./var/awaken.db")
+    _write_config(b / "config.toml", "files", "./ledger")
+    return a, b, elsewhere
+
+
+async def _one_thread(config_file) -> None:
+    """One committed thread in the ledger ``config_file`` names (its path read as the server reads it)."""
+    ledger = build_ledger(load_config(config_file, environ={}))
+    await ledger.open()
+    try:
+        await ledger.start_run(run_record("r1", "t1"), [user("u1", "hello")], owner=None)
+        await ledger.commit("t1", "r1", Commit(RunStatus.COMPLETED))
+    finally:
+        await ledger.aclose()
+
+
+async def test_relative_paths_in_config_files_follow_the_file_from_any_working_directory(tmp_path):
+    a, b, elsewhere = _configs(tmp_path)
+    await _one_thread(a / "config.toml")
+    assert (a / "var" / "awaken.db").is_file()  # beside its config, not in the test's working directory
+    code, out, err = await _awaken(elsewhere, "ledger", "copy", "--from", "../a/config.toml", "--to", "../b/config.toml")
+    assert code == 0, err
+    assert out.strip() == "copied and verified 1 threads, 1 runs, 1 messages, 0 pending calls"
+    assert (b / "ledger").is_dir() and list(elsewhere.iterdir()) == []  # nothing created where it ran
+    code, out, err = await _awaken(elsewhere, "config", "check", "--config", "../b/config.toml")
+    assert code == 0, err
+    assert orjson.loads(out)["ledger"]["path"] == str(b / "ledger")  # what `serve` would open
+
+
+async def test_copy_refuses_a_source_ledger_that_does_not_exist_and_creates_nothing(tmp_path):
+    a, b, elsewhere = _configs(tmp_path)
+    code, out, err = await _awaken(elsewhere, "ledger", "copy", "--from", "../a/config.toml", "--to", "../b/config.toml")
+    assert (code, out) == (1, "")
+    assert err.strip() == (f"awaken: ledger copy refused: the source ledger does not exist: sqlite at {a}/var/awaken.db "
+                           "(relative paths in a config file are read from that file's directory); nothing was "
+                           "copied or created")
+    assert [p for d in (a, b, elsewhere) for p in d.iterdir()] == [a / "config.toml", b / "config.toml"]
+
+
+async def test_copy_refuses_an_empty_source_into_an_empty_destination(tmp_path):
+    a, b, elsewhere = _configs(tmp_path)
+    (a / "var").mkdir()
+    ledger = build_ledger(load_config(a / "config.toml", environ={}))
+    await ledger.open()  # an existing ledger with no thread in it
+    await ledger.aclose()
+    code, _, err = await _awaken(elsewhere, "ledger", "copy", "--from", "../a/config.toml", "--to", "../b/config.toml")
+    assert code == 1
+    assert err.strip() == (f"awaken: ledger copy refused: the source ledger (sqlite at {a}/var/awaken.db) holds no "
+                           "thread, and the destination holds none either: nothing to copy (does --from name the "
+                           "config whose ledger holds the history?)")
+
+
+async def test_copy_into_the_source_itself_is_refused(tmp_path):
+    a, _, elsewhere = _configs(tmp_path)
+    await _one_thread(a / "config.toml")
+    same = elsewhere / "same.toml"  # another file naming the same ledger by another path
+    _write_config(same, "sqlite", str(a / "var" / ".." / "var" / "awaken.db"))
+    code, _, err = await _awaken(elsewhere, "ledger", "copy", "--from", "../a/config.toml", "--to", "same.toml")
+    assert code == 1
+    assert err.strip() == (f"awaken: ledger copy refused: the destination is the source ledger itself (sqlite at "
+                           f"{a}/var/awaken.db): a ledger cannot be copied into itself; name another ledger in --to")
