@@ -143,10 +143,12 @@ def test_sqlite_durability_is_a_config_choice_defaulting_to_full(tmp_path):
 async def test_the_sqlite_ledger_runs_with_the_synchronous_mode_it_was_given(tmp_path):
     from storage_backends.sqlite_ledger import SqliteLedger
 
-    for mode, pragma in (("full", 2), ("normal", 1)):
+    # "full" is SQLite's NORMAL (1) plus the group commit's fsync of the WAL before every acknowledgement
+    for mode, grouped in (("full", True), ("normal", False)):
         ledger = SqliteLedger(str(tmp_path / f"{mode}.db"), synchronous=mode)
         await ledger.open()
         try:
-            assert await ledger._call(lambda db: db.conn.execute("PRAGMA synchronous").fetchone()[0]) == pragma
+            assert await ledger._call(lambda db: db.conn.execute("PRAGMA synchronous").fetchone()[0]) == 1
+            assert (ledger.group is not None) == grouped
         finally:
             await ledger.aclose()

@@ -6,8 +6,8 @@ the documented default (issue 12, findings 8 and 10; must-be-true items 6 and 8)
 * The file ledger notices its directory, or a thread's log, deleted or replaced under the server:
   a run there ends with the store-failure terminal event, nothing is claimed committed that is not
   on disk, and history is not served from an unlinked file.
-* SQLite commits with ``synchronous = FULL`` unless told otherwise; the file ledger fsyncs a commit
-  before acknowledging it.
+* SQLite fsyncs a commit (its WAL, by the group commit) before acknowledging it unless told
+  otherwise; the file ledger fsyncs a commit before acknowledging it.
 """
 
 from __future__ import annotations
@@ -249,18 +249,29 @@ async def test_sqlite_history_is_not_served_from_a_deleted_database_file(tmp_pat
 # -- durability: the defaults (finding 10) -------------------------------------------------------
 
 
-async def test_the_default_sqlite_ledger_commits_with_synchronous_full(tmp_path):
-    """Finding 10: SQLite ran WAL with ``synchronous=NORMAL`` (acknowledged commits lost when the
-    filesystem went away). Built from the default config, the connection's effective mode is FULL (2):
-    every commit is fsynced before it is acknowledged."""
+async def test_the_default_sqlite_ledger_fsyncs_a_commit_before_acknowledging_it(tmp_path, monkeypatch):
+    """Finding 10: SQLite ran WAL with ``synchronous=NORMAL`` and nothing else (acknowledged commits
+    lost when the filesystem went away). Built from the default config, every commit is fsynced before
+    it is acknowledged: the group commit's fsync of the WAL file (``awaken/ledger/groupsync.py``)."""
     ledger = build_ledger(make_config(tmp_path))
     await ledger.open()
+    synced: list[tuple[int, int]] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        real(fd)
+        st = os.fstat(fd)
+        synced.append((st.st_dev, st.st_ino))
+
     try:
-        modes = await ledger._call(lambda db: (db.conn.execute("PRAGMA synchronous").fetchone()[0],
-                                               db.conn.execute("PRAGMA journal_mode").fetchone()[0]))
+        journal = await ledger._call(lambda db: db.conn.execute("PRAGMA journal_mode").fetchone()[0])
+        monkeypatch.setattr(os, "fsync", fsync)
+        await ledger.start_run(run_record("r1", "t"), [user("u1")])
+        wal = os.stat(f"{ledger.path}-wal")
     finally:
         await ledger.aclose()
-    assert modes == (2, "wal")
+    assert journal == "wal"
+    assert synced == [(wal.st_dev, wal.st_ino)]
 
 
 async def test_the_default_file_ledger_fsyncs_a_commit_before_acknowledging_it(tmp_path, monkeypatch):
