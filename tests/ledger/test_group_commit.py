@@ -20,15 +20,18 @@ from storage_backends.sqlite_ledger import SqliteLedger
 
 
 class HeldFsync:
-    """``os.fsync`` counted; while ``held``, every call waits for ``release`` (in its worker thread)."""
+    """``os.fsync`` counted; while held (``hold``), every call, or only call number ``at``, waits for
+    ``release`` (in its worker thread)."""
 
     def __init__(self) -> None:
         self.calls = 0
         self._open = threading.Event()
         self._open.set()
+        self._at: int | None = None
         self._real = os.fsync
 
-    def hold(self) -> None:
+    def hold(self, at: int | None = None) -> None:
+        self._at = at
         self._open.clear()
 
     def release(self) -> None:
@@ -36,12 +39,13 @@ class HeldFsync:
 
     def __call__(self, fd: int) -> None:
         self.calls += 1
-        self._open.wait(30)
+        if self._at is None or self.calls == self._at:
+            self._open.wait(30)
         self._real(fd)
 
 
-@pytest.fixture
-def fsync(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldFsync]:
+def held_fsync(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldFsync]:
+    """``os.fsync`` replaced by a ``HeldFsync`` for the test (a fixture's body)."""
     held = HeldFsync()
     monkeypatch.setattr(os, "fsync", held)
     try:
@@ -50,7 +54,12 @@ def fsync(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldFsync]:
         held.release()
 
 
-async def until(condition, what: str) -> None:
+@pytest.fixture
+def fsync(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldFsync]:
+    yield from held_fsync(monkeypatch)
+
+
+async def until(condition) -> None:
     """Wait for ``condition`` (a worker thread's progress, which trio cannot see), at most 10 s."""
     with trio.fail_after(10):
         while not condition():
@@ -75,7 +84,7 @@ async def test_run_starts_that_arrive_during_an_fsync_share_the_next_one(tmp_pat
             for n in range(runs):
                 nursery.start_soon(start, n)
             # every run start is written (in the WAL) and waits: none is acknowledged before its fsync
-            await until(lambda: group.written == runs and group.waiting == runs, "every start written")
+            await until(lambda: group.written == runs and group.waiting == runs)
             assert done == [] and fsync.calls == 1
             fsync.release()
         assert sorted(done) == sorted(f"t{n}" for n in range(runs))
@@ -120,10 +129,10 @@ async def test_a_read_never_reports_a_commit_before_it_is_durable(tmp_path: Path
                 order.append(f"read {[m.id for m in messages]}")
 
             nursery.start_soon(start)
-            await until(lambda: group.written == 1 and group.waiting == 1, "the start written")
+            await until(lambda: group.written == 1 and group.waiting == 1)
             nursery.start_soon(read)
             # the read ran (it saw the start in the WAL) and waits for the fsync behind it
-            await until(lambda: group.waiting == 2, "the read waiting")
+            await until(lambda: group.waiting == 2)
             assert order == []
             order.append("fsync released")
             fsync.release()
