@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -49,7 +50,7 @@ log = logging.getLogger("awaken.telemetry")
 MAX_RUNS = 256
 MAX_SPANS = 400
 #: how long ``flush`` waits for queued spans to reach the collector at shutdown
-FLUSH_SECONDS = 5.0
+FLUSH_SECONDS = 2.0
 #: the longest attribute value recorded (content, error texts)
 MAX_VALUE = 8192
 
@@ -135,12 +136,13 @@ def settings_from(environ: Mapping[str, str], *, endpoint: str | None = None,
 class _Tracing:
     """The process's tracing: the OpenTelemetry tracer (None: off) and its provider."""
 
-    __slots__ = ("capture", "propagator", "provider", "settings", "tracer")
+    __slots__ = ("capture", "exporter", "propagator", "provider", "settings", "tracer")
 
     def __init__(self) -> None:
         self.settings = TraceSettings()
         self.tracer: Any = None
         self.provider: Any = None
+        self.exporter: Any = None
         self.propagator: Any = None
         self.capture = False
 
@@ -175,6 +177,7 @@ def configure(settings: TraceSettings) -> None:
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(exporter))
     STATE.provider = provider
+    STATE.exporter = exporter
     STATE.tracer = provider.get_tracer(C.SCOPE, version)
     STATE.propagator = TraceContextTextMapPropagator()
     log.info("tracing: exporting spans (%s%s) as service %s", settings.exporter,
@@ -189,13 +192,18 @@ def enabled() -> bool:
 def shutdown(timeout: float = FLUSH_SECONDS) -> None:
     """Export what is queued (for up to ``timeout`` seconds) and stop the exporter; tracing is off
     afterwards. Blocking: from the event loop, ``await flush()``."""
-    provider = STATE.provider
-    STATE.tracer = STATE.provider = STATE.propagator = None
+    provider, exporter = STATE.provider, STATE.exporter
+    STATE.tracer = STATE.provider = STATE.exporter = STATE.propagator = None
     if provider is None:
         return
     try:
         if timeout > 0:
-            provider.force_flush(int(timeout * 1000))
+            # the SDK's flush waits for an export in progress whatever its timeout (one retrying against
+            # a collector that is down retries for up to the exporter's own 10 s): wait for it apart
+            flusher = threading.Thread(target=provider.force_flush, args=(int(timeout * 1000),), daemon=True)
+            flusher.start()
+            flusher.join(timeout)
+        exporter.shutdown()  # first: an export still retrying gives up now, the rest is dropped
         provider.shutdown()
     except Exception as exc:  # a collector's trouble never stops the server
         log.warning("tracing: shutting the exporter down failed: %s", exc)

@@ -15,7 +15,21 @@ import trio
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from awaken.telemetry import tracing
-from tests.builders import agui_body, aisdk_user, call, call_ids, live_server, make_config, parse_sse, user
+from tests.builders import (
+    agui_body,
+    aisdk_user,
+    call,
+    call_ids,
+    default_config_data,
+    free_port,
+    live_server,
+    make_config,
+    parse_sse,
+    post_agui,
+    user,
+)
+from tests.engine.test_mcp import http_demo
+from tests.fake_openai import fake_openai_server, text_reply
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 PARENT_ID = "b7ad6b7169203331"
@@ -298,3 +312,87 @@ async def test_the_timeline_is_kept_without_a_collector(tmp_path, clean_env):
     tool = next(s for s in spans if s["kind"] == "tool")
     assert tool["attributes"] == {"tool": "calculator", "toolCallId": tool["attributes"]["toolCallId"],
                                   "toolKind": "server", "toolStatus": "ok", "decision": "allow", "decidedBy": "policy"}
+
+
+MCP_AGENT = {"description": "Uses the demo MCP server's tools.", "model": "scripted", "tools": ["demo__*"]}
+
+
+async def test_an_mcp_tool_is_an_mcp_tool_span_and_its_http_request_carries_it(tmp_path, receiver, clean_env):
+    log = tmp_path / "demo.log"
+    async with http_demo(log) as (url, _):
+        config = make_config(tmp_path, telemetry={"endpoint": receiver.url},
+                             mcp_servers={"demo": {"transport": "http", "url": url, "permission": "allow"}},
+                             agents={**default_config_data()["agents"], "mcp": MCP_AGENT})
+        async with live_server(config) as server, server.client() as client:
+            events = await post_agui(client, agui_body("t-m", "r-m", [user("u1", call("demo__echo", text="hi"))]),
+                                     "/v1/ag-ui/agents/mcp")
+            spans = await receiver.trace("r-m")
+    (cid,) = call_ids(events)
+    tool = one(spans, "execute_tool demo__echo")
+    assert tool["attributes"] == {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "demo__echo", "gen_ai.tool.call.id": cid,
+        "gen_ai.tool.type": "function", "awaken.tool.kind": "mcp", "awaken.gate.decision": "allow",
+        "awaken.gate.decided_by": "policy", "awaken.tool.status": "ok"}
+    assert tool["parent"] == one(spans, "awaken.step 1")["span_id"]
+    # the MCP server's HTTP request for the call carried the tool call's span
+    (line,) = [line for line in log.read_text().splitlines() if line.startswith("traceparent ")]
+    assert line.split(" ")[1].split("-")[:3] == ["00", tool["trace_id"], tool["span_id"]]
+
+
+async def test_the_openai_compatible_providers_request_carries_the_model_calls_span(
+        tmp_path, receiver, clean_env, nursery, monkeypatch):
+    monkeypatch.setenv("FAKE_OPENAI_API_KEY", "sk-test")
+    async with fake_openai_server(nursery, [text_reply("Hel", "lo", usage=(3, 2))]) as upstream:
+        config = make_config(tmp_path, telemetry={"endpoint": receiver.url},
+                             providers={"openai": {"base_url": upstream.base_url, "api_key_env": "FAKE_OPENAI_API_KEY"}},
+                             agents={"assistant": {"model": "openai:fake-model"}}, default_agent="assistant")
+        async with live_server(config) as server, server.client() as client:
+            await post_agui(client, agui_body("t-o", "r-o", [user("u1", "hi")]))
+            spans = await receiver.trace("r-o")
+    chat = one(spans, "chat fake-model")
+    assert chat["attributes"] == {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+                                  "gen_ai.request.model": "fake-model", "gen_ai.response.finish_reasons": ("stop",),
+                                  "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 2}
+    assert upstream.requests[0].headers["traceparent"].split("-")[:3] == ["00", chat["trace_id"], chat["span_id"]]
+
+
+async def test_a_collector_that_is_down_loses_spans_never_runs(tmp_path, clean_env):
+    config = make_config(tmp_path, telemetry={"endpoint": f"http://127.0.0.1:{free_port()}"})
+    async with live_server(config) as server, server.client() as client:
+        assert tracing.enabled()
+        events = await post_agui(client, agui_body("t-down", "r-down", [user("u1", "hi")]))
+        assert events[-1]["type"] == "RUN_FINISHED"
+        assert (await server.ctx.ledger.list_runs("t-down"))[0].status == "completed"
+        # the timeline is kept all the same
+        assert (await client.get("/v1/threads/t-down")).json()["runs"][0]["timeline"]["spans"][0]["name"] == \
+            "invoke_agent assistant"
+
+
+# -- the settings: the standard variables over the [telemetry] table -----------------------------------
+
+
+def test_with_nothing_configured_there_is_no_exporter():
+    assert tracing.settings_from({}) == tracing.TraceSettings()
+
+
+def test_the_table_turns_the_otlp_exporter_on():
+    assert tracing.settings_from({}, endpoint="http://collector:4318", headers={"X-Key": "k"},
+                                 service_name="chat", capture_content=True) == tracing.TraceSettings(
+        "otlp", "http://collector:4318/v1/traces", {"x-key": "k"}, "chat", True)
+
+
+def test_the_standard_variables_come_first():
+    environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://env:4318/", "OTEL_SERVICE_NAME": "from-env",
+               "OTEL_EXPORTER_OTLP_HEADERS": "api-key=a%20b,other=c",
+               "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
+    assert tracing.settings_from(environ, endpoint="http://file:4318", headers={"x": "y"}, service_name="file") == \
+        tracing.TraceSettings("otlp", "http://env:4318/v1/traces", {"api-key": "a b", "other": "c"}, "from-env", True)
+    # the signal's own endpoint is used as it is
+    assert tracing.settings_from({**environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:1/x"}).endpoint == "http://t:1/x"
+
+
+def test_the_exporter_variable_and_the_sdk_switch():
+    assert tracing.settings_from({"OTEL_TRACES_EXPORTER": "otlp"}).endpoint == "http://localhost:4318/v1/traces"
+    assert tracing.settings_from({"OTEL_TRACES_EXPORTER": "console"}).exporter == "console"
+    assert tracing.settings_from({"OTEL_TRACES_EXPORTER": "none"}, endpoint="http://c:4318").exporter is None
+    assert tracing.settings_from({"OTEL_SDK_DISABLED": "true"}, endpoint="http://c:4318").exporter is None

@@ -4,7 +4,8 @@ Run over stdio (``python -m tests.mcp.demo_server stdio``) or streamable HTTP
 (``python -m tests.mcp.demo_server http PORT``). Its tools: ``echo`` (text), ``fail`` (an ``isError``
 result), ``sleep`` (sleeps; it appends ``started sleep N`` to the file named by the ``DEMO_CANCEL_LOG``
 environment variable, and ``cancelled sleep N`` if the call is cancelled, so a test can see the call
-running and the cancel notification arriving),
+running and the cancel notification arriving; ``echo`` appends ``traceparent <value>`` when the HTTP
+request carried one),
 ``image`` (a PNG), ``report`` (text plus an embedded resource), ``pid`` (the server's process id),
 and ``grow`` (adds a tool ``extra_<name>`` and announces ``notifications/tools/list_changed``).
 """
@@ -30,8 +31,11 @@ server = MCPServer("demo")
 
 
 @server.tool()
-def echo(text: str) -> str:
+def echo(text: str, ctx: Context) -> str:
     """Return the text unchanged."""
+    traceparent = (ctx.headers or {}).get("traceparent")
+    if traceparent:  # a traced caller's HTTP request: the tracing test reads it from the log
+        _note(f"traceparent {traceparent}")
     return text
 
 
