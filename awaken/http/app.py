@@ -18,7 +18,7 @@ Routes (from ``POST /v1/ag-ui`` on, the shipped wires' as they declare them):
     GET  /readyz                                     200 when the ledger can commit (write probe), else 503;
                                                      503 SERVER_DRAINING from the start of a shutdown
     GET  /v1/me                                      the caller's principal {subject, role}
-    GET  /v1/agents                                  the published agents
+    GET  /v1/agents                                  the published agents, the wires with their capabilities
     GET  /v1/ag-ui/agents/{agentId}/capabilities     the agent's AG-UI AgentCapabilities
     GET  /v1/threads, /v1/threads/{threadId}         the caller's threads, one thread (threads_api.py)
     DELETE /v1/threads/{threadId}                    delete a thread (204; 409 THREAD_BUSY)
@@ -37,6 +37,8 @@ Routes (from ``POST /v1/ag-ui`` on, the shipped wires' as they declare them):
     POST /v1/copilotkit/agent/{agentId}/run|connect   CopilotKit runtime: a run (SSE), a replay of the thread
     POST /v1/copilotkit/agent/{agentId}/stop/{threadId}   CopilotKit runtime: stop the thread's run
     POST /v1/copilotkit                               CopilotKit runtime, single-endpoint envelopes
+    GET|POST /v1/sessions, GET|POST|DELETE /v1/sessions/{id}, GET|POST /v1/sessions/{id}/events,
+    GET  /v1/sessions/{id}/events/stream              Managed Agents sessions and events (http/managed.py)
 
 A thread is visible to the subject that started it and to admins: every route on a thread answers
 another user 404 ``UNKNOWN_THREAD`` (``access.visible_thread``; runs check it at admission).
@@ -143,9 +145,14 @@ def build_quart(ctx: ServerContext, wires: dict[str, Wire]) -> QuartTrio:
         principal = principal_of(request.scope)
         return jsonify({"subject": principal.subject, "role": principal.role})
 
+    listed_wires = {name: {"routes": [f"{method} {path}" for method, path, _kind in wire.routes()], **wire.capabilities}
+                    for name, wire in wires.items()}
+
     @app.get("/v1/agents")
     async def agents():  # noqa: ANN202
-        return jsonify({"default": ctx.agents.default_id, "agents": [a.describe() for a in ctx.agents.all()]})
+        """The published agents, and the wires that serve them (each with its routes and capabilities)."""
+        return jsonify({"default": ctx.agents.default_id, "agents": [a.describe() for a in ctx.agents.all()],
+                        "wires": listed_wires})
 
     @app.get("/v1/ag-ui/agents/<agent_id>/capabilities")
     async def agui_capabilities(agent_id: str):  # noqa: ANN202

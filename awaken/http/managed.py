@@ -54,6 +54,7 @@ from awaken.transports.body import read_body_or_answer
 from awaken.wires.managed import events as mev
 from awaken.wires.managed import request as mreq
 from awaken.wires.managed.protocol import (
+    BETA,
     PREVIEWABLE,
     PROTOCOL,
     error_envelope,
@@ -588,6 +589,19 @@ class SessionTail:
             self.following = None
 
 
+#: what ``GET /v1/agents`` says of this wire
+CAPABILITIES: dict[str, Any] = {
+    "beta": BETA,
+    "send": ["user.message", "user.tool_confirmation", "user.custom_tool_result", "user.interrupt"],
+    "stream": ["user.message", "user.tool_confirmation", "user.custom_tool_result", "agent.message",
+               "agent.thinking", "agent.tool_use", "agent.custom_tool_use", "agent.tool_result",
+               "session.status_running", "session.status_idle", "session.error"],
+    "event_deltas": list(PREVIEWABLE),
+    "stop_reasons": ["end_turn", "requires_action", "retries_exhausted"],
+    "resume": "Last-Event-ID",
+}
+
+
 def serve(protocol: Protocol | None) -> Handler:
     """The handler of every route under ``PREFIX``, with this server's session state."""
     served = Served(protocol or PROTOCOL)
@@ -600,4 +614,5 @@ def serve(protocol: Protocol | None) -> Handler:
 
 
 #: the sessions-and-events API as a wire: every route under ``PREFIX`` is ``Served.route``'s
-WIRE = Wire(PROTOCOL, extra=(Route(("GET", "POST", "DELETE"), PREFIX + "{rest}", serve),))  # type: ignore[arg-type]
+WIRE = Wire(PROTOCOL, extra=(Route(("GET", "POST", "DELETE"), PREFIX + "{rest}", serve),),  # type: ignore[arg-type]
+            capabilities=CAPABILITIES)

@@ -108,6 +108,8 @@ class Wire:
     history: tuple[str, ...] = attrs.field(default=(), validator=_templates)
     read_history: PageReader | None = None
     extra: tuple[Route, ...] = ()
+    #: what the wire says of itself in ``GET /v1/agents`` (``wires.<name>``, beside its routes)
+    capabilities: dict[str, Any] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         if (self.runs or self.sockets or self.rejoins) and self.protocol is None:

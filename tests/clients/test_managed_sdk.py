@@ -133,6 +133,9 @@ async def test_quickstart_send_then_stream_then_stream_then_send(server, client)
         assert [m["role"] for m in agui["items"]] == ["user", "assistant", "user", "assistant"]
         thread = (await http.get(f"/v1/threads/{session.id}")).json()
         assert [r["status"] for r in thread["runs"]] == ["completed", "completed"]
+        wire = (await http.get("/v1/agents")).json()["wires"]["managed-agents"]
+        assert wire["beta"] == "managed-agents-2026-04-01" and wire["routes"] == [
+            "GET /v1/sessions{rest}", "POST /v1/sessions{rest}", "DELETE /v1/sessions{rest}"]
 
     updated = await client.beta.sessions.update(session.id, title="Renamed", metadata={"team": None, "k": "v"})
     assert (updated.title, updated.metadata) == ("Renamed", {"k": "v"})
@@ -142,7 +145,7 @@ async def test_quickstart_send_then_stream_then_stream_then_send(server, client)
         await client.beta.sessions.retrieve(session.id)
 
 
-async def test_a_gate_allowed_and_one_denied_and_a_repeated_answer_refused(server, client):
+async def a_gate_allowed_and_one_denied_and_a_repeated_answer_refused(client: anthropic.AsyncAnthropic) -> None:
     session = await client.beta.sessions.create(agent="guarded", environment_id="env_local")
     events: list[Any] = []
     async with await client.beta.sessions.events.stream(session.id) as stream:
@@ -185,7 +188,7 @@ async def test_a_gate_allowed_and_one_denied_and_a_repeated_answer_refused(serve
     assert await history(client, session.id) == before + committed(denied)
 
 
-async def test_a_client_tool_answered_by_the_sdk_session_tool_runner(server, client):
+async def a_client_tool_answered_by_the_sdk_session_tool_runner(client: anthropic.AsyncAnthropic) -> None:
     session = await client.beta.sessions.create(agent="frontend", environment_id="env_local")
     asked: list[str] = []
 
@@ -219,7 +222,7 @@ async def test_a_client_tool_answered_by_the_sdk_session_tool_runner(server, cli
     assert "Ada" in listed[6].content[0].text
 
 
-async def test_an_interrupt_stops_the_turn_mid_stream(server, client):
+async def an_interrupt_stops_the_turn_mid_stream(server: Any, client: anthropic.AsyncAnthropic) -> None:
     session = await client.beta.sessions.create(agent="assistant", environment_id="env_local")
     events: list[Any] = []
     async with await client.beta.sessions.events.stream(session.id, event_deltas=["agent.message"]) as stream:
@@ -236,7 +239,7 @@ async def test_an_interrupt_stops_the_turn_mid_stream(server, client):
     assert await history(client, session.id) == committed(events)
 
 
-async def test_a_reconnect_with_last_event_id_sees_every_event_once(server, client):
+async def a_reconnect_with_last_event_id_sees_every_event_once(server: Any, client: anthropic.AsyncAnthropic) -> None:
     session = await client.beta.sessions.create(agent="assistant", environment_id="env_local")
     await client.beta.sessions.events.send(session.id, events=text(held("reconnect-1", words=6)))
     before: list[Any] = []
@@ -257,7 +260,7 @@ async def test_a_reconnect_with_last_event_id_sees_every_event_once(server, clie
     assert bad.value.body["error"]["type"] == "invalid_request_error"
 
 
-async def test_errors_use_the_api_envelope(server, client):
+async def errors_use_the_api_envelope(client: anthropic.AsyncAnthropic) -> None:
     with pytest.raises(anthropic.NotFoundError) as missing:
         await client.beta.sessions.retrieve("sesn_missing")
     assert missing.value.body["type"] == "error"
@@ -270,6 +273,19 @@ async def test_errors_use_the_api_envelope(server, client):
         await client.beta.sessions.create(agent={"type": "agent", "id": "nobody", "version": 1},
                                           environment_id="env_local")
     assert await history(client, session.id) == []
+
+
+async def test_gates_a_client_tool_and_the_error_envelope(client):
+    """A gate allowed and one denied (a repeated answer refused), the SDK's session tool runner answering a
+    client tool, the API's error envelope: one server."""
+    await a_gate_allowed_and_one_denied_and_a_repeated_answer_refused(client)
+    await a_client_tool_answered_by_the_sdk_session_tool_runner(client)
+    await errors_use_the_api_envelope(client)
+
+
+async def test_an_interrupt_and_a_reconnect_mid_turn(server, client):
+    await an_interrupt_stops_the_turn_mid_stream(server, client)
+    await a_reconnect_with_last_event_id_sees_every_event_once(server, client)
 
 
 async def test_x_api_key_and_bearer_both_carry_the_token(tmp_path, monkeypatch):
