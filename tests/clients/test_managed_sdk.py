@@ -10,6 +10,9 @@ SDK carries a key (``x-api-key``, ``Authorization: Bearer``). Runs are held open
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -18,7 +21,17 @@ import trio
 from anthropic.lib.sessions import accumulate_managed_agents_event
 from anthropic.lib.tools import beta_async_tool
 
-from tests.builders import default_config_data, held, history_page, live_server, make_config, release
+from tests.builders import (
+    agui_text,
+    default_config_data,
+    held,
+    history_page,
+    live_server,
+    make_config,
+    release,
+)
+
+BRIDGE = Path(__file__).with_name("managed_bridge.py")
 
 KEY = "sk-managed-test-key-0123456789"
 #: the SDK's stream leaves its async generators to the garbage collector when its reader stops at an
@@ -299,3 +312,22 @@ async def test_x_api_key_and_bearer_both_carry_the_token(tmp_path, monkeypatch):
         assert (await by_bearer.beta.sessions.retrieve(session.id)).id == session.id
         with pytest.raises(anthropic.AuthenticationError):
             await wrong.beta.sessions.list()
+
+
+@pytest.mark.slow
+async def test_an_agui_conversation_through_the_managed_agents_bridge(server):
+    """``ag-ui-claude-managed-agents`` (PyPI), a second client of the wire: AG-UI runs in, sessions out."""
+    with trio.fail_after(60):
+        done = await trio.run_process([sys.executable, str(BRIDGE), server.base_url, "assistant", "hello bridge",
+                                       "/words 3"], capture_stdout=True, capture_stderr=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    events = json.loads(done.stdout)
+    assert [e["type"] for e in events if e["type"].startswith("RUN_")] == ["RUN_STARTED", "RUN_FINISHED"] * 2
+    session_id = next(e["value"]["sessionId"] for e in events if e["type"] == "CUSTOM")
+    first = events[:[e["type"] for e in events].index("RUN_FINISHED")]
+    assert agui_text(first) == 'You said: "hello bridge".'
+    async with server.client() as http:  # the bridge's session is a thread: its history on the AG-UI wire
+        page = await history_page(http, "ag-ui", session_id)
+    assert [(m["role"], m["content"]) for m in page["items"]] == [
+        ("user", "hello bridge"), ("assistant", 'You said: "hello bridge".'), ("user", "/words 3"),
+        ("assistant", "alpha bravo charlie")]
