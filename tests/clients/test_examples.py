@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -21,12 +22,14 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import attrs
+import pytest
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
 from awaken.config import load_config
-from tests.builders import agui_body, live_server, post_agui, types, user
+from tests.browser_harness import Tab, read_history
+from tests.builders import agui_body, live_server, post_agui, release, types, user
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -124,3 +127,101 @@ async def test_the_python_client_script_streams_a_run_and_reads_the_thread(serve
         'tool: {"result":42}',
         'assistant: Here is what the tools said: calculator returned {"result":42}.',
     ]
+
+
+# -- the browser apps ------------------------------------------------------------------------------------
+
+
+async def build_app(name: str) -> Path:
+    """``npm run build`` in ``examples/<name>`` (its own esbuild); the ``dist/`` it wrote."""
+    folder = EXAMPLES / name
+    if not (folder / "node_modules" / "esbuild").is_dir():
+        raise RuntimeError(f"examples/{name}/node_modules is missing: run npm ci --prefix examples/{name}")
+    await trio.run_process(["node", "build.mjs"], cwd=folder, capture_stdout=True)
+    return folder / "dist"
+
+
+def static(dist: Path) -> Handler:
+    kinds = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css"}
+
+    def handler(path: str, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+        file = (dist / path.lstrip("/")).resolve()
+        if not file.is_relative_to(dist.resolve()) or not file.is_file():
+            return 404, "text/plain", b"not found"
+        return 200, kinds.get(file.suffix, "application/octet-stream"), file.read_bytes()
+
+    return handler
+
+
+@asynccontextmanager
+async def app_and_server(name: str, tmp_path: Path) -> AsyncIterator[tuple[str, Any]]:
+    """The example app built and served on its origin, and a live server from the example's own
+    config.toml that allows that origin (the ledger under ``tmp_path``)."""
+    dist = await build_app(name)
+    async with http_server(static(dist)) as (origin, _):
+        config = load_config(EXAMPLES / name / "config.toml", environ={})
+        config = attrs.evolve(config, server=attrs.evolve(config.server, cors_origins=[origin]),
+                              ledger=attrs.evolve(config.ledger, path=str(tmp_path / "awaken.db")))
+        async with live_server(config) as server:
+            yield origin, server
+
+
+async def check_screenshot(tab: Tab, name: str) -> None:
+    """A screenshot of the page as it is, checked to be the page: a PNG of the viewport's width with
+    enough in it not to be blank."""
+    data = (await tab.screenshot(f"example-{name}")).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width == 900 and height >= 700
+    assert len(data) > 20_000, f"{name}: the screenshot looks blank ({len(data)} bytes)"
+
+
+def last_text(state: dict[str, Any]) -> str:
+    message = state["messages"][-1]
+    return "".join(p["text"] for p in message["parts"] if p["type"] == "text") if message["role"] == "assistant" else ""
+
+
+CHAT = "s => s.status === 'ready' && s.error === null"
+
+
+@pytest.mark.slow
+async def test_the_usechat_example(browser, tmp_path):
+    """History on open, an approval answered by a button, a tool the browser runs, and a reload mid-run
+    that rejoins the run (resume: true) and shows it to its end."""
+    thread = "example-usechat"
+    async with app_and_server("usechat", tmp_path) as (origin, server):
+        tab = browser.tab("example-usechat")
+        await tab.command("open", path=f"{origin}/index.html?server={server.base_url}&thread={thread}")
+
+        async def chat(predicate: str) -> dict[str, Any]:
+            return await tab.wait_for(f"() => {{ const s = window.__chat; return s && ({predicate})(s) ? s : null; }}")
+
+        async def say(text: str) -> None:
+            await tab.fill("input[name=text]", text)
+            await tab.click("button[type=submit]")
+
+        await chat(CHAT)
+        await say('/call calculator {"expression": "6*7"}')
+        await tab.wait_for("() => document.querySelector('.tool[data-tool=calculator] button.approve')")
+        await check_screenshot(tab, "usechat-approval")
+        await tab.click(".tool[data-tool=calculator] button.approve")
+        state = await chat(f"{CHAT} && s.messages.length === 2 && s.messages[1].parts.at(-1).type === 'text'")
+        assert last_text(state) == 'Here is what the tools said: calculator returned {"result":42}.'
+
+        await say("/call get_browser_info {}")
+        state = await chat(f"{CHAT} && s.messages.length === 4 && s.messages[3].parts.at(-1).type === 'text'")
+        info = await tab.command("eval", expression="JSON.stringify({timeZone: Intl.DateTimeFormat()"
+                                                    ".resolvedOptions().timeZone, language: navigator.language})")
+        assert last_text(state) == f"Here is what the tools said: get_browser_info returned {info}."
+
+        await say("/hold example-usechat /words 12")
+        await chat("s => s.status === 'streaming' && s.messages.length === 6 && s.messages[5].parts.length > 1")
+        await tab.reload()  # the history is read again and the run, still held, is rejoined
+        await chat("s => s.status === 'streaming' && s.messages.length === 6")
+        await release(server, "example-usechat")
+        state = await chat(f"{CHAT} && s.messages.length === 6 && s.messages[5].parts.at(-1).state === 'done'")
+        assert len(last_text(state).split()) == 12
+        async with server.client() as client:
+            assert state["messages"] == await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
+        await check_screenshot(tab, "usechat-after-reload")
+        assert await tab.page_errors() == []
