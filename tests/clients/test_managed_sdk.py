@@ -331,3 +331,38 @@ async def test_an_agui_conversation_through_the_managed_agents_bridge(server):
     assert [(m["role"], m["content"]) for m in page["items"]] == [
         ("user", "hello bridge"), ("assistant", 'You said: "hello bridge".'), ("user", "/words 3"),
         ("assistant", "alpha bravo charlie")]
+
+
+NODE_DIR = Path(__file__).resolve().parents[1] / "node"
+
+
+@pytest.mark.slow
+async def test_the_node_sdk_quickstart_gate_reconnect_and_tool_runner(server):
+    """``@anthropic-ai/sdk`` (tests/node/managed_client.mjs): the quickstart, a gate allowed at
+    ``requires_action``, a reconnect with ``Last-Event-ID``, and the SDK's session tool runner."""
+    with trio.fail_after(90):
+        done = await trio.run_process(["node", "managed_client.mjs", server.base_url], cwd=NODE_DIR,
+                                      capture_stdout=True, capture_stderr=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    out = json.loads(done.stdout)
+    assert "failure" not in out, out["failure"]
+    quick = out["quickstart"]
+    assert (quick["session"]["status"], quick["session"]["title"], quick["session"]["environment_id"]) == \
+        ("idle", "Node", "env_node")
+    committed_events = [e for e in quick["streamed"] if e[1] not in ("event_start", "event_delta")]
+    assert [t for _, t in committed_events] == ["user.message", "session.status_running", "agent.message",
+                                                "session.status_idle"]
+    assert quick["history"] == committed_events and quick["receipt"] == [committed_events[0]]
+    assert quick["resumed"] == committed_events[1:]  # after the receipt's id: every later event once
+    assert quick["text"] == "alpha bravo charlie delta" and quick["sessions"] == [quick["session"]["id"]]
+    gate = out["gate"]
+    assert [t for _, t in gate["streamed"]] == [
+        "user.message", "session.status_running", "agent.tool_use", "session.status_idle", "user.tool_confirmation",
+        "session.status_running", "agent.tool_result", "agent.message", "session.status_idle"]
+    assert (gate["permission"], gate["result"]) == ("ask", '{"result":42}')
+    runner = out["runner"]
+    assert runner["asked"] == ["Name?"] and runner["calls"] == [{"name": "ask_user", "posted": True, "isError": False}]
+    assert runner["history"] == ["user.message", "session.status_running", "agent.custom_tool_use",
+                                 "session.status_idle", "user.custom_tool_result", "session.status_running",
+                                 "agent.message", "session.status_idle"]
+    assert "Grace" in runner["answer"]
