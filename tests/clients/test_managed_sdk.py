@@ -72,7 +72,7 @@ async def read_until_idle(stream: Any, out: list[Any], *, stop_on_action: bool =
             return event
 
 
-async def read_until(stream: Any, out: list[Any], kind: str) -> None:
+async def read_to(stream: Any, out: list[Any], kind: str) -> None:
     """Read ``stream`` into ``out`` up to the first event of type ``kind``."""
     while True:
         event = await stream.__anext__()
@@ -86,7 +86,7 @@ def committed(events: list[Any]) -> list[tuple[str, str]]:
     return [(e.id, e.type) for e in events if e.type not in ("event_start", "event_delta")]
 
 
-async def history(client: anthropic.AsyncAnthropic, session_id: str) -> list[tuple[str, str]]:
+async def listed_events(client: anthropic.AsyncAnthropic, session_id: str) -> list[tuple[str, str]]:
     return [(e.id, e.type) async for e in client.beta.sessions.events.list(session_id, limit=3)]
 
 
@@ -133,7 +133,7 @@ async def test_quickstart_send_then_stream_then_stream_then_send(server, client)
         "alpha bravo charlie delta echo"
 
     # history and stream agree event for event, paged three at a time
-    assert await history(client, session.id) == committed(first) + committed(second)
+    assert await listed_events(client, session.id) == committed(first) + committed(second)
     newest = await client.beta.sessions.events.list(session.id, order="desc", limit=1)
     assert [(e.id, e.type) for e in newest.data] == [committed(second)[-1]] and newest.next_page
     sessions = await client.beta.sessions.list()
@@ -174,7 +174,7 @@ async def a_gate_allowed_and_one_denied_and_a_repeated_answer_refused(client: an
     assert idle.stop_reason.type == "end_turn"
     result = next(e for e in events if e.type == "agent.tool_result")
     assert (result.tool_use_id, result.is_error, result.content[0].text) == (use.id, False, '{"result":42}')
-    before = await history(client, session.id)
+    before = await listed_events(client, session.id)
     assert before == committed(events)
 
     # the same answer again: refused, nothing changes
@@ -184,7 +184,7 @@ async def a_gate_allowed_and_one_denied_and_a_repeated_answer_refused(client: an
     assert refused.value.status_code == 409
     assert refused.value.body["type"] == "error"
     assert refused.value.body["error"]["type"] == "invalid_request_error"
-    assert await history(client, session.id) == before
+    assert await listed_events(client, session.id) == before
 
     denied: list[Any] = []
     async with await client.beta.sessions.events.stream(session.id) as stream:
@@ -198,7 +198,7 @@ async def a_gate_allowed_and_one_denied_and_a_repeated_answer_refused(client: an
     assert (confirmation.tool_use_id, confirmation.result, confirmation.deny_message) == (use.id, "deny", "not now")
     result = next(e for e in denied if e.type == "agent.tool_result")
     assert result.is_error and "not now" in result.content[0].text
-    assert await history(client, session.id) == before + committed(denied)
+    assert await listed_events(client, session.id) == before + committed(denied)
 
 
 async def a_client_tool_answered_by_the_sdk_session_tool_runner(client: anthropic.AsyncAnthropic) -> None:
@@ -225,7 +225,7 @@ async def a_client_tool_answered_by_the_sdk_session_tool_runner(client: anthropi
     assert [(c.name, c.posted, c.is_error, c.confirmation) for c in calls] == [("ask_user", True, False, None)]
     assert calls[0].event.type == "agent.custom_tool_use"
     await wait_idle(client, session.id)
-    events = await history(client, session.id)
+    events = await listed_events(client, session.id)
     kinds = [t for _, t in events]
     assert kinds == ["user.message", "session.status_running", "agent.custom_tool_use", "session.status_idle",
                      "user.custom_tool_result", "session.status_running", "agent.message", "session.status_idle"]
@@ -240,7 +240,7 @@ async def an_interrupt_stops_the_turn_mid_stream(server: Any, client: anthropic.
     events: list[Any] = []
     async with await client.beta.sessions.events.stream(session.id, event_deltas=["agent.message"]) as stream:
         await client.beta.sessions.events.send(session.id, events=text(held("interrupt-1")))
-        await read_until(stream, events, "event_delta")  # the first word streamed; the run holds
+        await read_to(stream, events, "event_delta")  # the first word streamed; the run holds
         receipt = await client.beta.sessions.events.send(session.id, events=[{"type": "user.interrupt"}])
         assert receipt.data[0].type == "user.interrupt"
         idle = await read_until_idle(stream, events)
@@ -249,7 +249,7 @@ async def an_interrupt_stops_the_turn_mid_stream(server: Any, client: anthropic.
     async with server.client() as http:
         run = (await http.get(f"/v1/threads/{session.id}")).json()["runs"][-1]
     assert (run["status"], run["cause"]) == ("interrupted", "stopped")
-    assert await history(client, session.id) == committed(events)
+    assert await listed_events(client, session.id) == committed(events)
 
 
 async def a_reconnect_with_last_event_id_sees_every_event_once(server: Any, client: anthropic.AsyncAnthropic) -> None:
@@ -257,13 +257,13 @@ async def a_reconnect_with_last_event_id_sees_every_event_once(server: Any, clie
     await client.beta.sessions.events.send(session.id, events=text(held("reconnect-1", words=6)))
     before: list[Any] = []
     async with await client.beta.sessions.events.stream(session.id, event_deltas=["agent.message"]) as stream:
-        await read_until(stream, before, "event_delta")  # the first word streamed; the run holds
+        await read_to(stream, before, "event_delta")  # the first word streamed; the run holds
     last = committed(before)[-1][0]
     await release(server, "reconnect-1")
     after: list[Any] = []
     async with await client.beta.sessions.events.stream(session.id, extra_headers={"Last-Event-ID": last}) as stream:
         await read_until_idle(stream, after)
-    assert committed(before) + committed(after) == await history(client, session.id)
+    assert committed(before) + committed(after) == await listed_events(client, session.id)
     assert [t for _, t in committed(after)] == ["agent.message", "session.status_idle"]
     assert after[0].content[0].text.split() == ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
 
@@ -285,7 +285,7 @@ async def errors_use_the_api_envelope(client: anthropic.AsyncAnthropic) -> None:
     with pytest.raises(anthropic.NotFoundError):
         await client.beta.sessions.create(agent={"type": "agent", "id": "nobody", "version": 1},
                                           environment_id="env_local")
-    assert await history(client, session.id) == []
+    assert await listed_events(client, session.id) == []
 
 
 async def test_gates_a_client_tool_and_the_error_envelope(client):
