@@ -1,16 +1,16 @@
 """Idle threads do not grow the process beyond their index entry: ``python -m bench.idle``.
 
 For each backend a fresh child process opens a ledger, writes 10,000 threads (``--turns`` completed
-runs of two messages each, ~1 KB of text per run; default 1) and reads each thread's whole history
-once right after writing it (what admission and the history route do to a hot thread), so every
-thread passes through whatever the backend keeps for hot threads and then goes idle. The process's
-resident memory is read after 1,000 threads and after 10,000; (RSS at 10,000 - RSS at 1,000) / 9,000
-is what one idle thread costs. The file ledger's caches are capped (``[ledger] options``):
-``cache_bytes`` (whole histories, default 256 KiB) and ``index_cache_bytes`` (hot threads' index
-details: message ids, log segments, runs, pending calls; default 8 MiB, set here to 1 MiB by
-``--index-cache-bytes`` so that it is full by 1,000 threads and its filling is not counted as a cost
-per idle thread): both are printed with their caps. SQLite's LRU of hot threads' admission state
-(``cache_bytes``, default 8 MiB) gets the same 1 MiB for the same reason. What remains per idle thread is the backend's index of it (SQLite: nothing, the known thread
+runs of two messages each, ~1 KB of text per run; default 2: four messages) and reads each thread's
+whole history once right after writing it (what admission and the history route do to a hot thread),
+so every thread passes through whatever the backend keeps for hot threads and then goes idle. The
+process's resident memory is read after ``--warm`` threads (default 2,000) and after 10,000;
+(RSS at 10,000 - RSS at 2,000) / 8,000 is what one idle thread costs. The caches of hot threads are
+capped at 1 MiB here (``--cache-bytes``) so that they are full before the first reading and their
+filling is not counted as a cost per idle thread: the hot-thread cache (``awaken.ledger.hotcache``,
+``cache_bytes``: SQLite, files, Postgres) and the file ledger's held index details
+(``index_cache_bytes``: message ids, log segments, runs, pending calls); both are printed with their
+caps. What remains per idle thread is the backend's index of it (SQLite: nothing, the known thread
 ids are a fixed-size Bloom filter; files: the compact entry a listing reads, and one run id -> thread
 entry per run for ``get_run``).
 
@@ -18,7 +18,7 @@ Then the cost of a cold access: ``get_thread`` (which needs the thread's state, 
 rebuilds the detail from the log: one read of it) on 100 idle threads, then on the same 100 again
 (hot), in microseconds per call.
 
-    python -m bench.idle [--threads 10000] [--turns 1] [--backends sqlite,files]
+    python -m bench.idle [--threads 10000] [--turns 2] [--warm 2000] [--backends sqlite,files]
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ def rss_kb() -> int:
     return 0
 
 
-async def child(backend: str, root: str, threads: int, turns: int, index_cache: int) -> dict[str, float]:
-    options = ({"fsync": False, "index_cache_bytes": index_cache} if backend == "files"
-               else {"cache_bytes": index_cache})
+async def child(backend: str, root: str, threads: int, turns: int, cap: int, warm: int) -> dict[str, float]:
+    options = ({"fsync": False, "cache_bytes": cap, "index_cache_bytes": cap} if backend == "files"
+               else {"cache_bytes": cap})
     path = str(Path(root) / ("awaken.db" if backend == "sqlite" else "ledger"))
     ledger = ledger_class(backend)(path=path, **options)
     await ledger.open()
@@ -63,16 +63,16 @@ async def child(backend: str, root: str, threads: int, turns: int, index_cache: 
                 await ledger.commit(thread_id, run_id, Commit(RunStatus.COMPLETED, (
                     Message(f"a{n}-{t}", "assistant", (TextPart("an answer of some length " * 20),), run_id),)))
             await ledger.thread_view(thread_id)
-            if n + 1 in (1000, threads):
+            if n + 1 in (warm, threads):
                 gc.collect()
                 marks[n + 1] = rss_kb()
-        cache, hot = getattr(ledger, "_cache", None), getattr(ledger, "_hot", None)
-        out = {"rss_kb_1000": marks[1000], f"rss_kb_{threads}": marks[threads],
-               "bytes_per_idle_thread": (marks[threads] - marks[1000]) * 1024 / (threads - 1000)}
-        if cache is not None:
-            out |= {"history_cache_bytes": cache.total, "history_cache_cap": cache.budget}
+        hot, details = getattr(ledger, "_hot", None), getattr(ledger, "_details", None)
+        out = {"rss_kb_warm": marks[warm], f"rss_kb_{threads}": marks[threads],
+               "bytes_per_idle_thread": (marks[threads] - marks[warm]) * 1024 / (threads - warm)}
         if hot is not None:
-            out |= {"index_cache_bytes": hot.total, "index_cache_cap": hot.budget, "hot_threads": len(hot)}
+            out |= {"hot_bytes": hot.total, "hot_cap": hot.budget, "hot_threads": len(hot)}
+        if details is not None:
+            out |= {"details_bytes": details.total, "details_cap": details.budget, "held_details": len(details)}
         for label in ("cold", "hot"):
             started = time.perf_counter()
             for n in range(100):
@@ -86,31 +86,34 @@ async def child(backend: str, root: str, threads: int, turns: int, index_cache: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=10_000)
-    parser.add_argument("--turns", type=int, default=1, help="completed runs per thread")
+    parser.add_argument("--turns", type=int, default=2, help="completed runs per thread (2: four messages)")
+    parser.add_argument("--warm", type=int, default=2000,
+                        help="threads written before the first reading (the caches are full by then)")
     parser.add_argument("--backends", default="sqlite,files")
-    parser.add_argument("--index-cache-bytes", type=int, default=1 << 20,
-                        help="the file ledger's index_cache_bytes and SQLite's cache_bytes")
+    parser.add_argument("--cache-bytes", type=int, default=1 << 20,
+                        help="every ledger's cache_bytes, and the file ledger's index_cache_bytes")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         with tempfile.TemporaryDirectory() as root:
-            print(json.dumps(trio.run(child, args.child, root, args.threads, args.turns, args.index_cache_bytes)))
+            print(json.dumps(trio.run(child, args.child, root, args.threads, args.turns, args.cache_bytes,
+                                      args.warm)))
         return
     print(f"{args.turns} completed run(s) of 2 messages per thread\n")
-    print(f"| backend | RSS after 1,000 threads | after {args.threads:,} | per idle thread | history cache "
-          "| index cache (hot threads) | get_thread cold / hot µs |")
+    print(f"| backend | RSS after {args.warm:,} threads | after {args.threads:,} | per idle thread | hot-thread cache "
+          "| held index details | get_thread cold / hot µs |")
     print("|---|---|---|---|---|---|---|")
     for backend in args.backends.split(","):
         done = subprocess.run([sys.executable, "-m", "bench.idle", "--child", backend, "--threads", str(args.threads),
-                               "--turns", str(args.turns), "--index-cache-bytes", str(args.index_cache_bytes)],
+                               "--turns", str(args.turns), "--warm", str(args.warm), "--cache-bytes", str(args.cache_bytes)],
                               capture_output=True, text=True, check=True)
         r = json.loads(done.stdout)
-        cache = (f"{r['history_cache_bytes'] / 1024:.0f} KiB of {r['history_cache_cap'] / 1024:.0f} KiB cap"
-                 if "history_cache_cap" in r else "none")
-        hot = (f"{r['index_cache_bytes'] / 1024:.0f} KiB of {r['index_cache_cap'] / 1024:.0f} KiB cap "
-               f"({r['hot_threads']} threads)" if "index_cache_cap" in r else "none")
-        print(f"| {backend} | {r['rss_kb_1000'] / 1024:.1f} MiB | {r[f'rss_kb_{args.threads}'] / 1024:.1f} MiB | "
-              f"{r['bytes_per_idle_thread']:.0f} B | {cache} | {hot} | "
+        hot = (f"{r['hot_bytes'] / 1024:.0f} KiB of {r['hot_cap'] / 1024:.0f} KiB cap "
+               f"({r['hot_threads']} threads)" if "hot_cap" in r else "none")
+        details = (f"{r['details_bytes'] / 1024:.0f} KiB of {r['details_cap'] / 1024:.0f} KiB cap "
+                   f"({r['held_details']} threads)" if "details_cap" in r else "none")
+        print(f"| {backend} | {r['rss_kb_warm'] / 1024:.1f} MiB | {r[f'rss_kb_{args.threads}'] / 1024:.1f} MiB | "
+              f"{r['bytes_per_idle_thread']:.0f} B | {hot} | {details} | "
               f"{r['cold_get_thread_us']:.0f} / {r['hot_get_thread_us']:.0f} |")
 
 

@@ -3,11 +3,18 @@ nothing from the store at admission (issue 18).
 
 What one entry holds is exactly what ``Ledger.admission_facts`` answers from: the thread record, its
 latest messages (at least the ``tail`` admission asks for), its pending calls and the set of every
-committed message id (the dedup of a replayed history is then a set intersection, no SQL). A
-ledger that owns its store alone (SQLite: one process holds the file) keeps entries exact by
-applying every write to them in the same worker-thread call that committed it (``appended``,
-``pending``, ``state``), and drops an entry whenever a write's outcome is unknown or the thread is
-deleted. Entries are evicted least recently used first so that their estimated size
+committed message id (the dedup of a replayed history is then a set intersection, no SQL). It is
+the one hot-thread cache of the single-writer ledgers: a ledger that owns its store alone (SQLite:
+one process holds the file; the file ledger: one process holds the directory's lock) keeps entries
+exact by applying every write to them right after it committed (SQLite: in the same worker-thread
+call; the file ledger: on the event loop, right after the write is applied to its index, under its
+write lock), and drops an entry whenever a write's outcome is unknown or the thread is deleted. The
+file ledger also answers history reads of a thread from its entry when the entry holds every message
+asked for. Postgres uses the same LRU with its own validation (``storage_backends/postgres_ledger.py``:
+other processes write the same threads, so an entry is matched against the database's snapshot and
+extended by what others appended before it is used). With a budget of 0 nothing is cached and every
+answer comes from the store; ``HOT_BUDGET`` (``awaken.runtime.tuning``) is the default of every
+ledger's ``cache_bytes``, so setting it to 0 switches the cache off everywhere. Entries are evicted least recently used first so that their estimated size
 (``entry_cost``) stays under ``budget`` bytes (``[ledger] options = { cache_bytes = N }``); a thread
 whose entry would take more than a quarter of the budget is not cached (its admissions read the
 store, bounded as before).

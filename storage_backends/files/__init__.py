@@ -21,9 +21,11 @@ log on access (one read of the log, no message parsed): the set of its message i
 duplicate checks), where each message lives (runs of consecutive seqs and the offset of the frame that
 holds them), its runs, its pending calls and its agent state. Message bodies are not kept: a read locates the frames that
 hold the wanted seqs, reads that one byte range of the log, checks and parses it (one worker-thread
-round trip per call). A small LRU cache, bounded in bytes (``cache_bytes``, default 256 KiB), keeps
-the whole history of recently read or created threads, and is extended by their commits, so a run's
-admission (``thread_view``) and its steps stay off the disk while memory stays flat as history grows.
+round trip per call). Recently used threads are in the hot-thread cache every single-writer ledger
+shares (``awaken.ledger.hotcache``, capped by ``cache_bytes``, default 8 MiB): their record, latest
+messages, pending calls and committed ids, applied by every write right after it is applied to the
+index, so a run's admission and the history reads of a short thread stay off the disk while memory
+stays flat as history grows.
 
 Replay stops at the first frame that is short, fails its checksum or is not a JSON object; the file
 is truncated there. Runs left ``running`` are then marked ``interrupted`` by a ``recover`` record.
@@ -46,8 +48,8 @@ What the checks cost per commit: ``python -m bench.durability``. ``probe_write``
 checks the directory and creates, writes, fsyncs and removes ``threads/.write-probe``.
 
 Modules: ``frames`` (the frame codec and positional I/O), ``records`` (JSON forms of runs and pending
-calls), ``index`` (the in-memory index and how each record applies to it), ``cache`` (the bounded
-history cache), ``ledger`` (``FileLedger``: locking, replay, recovery, writes and reads).
+calls), ``index`` (the in-memory index, how each record applies to it, and which details stay held),
+``ledger`` (``FileLedger``: locking, replay, recovery, writes and reads).
 """
 
 from .frames import decode_frames, encode_frame, thread_file_name

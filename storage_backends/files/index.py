@@ -9,6 +9,7 @@ import copy
 import errno
 from array import array
 from bisect import bisect_left, insort
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,7 +42,7 @@ class ThreadEntry:
     """What the index keeps of every thread, hot or idle: what a listing shows, where its log ends.
 
     Its ``detail`` (message ids and locations, runs, pending calls, agent state) is held only while
-    the thread is hot (``HotThreads``, an LRU capped in bytes); an idle thread's detail is rebuilt
+    the thread is hot (``HeldDetails``, an LRU capped in bytes); an idle thread's detail is rebuilt
     from its log on access (one read of the log, no message parsed). So what an idle thread costs does
     not grow with its messages or runs.
     """
@@ -127,6 +128,59 @@ class ThreadDetail:
             self.segments = segments + array("q", (offset, first, count))
         else:
             segments.extend((offset, first, count))
+
+
+class HeldDetails:
+    """Which threads keep their detail in memory: an LRU of at most ``budget`` bytes by
+    ``ThreadDetail.cost``; evicting a thread drops its detail (its log rebuilds it on the next access).
+    No single detail above half the budget stays (with the default 8 MiB, a thread of about 10,000
+    messages).
+
+    This bounds the index itself (where a thread's messages sit in its log, its runs), not a cache of
+    answers: what admission and history reads are answered from is the hot-thread cache
+    (``awaken.ledger.hotcache``)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.total = 0
+        self._entries: OrderedDict[str, tuple[ThreadEntry, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def hold(self, thread: ThreadEntry) -> None:
+        """The thread was just used with its (current) detail: keep it, most recent, or drop it."""
+        old = self._entries.pop(thread.thread_id, None)
+        if old is not None:
+            self.total -= old[1]
+        if thread.detail is None:
+            return
+        cost = thread.detail.cost()
+        if cost * 2 > self.budget:
+            thread.detail = None
+            return
+        self._entries[thread.thread_id] = (thread, cost)
+        self.total += cost
+        while self.total > self.budget and self._entries:
+            _, (evicted, spent) = self._entries.popitem(last=False)
+            evicted.detail = None
+            self.total -= spent
+
+    def touch(self, thread: ThreadEntry) -> None:
+        if thread.thread_id in self._entries:
+            self._entries.move_to_end(thread.thread_id)
+
+    def drop(self, thread_id: str) -> None:
+        entry = self._entries.pop(thread_id, None)
+        if entry is not None:
+            entry[0].detail = None
+            self.total -= entry[1]
+
+    def clear(self) -> None:
+        for thread, _ in self._entries.values():
+            thread.detail = None
+        self._entries.clear()
+        self.total = 0
 
 
 @attrs.frozen

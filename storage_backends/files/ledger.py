@@ -1,8 +1,10 @@
 """``FileLedger``: the I/O of the file ledger (locking, replay and recovery at open, framed writes, reads
-of located byte ranges) over the index, the record forms and the history cache."""
+of located byte ranges) over the index and the record forms, with the hot-thread cache
+(``awaken.ledger.hotcache``) kept exact by every write."""
 
 from __future__ import annotations
 
+import copy
 import errno
 import fcntl
 import heapq
@@ -22,7 +24,7 @@ import trio
 from awaken.core.errors import StoreUnavailable
 from awaken.core.messages import Message, message_from_json, message_to_json
 from awaken.engine.state import Cause, RunStatus, recovery
-from awaken.ledger.hotcache import MIN_KEEP
+from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThreads, cached_facts, entry_for
 from awaken.ledger.interface import (
     ALL_OWNERS,
     NO_THREAD,
@@ -44,7 +46,6 @@ from awaken.ledger.interface import (
     imported_updated_at,
 )
 
-from .cache import HistoryCache, HotThreads, TailCache, history_cost
 from .frames import (
     FORMAT_VERSION,
     decode_frames,
@@ -56,7 +57,7 @@ from .frames import (
     thread_file_name,
     write_all,
 )
-from .index import Index, ThreadDetail, ThreadEntry, extract, load_detail, locate
+from .index import HeldDetails, Index, ThreadDetail, ThreadEntry, extract, load_detail, locate
 from .records import CorruptRecord, pending_to_json, run_to_json
 
 T = TypeVar("T")
@@ -77,23 +78,26 @@ def _now_ms() -> int:
 
 class FileLedger(Ledger):
     """``[ledger] backend = "files"``; options: ``path`` (a directory), ``fsync`` (default true),
-    ``cache_bytes`` (the budget of the cache of whole thread histories; default 256 KiB, 0 disables it),
-    ``tail_cache_bytes`` (the budget of the cache of the latest messages of threads too long for it,
-    what admission reads; default 4 MiB, 0 disables it).
-    ``index_cache_bytes`` (the budget of hot threads' index details: message ids, runs, pending calls;
-    default 8 MiB, which holds thousands of short threads or a few of 10,000 messages; 0 keeps none, so
-    every access rebuilds a thread's detail from its log).
+    ``cache_bytes`` (the cap of the hot-thread cache, ``awaken.ledger.hotcache``: recently used
+    threads' record, latest messages, pending calls and committed ids, from which admission and
+    history reads of them are answered; default 8 MiB, 0 disables it),
+    ``index_cache_bytes`` (the budget of hot threads' index details: message ids and locations, runs,
+    pending calls; default 8 MiB, which holds thousands of short threads or a few of 10,000 messages;
+    0 keeps none, so every access rebuilds a thread's detail from its log). ``tail_cache_bytes`` is
+    accepted and ignored (the cache of long threads' latest messages it capped is now the hot-thread
+    cache, capped by ``cache_bytes``).
 
     With ``fsync = false`` a commit survives a process kill but not a power loss.
     """
 
-    def __init__(self, path: str = "./var/ledger", fsync: bool = True, cache_bytes: int = 256 * 1024,
-                 tail_cache_bytes: int = 4 * 1024 * 1024, index_cache_bytes: int = 8 * 1024 * 1024) -> None:
+    def __init__(self, path: str = "./var/ledger", fsync: bool = True, cache_bytes: int = DEFAULT_BUDGET,
+                 tail_cache_bytes: int | None = None, index_cache_bytes: int = 8 * 1024 * 1024) -> None:
         self.path = Path(path)
         self.fsync = fsync
-        self._cache = HistoryCache(max(0, int(cache_bytes)))
-        self._tails = TailCache(max(0, int(tail_cache_bytes)))
-        self._hot = HotThreads(max(0, int(index_cache_bytes)))
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be a non-negative integer, not {cache_bytes!r}")
+        self._hot = HotThreads(cache_bytes)
+        self._details = HeldDetails(max(0, int(index_cache_bytes)))
         self._threads_dir = self.path / "threads"
         self._limiter = trio.CapacityLimiter(1)
         self._write_lock = trio.Lock()
@@ -267,7 +271,7 @@ class FileLedger(Ledger):
         """
         record["v"] = FORMAT_VERSION
 
-        def work() -> tuple[dict[str, Any], int, list[Message], int]:
+        def work() -> tuple[dict[str, Any], int, list[Message]]:
             if stamp is not None:
                 record["messages"] = stamp()
             frame, pieces = encode_pieces(record)
@@ -277,22 +281,29 @@ class FileLedger(Ledger):
             messages = (
                 [] if decoded["type"] == "import" else [message_from_json(d) for d in decoded["messages"]]
             )
-            return decoded, len(frame), messages, history_cost(messages)
+            return decoded, len(frame), messages
 
-        decoded, length, messages, cost = await self._io(work, "write a record")
+        decoded, length, messages = await self._io(work, "write a record")
         thread_id = decoded["thread"]
         thread = index.apply(decoded, name, offset, offset + length, parse=False, detail=detail)
-        if self._index is index:
-            self._hot.hold(thread)
-        else:
+        if self._index is not index:  # closed while writing: the caches are no longer this index's
             thread.detail = None
-        if self._index is not index:  # closed while writing: the cache is no longer this index's
-            pass
-        elif offset == 0 and decoded["type"] == "start_run":  # a new thread: its history is these inputs
-            self._cache.put(thread_id, offset + length, messages, cost)
-        else:
-            self._cache.extend(thread_id, offset, offset + length, messages, cost)
-            self._tails.extend(thread_id, offset, offset + length, messages)
+            return messages
+        applied = thread.detail  # the hold below may let it go (when the details' budget is 0)
+        assert applied is not None
+        self._details.hold(thread)
+        kind = decoded["type"]
+        if kind == "start_run" and offset == 0:  # a new thread: its history is these inputs
+            self._hot.started(thread.record(applied), messages, True)
+        elif kind == "start_run":
+            self._hot.committed(thread_id, messages, (), (), None)
+        elif kind == "commit":
+            added = len(decoded["pending"])
+            pending = applied.pending
+            self._hot.committed(thread_id, messages, pending[len(pending) - added:] if added else (),
+                                decoded["resolved"], copy.deepcopy(decoded["state"]))
+        else:  # an import makes a new thread: nothing of it is cached yet
+            self._hot.drop(thread_id)
         return messages
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -300,9 +311,8 @@ class FileLedger(Ledger):
     async def open(self) -> None:
         if self._index is not None:
             return
-        self._cache.clear()
         self._hot.clear()
-        self._tails.clear()
+        self._details.clear()
         try:
             self._index = await trio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
             self._clock = WriteClock(self._index.latest)
@@ -331,19 +341,19 @@ class FileLedger(Ledger):
                     stale.append(thread)  # recovered below; its detail is dropped then
                     continue
                 cost = thread.detail.cost()
-                if cost * 2 > self._hot.budget:
+                if cost * 2 > self._details.budget:
                     thread.detail = None
                     continue
                 heapq.heappush(recent, (thread.updated_at, thread.thread_id, thread, cost))
                 held += cost
-                while held > self._hot.budget:
+                while held > self._details.budget:
                     _, _, idle, spent = heapq.heappop(recent)
                     idle.detail = None  # idle until accessed: only the compact entry stays
                     held -= spent
             self._fsync_dir(self._threads_dir)
             self._recover(index, stale)
             for _, _, thread, _ in sorted(recent, key=lambda r: (r[0], r[1])):
-                self._hot.hold(thread)  # oldest first: the newest is the most recently used
+                self._details.hold(thread)  # oldest first: the newest is the most recently used
             return index
         except BaseException:
             self._close_files()
@@ -435,9 +445,8 @@ class FileLedger(Ledger):
         if self._index is None and self._lock_fd is None:
             return
         self._index = None
-        self._cache.clear()
         self._hot.clear()
-        self._tails.clear()
+        self._details.clear()
         with trio.CancelScope(shield=True):
             async with self._write_lock:
                 await trio.to_thread.run_sync(self._close_files, limiter=self._limiter)
@@ -475,7 +484,7 @@ class FileLedger(Ledger):
         while True:
             detail = thread.detail
             if detail is not None:
-                self._hot.touch(thread)
+                self._details.touch(thread)
                 return detail
             size, thread_id = thread.size, thread.thread_id
             loaded = await self._io(partial(self._load_sync, index, thread.file_name, thread_id, size),
@@ -486,7 +495,7 @@ class FileLedger(Ledger):
                 return None
             if thread.detail is None and thread.size == size:
                 thread.detail = loaded
-                self._hot.hold(thread)
+                self._details.hold(thread)
                 return loaded
             # a write landed while the log was read: use (or rebuild) the newer detail
 
@@ -576,20 +585,28 @@ class FileLedger(Ledger):
         return frozenset(i for i in ids if i in held)
 
     async def admission_facts(self, thread_id: str, ids: frozenset[str], tail: int) -> AdmissionFacts:
-        """The thread, pending calls and committed ids from its detail (held, or rebuilt from its log);
-        the latest ``tail`` messages from the tail cache, else one read of their byte range (which
-        fills it)."""
+        """A hot thread is answered from the hot-thread cache, with no I/O. A cold one: the thread,
+        pending calls and committed ids from its detail (held, or rebuilt from its log), its latest
+        messages (at least ``MIN_KEEP``) with one read of their byte range; then it is cached."""
+        entry = self._hot.get(thread_id)
+        if entry is not None:
+            facts = cached_facts(entry, ids, tail)
+            if facts is not None:
+                await trio.lowlevel.checkpoint()
+                return facts
         found = await self._thread(thread_id)
         if found is None:
             return NO_THREAD
         index, thread, detail = found
         record, pending, held, version = thread.record(detail), detail.pending, detail.ids, thread.size
-        latest = self._tails.get(thread_id, version, tail, thread.last_seq) if tail > 0 else []
-        if latest is None:
-            keep = max(MIN_KEEP, tail)
-            latest = await self._messages(index, thread, detail, max(0, thread.last_seq - keep), keep)
-            if self._index is index and thread.size == version:
-                self._tails.put(thread_id, version, latest, keep)
+        keep = max(MIN_KEEP, tail)
+        latest = await self._messages(index, thread, detail, max(0, thread.last_seq - keep), keep)
+        if self._index is index and thread.size == version and self._hot.fits(thread.last_seq):
+            entry = entry_for(record, latest, keep, pending, held)
+            self._hot.put(thread_id, entry)
+            facts = cached_facts(entry, ids, tail)
+            if facts is not None:
+                return facts
         messages = tuple(latest[max(0, len(latest) - tail):]) if tail > 0 else ()
         # the index keeps a short thread's ids as a tuple, a longer one's as a set
         committed = ids.intersection(held) if isinstance(held, set) else frozenset(i for i in held if i in ids)
@@ -599,27 +616,32 @@ class FileLedger(Ledger):
         self, index: Index, thread: ThreadEntry, detail: ThreadDetail, after_seq: int, limit: int
     ) -> list[Message]:
         """Up to ``limit`` (all if negative) messages after ``after_seq``, as of the call (``detail``
-        is current): from the cache if it holds the thread, else one read of the byte range that holds
-        them (whole history reads then fill the cache)."""
+        is current): from the hot-thread cache if its entry holds them, else one read of the byte
+        range that holds them (a whole history read then caches the thread)."""
+        entry = self._hot.get(thread.thread_id)
+        if entry is not None and entry.thread.last_seq == thread.last_seq:
+            tail = entry.tail
+            # the entry holds every message after ``after_seq``: all the thread's, or a suffix
+            # beginning at or before the first of them (seqs are unique and ascending)
+            if len(tail) == thread.message_count or (tail and tail[0].seq <= after_seq + 1):
+                start = bisect_right(tail, after_seq, key=lambda m: m.seq)
+                return tail[start:] if limit < 0 else tail[start : start + limit]
         version = thread.size
-        cached = self._cache.get(thread.thread_id, version)
-        if cached is not None:
-            start = bisect_right(cached, after_seq, key=lambda m: m.seq)
-            return cached[start:] if limit < 0 else cached[start : start + limit]
         span = locate(detail, version, after_seq, limit)
         if span is None:
             return []
         name = thread.file_name
 
-        def work() -> tuple[list[Message], int]:
+        def work() -> list[Message]:
             fd = self._intact_log(index, name, span.end)
             data = read_exact(fd, span.start, span.end - span.start)
-            messages = extract(data, span)
-            return messages, history_cost(messages) if span.whole else 0
+            return extract(data, span)
 
-        messages, cost = await self._io(work, "read a thread's history")
-        if span.whole and self._index is index and thread.size == version:
-            self._cache.put(thread.thread_id, version, messages, cost)
+        messages = await self._io(work, "read a thread's history")
+        if (span.whole and self._index is index and thread.size == version
+                and self._hot.fits(thread.last_seq)):
+            self._hot.put(thread.thread_id, entry_for(thread.record(detail), messages[-MIN_KEEP:], MIN_KEEP,
+                                                      detail.pending, detail.ids))
         return messages
 
     async def list_threads(self) -> list[ThreadRecord]:
@@ -814,10 +836,9 @@ class FileLedger(Ledger):
                 return None
 
             unsynced = await self._io(work, "delete a thread")
+            self._details.drop(thread_id)
             self._hot.drop(thread_id)
             index.remove(thread_id, detail)
-            self._cache.drop(thread_id)
-            self._tails.drop(thread_id)
             if unsynced is not None:
                 raise StoreUnavailable(f"the file ledger at {self.path} deleted a thread but could not "
                                        f"make it durable: {_describe(unsynced)}")

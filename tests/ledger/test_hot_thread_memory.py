@@ -1,7 +1,7 @@
 """Memory held for hot threads is bounded by configuration (issue 18, point 3).
 
-The file ledger keeps recent whole histories in an LRU cache capped by ``cache_bytes``, and hot
-threads' index details in one capped by ``index_cache_bytes`` (``[ledger] options``); reading many
+The file ledger keeps recent threads in the hot-thread cache (``awaken.ledger.hotcache``) capped by
+``cache_bytes``, and hot threads' index details in an LRU capped by ``index_cache_bytes`` (``[ledger] options``); reading many
 threads one after the other keeps each at its cap, never one entry per thread. SQLite keeps the ids of
 its threads in a fixed-size Bloom filter. ``python -m bench.idle`` measures the process itself with 10,000 idle threads.
 """
@@ -21,7 +21,7 @@ from tests.ledger_harness import opened
 CAP = 16 * 1024
 
 
-async def test_reading_many_threads_keeps_the_history_cache_within_its_configured_cap(tmp_path: Path):
+async def test_reading_many_threads_keeps_the_hot_thread_cache_within_its_configured_cap(tmp_path: Path):
     async with opened("files", tmp_path, fsync=False, cache_bytes=CAP) as ledger:
         held = []
         for n in range(300):
@@ -32,7 +32,7 @@ async def test_reading_many_threads_keeps_the_history_cache_within_its_configure
                 Message(f"a{n}", "assistant", (TextPart("answer " * 20),), f"r{n}"),)))
             view = await ledger.thread_view(thread_id)  # a whole-history read: it fills the cache
             assert [m.id for m in view.messages] == [f"u{n}", f"a{n}"]
-            cache = ledger._cache  # type: ignore[attr-defined]
+            cache = ledger._hot  # type: ignore[attr-defined]
             assert cache.total <= CAP
             held.append(len(cache._entries))
         # the cache holds a bounded handful of recent threads, not one entry per thread read
@@ -57,7 +57,7 @@ async def test_idle_threads_keep_only_their_compact_entry_and_hot_details_stay_w
                                        [Message(f"u{n}-{turn}", "user", (TextPart("question " * 20),))])
                 await ledger.commit(thread_id, run_id, Commit(RunStatus.COMPLETED, (
                     Message(f"a{n}-{turn}", "assistant", (TextPart("answer " * 20),), run_id),)))
-            hot = ledger._hot  # type: ignore[attr-defined]
+            hot = ledger._details  # type: ignore[attr-defined]
             index = ledger._index  # type: ignore[attr-defined]
             assert hot.total <= INDEX_CAP
             assert sum(t.detail is not None for t in index.threads.values()) == len(hot)
@@ -151,7 +151,7 @@ async def test_reopening_keeps_the_most_recently_updated_threads_hot_within_the_
                                    [Message(f"u{n}", "user", (TextPart("question " * 20),))])
             await ledger.commit(f"t{n}", f"r{n}", Commit(RunStatus.COMPLETED, ()))
     async with opened("files", tmp_path, fsync=False, index_cache_bytes=INDEX_CAP) as ledger:
-        hot, index = ledger._hot, ledger._index  # type: ignore[attr-defined]
+        hot, index = ledger._details, ledger._index  # type: ignore[attr-defined]
         kept = [t for t in index.threads.values() if t.detail is not None]
         assert 0 < len(kept) == len(hot) < 120 and hot.total <= INDEX_CAP
         newest = sorted(index.threads.values(), key=lambda t: t.updated_at)[-len(kept):]

@@ -136,8 +136,8 @@ def test_the_cache_answers_every_admission_as_the_store_does(backend, plan, tail
 
     import trio
 
-    options = {"cache_bytes": cap} if backend != "files" else {"tail_cache_bytes": cap, "fsync": False}
-    plain = {"cache_bytes": 0} if backend != "files" else {"tail_cache_bytes": 0, "cache_bytes": 0, "fsync": False}
+    options = {"cache_bytes": cap} if backend != "files" else {"cache_bytes": cap, "fsync": False}
+    plain = {"cache_bytes": 0} if backend != "files" else {"cache_bytes": 0, "fsync": False}
 
     async def main() -> None:
         with tempfile.TemporaryDirectory() as root:
@@ -183,9 +183,9 @@ async def test_memory_for_hot_threads_stays_under_the_configured_cap(backend: st
     """Admissions on 200 threads one after another keep the cache at its cap (a handful of recent
     threads), never one entry per thread; an evicted thread is still admitted right (from the store)."""
     cap = 40 * 1024
-    options = {"cache_bytes": cap} if backend != "files" else {"tail_cache_bytes": cap, "fsync": False}
+    options = {"cache_bytes": cap} if backend != "files" else {"cache_bytes": cap, "fsync": False}
     async with opened(backend, tmp_path, **options) as ledger:
-        cache = ledger._hot if backend != "files" else ledger._tails  # type: ignore[attr-defined]
+        cache = ledger._hot  # type: ignore[attr-defined]
         held = []
         for n in range(200):
             thread_id = f"t{n}"
