@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 import sys
@@ -133,11 +134,19 @@ async def test_the_python_client_script_streams_a_run_and_reads_the_thread(serve
 
 
 async def build_app(name: str) -> Path:
-    """``npm run build`` in ``examples/<name>`` (its own esbuild); the ``dist/`` it wrote."""
+    """``npm run build`` in ``examples/<name>`` (its own esbuild); the ``dist/`` it wrote. A build is
+    reused while its inputs (``src/``, ``build.mjs``, ``package-lock.json``) are the same."""
     folder = EXAMPLES / name
     if not (folder / "node_modules" / "esbuild").is_dir():
         raise RuntimeError(f"examples/{name}/node_modules is missing: run npm ci --prefix examples/{name}")
-    await trio.run_process(["node", "build.mjs"], cwd=folder, capture_stdout=True)
+    digest = hashlib.sha256()
+    for file in sorted([*(folder / "src").rglob("*"), folder / "build.mjs", folder / "package-lock.json"]):
+        if file.is_file():
+            digest.update(str(file.relative_to(folder)).encode() + b"\0" + file.read_bytes() + b"\0")
+    stamp = folder / "dist" / ".inputs"
+    if not (stamp.is_file() and stamp.read_text() == digest.hexdigest()):
+        await trio.run_process(["node", "build.mjs"], cwd=folder, capture_stdout=True)
+        stamp.write_text(digest.hexdigest())
     return folder / "dist"
 
 
@@ -185,6 +194,7 @@ CHAT = "s => s.status === 'ready' && s.error === null"
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # the first build of an app after a change takes a while
 async def test_the_usechat_example(browser, tmp_path):
     """History on open, an approval answered by a button, a tool the browser runs, and a reload mid-run
     that rejoins the run (resume: true) and shows it to its end."""
@@ -224,4 +234,55 @@ async def test_the_usechat_example(browser, tmp_path):
         async with server.client() as client:
             assert state["messages"] == await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
         await check_screenshot(tab, "usechat-after-reload")
+        assert await tab.page_errors() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)  # the first build of an app after a change takes a while
+async def test_the_copilotkit_example(browser, tmp_path):
+    """On /v1/copilotkit: a frontend tool the page answers, an approval (useHumanInTheLoop over the server's
+    gated calculator), and the history after a reload; its stylesheet and fonts come from its own build."""
+    thread = "example-copilotkit"
+    async with app_and_server("copilotkit", tmp_path) as (origin, server):
+        tab = browser.tab("example-copilotkit")
+        await tab.command("open", path=f"{origin}/index.html?server={server.base_url}&thread={thread}")
+
+        async def copilot(predicate: str) -> dict[str, Any]:
+            return await tab.wait_for(f"() => {{ const s = window.__copilot; return s && ({predicate})(s) ? s : null; }}")
+
+        async def say(text: str) -> None:
+            await tab.fill("[data-testid=copilot-chat-textarea]", text)
+            await tab.click("[data-testid=copilot-send-button]")
+
+        def answered(n: int) -> str:
+            return (f"s => s.ready && !s.running && s.messages.length === {n} "
+                    "&& s.messages.at(-1).role === 'assistant' && s.messages.at(-1).content")
+
+        await copilot("s => s.ready")
+        await tab.fill("#color", "orange")
+        await say('/call pick_color {"question": "Which color?"}')
+        state = await copilot(answered(4))
+        assert state["messages"][-1]["content"] == 'Here is what the tools said: pick_color returned {"color":"orange"}.'
+
+        await say('/call calculator {"expression": "6*7"}')
+        await tab.wait_for("() => document.querySelector('.tool-call[data-tool=calculator] button.approve')")
+        await check_screenshot(tab, "copilotkit-approval")
+        await tab.click(".tool-call[data-tool=calculator] button.approve")
+        state = await copilot("s => !s.running && s.messages.at(-1).role === 'assistant' "
+                              "&& (s.messages.at(-1).content || '').includes('returned')")
+        assert state["messages"][-1]["content"] == 'Here is what the tools said: calculator returned {"result":42}.'
+        before = await tab.text("[data-testid=copilot-message-list]")
+
+        await tab.reload()
+        state = await copilot(answered(len(state["messages"])))
+        # the same conversation; the gated call now shows the server's committed result where, live, it
+        # showed the person's answer to the gate
+        assert '→ {"approved":true}' in before
+        assert await tab.text("[data-testid=copilot-message-list]") == before.replace(
+            '→ {"approved":true}', '→ {"result":42}')
+        async with server.client() as client:
+            assert state["messages"] == await read_history(client, f"/v1/ag-ui/threads/{thread}/messages")
+        await check_screenshot(tab, "copilotkit-after-reload")
+        fonts = await tab.command("eval", expression="[...document.fonts].filter(f => f.family.includes('KaTeX')).length")
+        assert fonts > 0  # the stylesheet that names them was loaded from the build
         assert await tab.page_errors() == []
