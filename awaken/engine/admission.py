@@ -32,6 +32,13 @@ is where runs check it, for every protocol and transport: a caller the thread is
 read routes, before anything else is said about it (not even ``THREAD_BUSY``). ``owner_of`` answers
 the same question for the routes that are not runs (``awaken/engine/access.py``).
 
+New input for a busy thread. What ``admit`` does with a request for a thread whose run is streaming
+is the agent's choice (``[agents.<id>] on_new_input``): ``reject`` (the default) refuses it with
+``THREAD_BUSY``; ``interrupt`` stops the running turn for ``superseded`` (its answer so far committed,
+marked cut off) and admits the request once that is committed; ``enqueue`` admits it once the running
+turn has ended (the request waits; its message is committed when its own run starts, after the
+turn before it). A thread another server process runs on still answers ``THREAD_BUSY``.
+
 Hosting. ``launch`` admits a run and executes it as a task of the server-owned nursery that
 ``hosting()`` opens (``cli.serve`` and the test server hold it open around hypercorn): a run is
 owned by the server, not by the connection that asked for it, and streams into its broadcast
@@ -215,7 +222,7 @@ class RunApplication:
         agent = self.agents.get(agent_id)
         # the caller's caps come first: refusing costs nothing and says nothing about the thread
         slot = self.limiter.acquire(principal)
-        if thread_id in self._active or thread_id in self._deleting:
+        while thread_id in self._active or thread_id in self._deleting:
             slot.refund()
             exists, owner = await self.owner_of(thread_id)
             if exists and not may_see(principal, owner):
@@ -229,10 +236,16 @@ class RunApplication:
                 raise InputRejected(
                     f"thread {thread_id!r}: the outcome of run {holder.run_id!r} is still being committed; "
                     "retry in a few seconds", code="THREAD_BUSY")
-            raise InputRejected(
-                f"thread {thread_id!r} already has an active run; send the next input when it ends",
-                code="THREAD_BUSY",
-            )
+            if holder is None or agent.config.on_new_input == "reject":
+                raise InputRejected(
+                    f"thread {thread_id!r} already has an active run; send the next input when it ends",
+                    code="THREAD_BUSY",
+                )
+            await self._make_way(holder, agent.config.on_new_input)
+            if self.draining:
+                raise ServerDraining("the server is shutting down and starts no new run; send it again in a "
+                                     "few seconds (to this server once it is back, or to another one)")
+            slot = self.limiter.acquire(principal)
         run = AdmittedRun(self.ledger, self.tools, agent, thread_id, release=self._release,
                           reconcile=self.reconcile)
         run.owner = principal.subject
@@ -291,6 +304,15 @@ class RunApplication:
             finally:
                 await run.settle()
                 tracing.ended(trace, run.status.value)
+
+    async def _make_way(self, holder: AdmittedRun, on_new_input: str) -> None:
+        """New input for a thread ``holder`` runs on, by the agent's ``on_new_input``: ``interrupt`` stops
+        the running turn (committed ``interrupted``, cause ``superseded``, its answer so far kept as cut
+        off), ``enqueue`` lets it end; either way this returns once it has settled and left the thread
+        (admission then looks again: another request may have taken the thread meanwhile)."""
+        if on_new_input == "interrupt":
+            holder.cancel(Cause.SUPERSEDED)
+        await holder.settled()
 
     async def stop(self, thread_id: str) -> RunStatus | None:
         """Stop the thread's active run (``Cause.STOPPED``) and wait for its committed outcome.

@@ -40,6 +40,11 @@ log = logging.getLogger("awaken.engine")
 FIRST_WRITE_WAIT = 0.005
 
 
+#: the causes of a stop someone asked for while the client still listens: its stream ends with the
+#: protocol's terminal event for a stop (``RunStopped``), not with the connection
+ASKED_TO_STOP = frozenset({Cause.STOPPED, Cause.SUPERSEDED})
+
+
 class AdmittedRun(RunBase):
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
@@ -97,7 +102,9 @@ class AdmittedRun(RunBase):
         Never raises except a cancellation from outside (after committing ``interrupted``). A run
         stopped by ``cancel`` returns ``INTERRUPTED``; one stopped for ``Cause.STOPPED`` (someone asked,
         the client still listens) ends its stream with ``RunStopped`` once that is committed (or with
-        ``STORE_UNAVAILABLE`` when it could not be). Other causes come with the connection's end.
+        ``STORE_UNAVAILABLE`` when it could not be), and so does one stopped for ``Cause.SUPERSEDED`` (new
+        input took the thread: the agent's ``on_new_input = "interrupt"``). Other causes come with the
+        connection's end.
         """
         self._executing = True
         self.runstate.begin()
@@ -106,9 +113,10 @@ class AdmittedRun(RunBase):
                 if self.start is not None:
                     nursery.start_soon(self._first_write)
                 await self._drive(sink)
-        if self._scope.cancelled_caught and self.runstate.cause is Cause.STOPPED and self._streamed:
+        cause = self.runstate.cause
+        if self._scope.cancelled_caught and cause in ASKED_TO_STOP and self._streamed:
             if self.status is RunStatus.INTERRUPTED:
-                sink(RunStopped(Cause.STOPPED.value, describe(Cause.STOPPED)))
+                sink(RunStopped(cause.value, describe(cause)))
             elif self.status is RunStatus.RUNNING:
                 sink(RunFailed("STORE_UNAVAILABLE", "the run was stopped but that could not be committed"))
         return self.status

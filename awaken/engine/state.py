@@ -54,7 +54,8 @@ class Cause(enum.StrEnum):
     FRAME_TOO_LARGE = "frame_too_large"
     #: the server shut down while the run streamed
     SHUTDOWN = "shutdown"
-    #: new input arrived while the run waited for tool results or decisions
+    #: new input arrived while the run waited for tool results or decisions, or while it streamed for an
+    #: agent whose ``on_new_input`` is ``interrupt``
     SUPERSEDED = "superseded"
     #: someone asked to stop the run (``RunApplication.stop``)
     STOPPED = "stopped"

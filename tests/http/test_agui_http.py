@@ -248,7 +248,9 @@ async def test_fail_gives_run_error_model_error_and_the_run_is_committed_failed(
                           "code": "MODEL_ERROR"}
     run = await server.ctx.ledger.get_run("r-fail")
     assert (run.status, run.error_code) == (RunStatus.FAILED, "MODEL_ERROR")
-    assert [m["id"] for m in (await history(client, "t-fail")).json()["items"]] == ["u1"]
+    # what was streamed is kept with the failure, marked incomplete (CONTRACT §10, interrupted answers)
+    assert (await history(client, "t-fail")).json()["items"][1:] == [
+        {"id": answer_id(events), "role": "assistant", "content": "You ", "metadata": {"incomplete": "failed"}}]
     assert types(await post_agui(client, agui_body("t-fail", "r2", [user("u2", "again")]))) == TEXT_RUN
     assert not server.ctx.app._active
 
@@ -291,7 +293,9 @@ async def test_a_client_disconnect_commits_interrupted_within_a_second(server):
             while server.ctx.app.is_active("t-drop"):
                 await trio.sleep(0.005)
         assert run.error_code is None
-        assert [m.id for m in await ledger.read_messages("t-drop", 0, 100)] == ["u1"]
+        # what was streamed is kept with the outcome, marked incomplete (CONTRACT §10, interrupted answers)
+        assert [(m.role, m.text, m.incomplete) for m in await ledger.read_messages("t-drop", 0, 100)] == [
+            ("user", held("t-drop", 50), None), ("assistant", "alpha ", "client_gone")]
         events = await post_agui(client, agui_body("t-drop", "r-next", [user("u2", "still there?")]))
         assert types(events)[-1] == "RUN_FINISHED" and text_of(events) == 'You said: "still there?".'
         assert [(r.run_id, r.status) for r in await ledger.list_runs("t-drop")] == [
@@ -398,7 +402,8 @@ async def test_a_store_locked_for_writing_refuses_the_run_with_store_unavailable
 
 async def test_a_step_commit_that_fails_mid_run_ends_with_store_unavailable(store_config):
     """CONTRACT §5: a step that cannot be committed is not shown as committed: the stream ends RUN_ERROR
-    STORE_UNAVAILABLE (never RUN_FINISHED), the partial answer is not in history, the thread is released."""
+    STORE_UNAVAILABLE (never RUN_FINISHED), the step is not in history (what it streamed is, marked
+    incomplete, committed with the failure once the store takes it), the thread is released."""
     async with live_server(store_config) as srv, srv.client() as client:
         body = agui_body("t-mid", "r1", [user("u1", held("mid", 5))])
         with sqlite_connection(store_config.ledger.path) as conn:
@@ -412,8 +417,12 @@ async def test_a_step_commit_that_fails_mid_run_ends_with_store_unavailable(stor
             conn.execute("ROLLBACK")
         assert "RUN_FINISHED" not in types(seen)
         assert seen[-1]["code"] == "STORE_UNAVAILABLE"
-        assert [m["id"] for m in (await history(client, "t-mid")).json()["items"]] == ["u1"]
-        assert not srv.ctx.app.is_active("t-mid")
+        with trio.fail_after(10):  # the failure (and the answer it cut off) is committed once the store answers
+            while srv.ctx.app.is_active("t-mid"):
+                await trio.sleep(0.01)
+        assert (await history(client, "t-mid")).json()["items"][1:] == [
+            {"id": answer_id(seen), "role": "assistant", "content": "alpha bravo charlie delta echo",
+             "metadata": {"incomplete": "failed"}}]
         assert types(await post_agui(client, agui_body("t-mid", "r2", [user("u2", "next")]))) == TEXT_RUN
 
 
