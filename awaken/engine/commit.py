@@ -59,6 +59,7 @@ async def write_start(run: RunBase) -> None:
                 raise RunFailure("could not allocate a run id")
             if run_id != run.run_id:
                 run.spec = attrs.evolve(run.spec, run_id=run_id)
+                tracing.renamed(run_id)
             if run.spec.client_state:  # the client's state is the thread's from this run on
                 change = run.runstate.change(RunStatus.RUNNING)
                 await write(run.ledger, run.thread_id, run_id, change, Commit(status=RunStatus.RUNNING,

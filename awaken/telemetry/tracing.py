@@ -455,7 +455,14 @@ def identify(root: Span, run_id: str, *, resumed: bool) -> None:
     root.set(C.RUN_ID, run_id)
     if resumed:
         root.set(C.RUN_RESUMED, True)
-    TIMELINES.keep(run_id, root.timeline)
+    TIMELINES.keep(run_id, root.timeline, resumed=resumed)
+
+
+def renamed(run_id: str) -> None:
+    """The ledger gave the current run a fresh id (the client's was taken): its root and timeline say so."""
+    span = _CURRENT.get()
+    if span is not None:
+        identify(span.root, run_id, resumed=False)
 
 
 def committed(run_id: str, status: str, cause: str | None, error_code: str | None,
@@ -635,9 +642,13 @@ class Timelines:
         self.limit = limit
         self._runs: OrderedDict[str, Timeline] = OrderedDict()
 
-    def keep(self, run_id: str, timeline: Timeline) -> None:
-        """Keep ``timeline`` as the run's; an earlier execution's spans come first."""
-        earlier = self._runs.pop(run_id, None)
+    def keep(self, run_id: str, timeline: Timeline, *, resumed: bool = False) -> None:
+        """Keep ``timeline`` as the run's; a resumed run's earlier execution's spans come first. A fresh
+        run whose id another run holds is not kept under it (the ledger gives it a fresh id)."""
+        earlier = self._runs.get(run_id)
+        if earlier is not None and earlier is not timeline and not resumed:
+            return
+        self._runs.pop(run_id, None)
         if earlier is not None and earlier is not timeline:
             for span in timeline.spans:
                 span.timeline = earlier

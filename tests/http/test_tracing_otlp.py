@@ -396,3 +396,15 @@ def test_the_exporter_variable_and_the_sdk_switch():
     assert tracing.settings_from({"OTEL_TRACES_EXPORTER": "console"}).exporter == "console"
     assert tracing.settings_from({"OTEL_TRACES_EXPORTER": "none"}, endpoint="http://c:4318").exporter is None
     assert tracing.settings_from({"OTEL_SDK_DISABLED": "true"}, endpoint="http://c:4318").exporter is None
+
+
+async def test_a_run_id_the_client_reused_keeps_each_runs_timeline_apart(tmp_path, clean_env):
+    async with live_server(make_config(tmp_path)) as server, server.client() as client:
+        await post_agui(client, agui_body("t-a", "r-same", [user("u1", "hi")]))
+        await post_agui(client, agui_body("t-b", "r-same", [user("u1", "hi")]))
+        a = (await client.get("/v1/threads/t-a")).json()["runs"][0]
+        b = (await client.get("/v1/threads/t-b")).json()["runs"][0]
+    assert a["runId"] == "r-same" and b["runId"] != "r-same"  # the ledger gave the second run a fresh id
+    assert [s["kind"] for s in a["timeline"]["spans"]].count("run") == 1
+    assert [s["kind"] for s in b["timeline"]["spans"]].count("run") == 1
+    assert {s["id"] for s in a["timeline"]["spans"]}.isdisjoint(s["id"] for s in b["timeline"]["spans"])
