@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from awaken.engine.state import RunStatus
-from tests.builders import live_server, record_dedup, squeeze
+from tests.builders import live_server, make_config, record_dedup, squeeze
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 SCRIPT = NODE_DIR / "agui_client.mjs"
@@ -254,3 +254,24 @@ async def test_resume_after_restart(package, config):
         assert [(r.status, r.steps) for r in runs] == [(RunStatus.COMPLETED, 2)]
         decision = {m["id"] for m in out["messages"] if m["id"].startswith("tool-")}
         assert await paged_history(client, thread) == without(out["messages"], decision)
+
+
+async def test_a_tools_progress_reaches_on_custom_event(package, tmp_path):
+    """docs/tools.md: ``ctx.progress`` is a ``CUSTOM`` event ``tool_progress`` between the call's end and its
+    result, which both client generations pass to ``onCustomEvent`` without a warning."""
+    config = make_config(tmp_path, tools={"plugins": ["tests.plugins.toolkit:count_up"]},
+                         agents={"assistant": {"tools": ["count_up"]}})
+    async with live_server(config) as server:
+        done = await trio.run_process(
+            ["node", str(SCRIPT), package, server.base_url, "say", f"progress-{package}",
+             json.dumps({"text": '/call count_up {"to": 2}'})],
+            capture_stdout=True, capture_stderr=True, check=False, cwd=NODE_DIR)
+    assert done.returncode == 0, done.stderr.decode()
+    out = json.loads(done.stdout)
+    assert out["logs"] == [] and "failed" not in out["runs"][0]
+    (run,) = out["runs"]
+    call_id = next(c["id"] for m in out["messages"] if m["role"] == "assistant" for c in m.get("toolCalls", []))
+    assert run["custom"] == [{"name": "tool_progress", "value": {"toolCallId": call_id, "toolName": "count_up",
+                                                                  "data": {"counted": n}}} for n in (1, 2)]
+    types = squeeze(run["types"])
+    assert types[types.index("TOOL_CALL_END") + 1:types.index("TOOL_CALL_RESULT")] == ["CUSTOM", "CUSTOM"]

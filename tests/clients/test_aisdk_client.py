@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from awaken.wires.aisdk.wire import check_chunk
-from tests.builders import ROOT, parse_sse, record_dedup
+from tests.builders import ROOT, live_server, make_config, parse_sse, record_dedup
 
 NODE_DIR = ROOT / "tests" / "node"
 SCRIPT = NODE_DIR / "aisdk_client.mjs"
@@ -213,3 +213,28 @@ async def test_ai_7_smoke(server):
     assert_ready(result, 1)
     assert result["messages"][-1]["parts"][-1]["text"] == 'You said: "hello there".'
     assert result["history"]["items"] == result["messages"]
+
+
+@pytest.mark.parametrize("lib", LIBS)
+async def test_a_tools_progress_is_preliminary_output_the_result_replaces(tmp_path, lib):
+    """docs/tools.md: ``ctx.progress`` reaches useChat as preliminary ``tool-output-available`` chunks, which
+    the strict ai@6.0.0 schema accepts; the committed result replaces them in the tool part."""
+    config = make_config(tmp_path, tools={"plugins": ["tests.plugins.toolkit:count_up"]},
+                         agents={"assistant": {"tools": ["count_up"]}})
+    async with live_server(config) as server:
+        with trio.fail_after(30):
+            done = await trio.run_process(
+                ["node", str(SCRIPT), server.base_url, "say", lib, f"progress-{lib}", "{}",
+                 orjson.dumps({"agent": "assistant", "text": '/call count_up {"to": 2}'}).decode()],
+                cwd=NODE_DIR, capture_stdout=True, capture_stderr=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    result = orjson.loads(done.stdout)
+    assert (result["status"], result["error"]) == ("ready", None)
+    chunks = parse_sse(result["requests"][0]["sse"])
+    for chunk in chunks[:-1]:
+        check_chunk(chunk)
+    assert [c["output"] for c in chunks if isinstance(c, dict) and c.get("preliminary")] == [{"counted": 1},
+                                                                                             {"counted": 2}]
+    tool = result["messages"][-1]["parts"][1]
+    assert (tool["type"], tool["state"], tool["output"], "preliminary" in tool) == (
+        "tool-count_up", "output-available", {"done": 2}, False)

@@ -44,6 +44,9 @@ async function run(agent, params = {}) {
         onRunErrorEvent: ({ event }) => {
           record.errors.push({ code: event.code, message: event.message });
         },
+        onCustomEvent: ({ event }) => {
+          (record.custom ??= []).push({ name: event.name, value: event.value });
+        },
         onRunFinishedEvent: (p) => {
           record.finished.push({ outcome: p.outcome ?? null, result: p.result ?? null,
                                  pendingToolCallIds: p.pendingToolCallIds ?? null,
@@ -195,6 +198,13 @@ const scenarios = {
   async suspend() {
     const agent = makeAgent("/v1/ag-ui/agents/guarded");
     say(agent, calc("5 + 5"));
+    await run(agent);
+    return agent;
+  },
+  // One turn saying extra.text at extra.path (e.g. a server tool that streams progress).
+  async say({ path = "/v1/ag-ui", text }) {
+    const agent = makeAgent(path);
+    say(agent, text);
     await run(agent);
     return agent;
   },

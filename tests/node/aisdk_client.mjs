@@ -6,7 +6,8 @@
 //
 // [headers JSON] (optional) is passed as DefaultChatTransport's `headers` (e.g. {"Authorization": "Bearer …"})
 // and sent with the history GETs too.
-// [extra JSON] (optional) {agent, text} points approve/deny at another agent and tool call (e.g. an MCP tool).
+// [extra JSON] (optional) {agent, text} points approve/deny at another agent and tool call (e.g. an MCP tool),
+// and is the one turn of scenario `say`.
 //
 // Prints one JSON object on stdout: {status, error, messages, requests: [{url, body, sse}], history}.
 // `requests` counts every POST the client made (fetch is wrapped), `sse` is each raw response body,
@@ -132,6 +133,13 @@ const scenarios = {
       await chat.sendMessage({ text: `turn ${turn}: ${"lorem ipsum dolor ".repeat(800)}` });
       await settled(chat);
     }
+    return chat;
+  },
+  // One turn saying extra.text to extra.agent (e.g. a server tool that streams progress).
+  async say() {
+    const chat = makeChat(extra.agent ?? "assistant");
+    await chat.sendMessage({ text: extra.text });
+    await settled(chat);
     return chat;
   },
   async fail() {
