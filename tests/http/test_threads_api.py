@@ -165,8 +165,10 @@ async def test_a_thread_shows_its_runs_pending_calls_and_state(client):
     assert [(r["runId"], r["agentId"], r["status"], r["cause"], r["steps"], r["error"]) for r in body["runs"]] == [
         ("r1", "assistant", "completed", None, 2, None), ("r2", "guarded", "waiting", None, 1, None)]
     assert set(body["runs"][0]) == {"runId", "agentId", "status", "cause", "errorCode", "createdAt", "updatedAt",
-                                    "steps", "usage", "error"}
+                                    "steps", "usage", "error", "timeline"}
     assert set(body["runs"][0]["usage"]) == {"inputTokens", "outputTokens"}
+    # the spans this process recorded for the run (docs/observability.md)
+    assert body["runs"][0]["timeline"]["spans"][0]["name"] == f"invoke_agent {body['runs'][0]['agentId']}"
     assert body["pending"] == [{"toolCallId": call_id, "runId": "r2", "name": "calculator",
                                 "arguments": '{"expression": "1+1"}', "kind": "approval"}]
 
