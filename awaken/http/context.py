@@ -94,6 +94,7 @@ class ServerContext:
     async def aclose(self) -> None:
         for model in {id(m): m for m in self.models.values()}.values():
             await model.aclose()
+        await self.agents.tools.aclose()  # a class tool's shared clients
         await self.ledger.aclose()
         await tracing.flush()  # what is queued reaches the collector (off the event loop, bounded)
 

@@ -27,6 +27,7 @@ servers' tool lists change. Built-ins live in ``builtins.py``.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -43,6 +44,8 @@ from awaken.tools.base import ToolContext as ToolContext
 from awaken.tools.base import ToolError as ToolError
 from awaken.tools.base import ToolText as ToolText
 from awaken.tools.functions import tool as tool  # the decorator
+
+log = logging.getLogger("awaken.tools")
 
 
 @attrs.frozen
@@ -90,6 +93,17 @@ class ToolRegistry:
             raise ConfigError(f"tool {tool.name}: parameters is not a valid JSON schema: {exc.message}") from None
         self._tools[tool.name] = tool
         self._validators[tool.name] = cls(tool.parameters)
+
+    async def aclose(self) -> None:
+        """Close what the tools hold (each ``Tool.close``, once, in turn); a failure is logged, the rest
+        still close."""
+        for each in list(self._tools.values()):
+            if each.close is None:
+                continue
+            try:
+                await each.close()
+            except Exception:
+                log.exception("the tool %s failed to close", each.name)
 
     def remove(self, name: str) -> None:
         self._tools.pop(name, None)

@@ -124,6 +124,8 @@ class Tool:
     settings: Any = None
     #: environment variables the tool reads with ``ctx.secret``: start-up warns about unset ones
     secrets: tuple[str, ...] = ()
+    #: what the server awaits when it closes (a class tool's ``aclose``: its shared clients); None: nothing
+    close: Callable[[], Awaitable[None]] | None = None
 
     @property
     def spec(self) -> ToolSpec:

@@ -167,7 +167,8 @@ def _class_definition(cls: type) -> ToolDefinition:
         return Tool(name=name, description=description,
                     parameters=options.parameters if options.parameters is not None else parameters,
                     call=caller(instance, context), permission=options.permission,
-                    settings_class=options.settings_class, settings=settings, secrets=options.secrets)
+                    settings_class=options.settings_class, settings=settings, secrets=options.secrets,
+                    close=getattr(instance, "aclose", None))
 
     return ToolDefinition(name, "", options.settings_class, options.secrets, build)
 

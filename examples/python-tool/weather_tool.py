@@ -1,9 +1,9 @@
 """An Awaken tool that calls an HTTP API: the current weather in a city, from Open-Meteo.
 
 ``Weather`` is a class tool (docs/tools.md): made once at start-up with its validated ``[tools.weather]``
-settings. A call opens an ``httpx.AsyncClient`` for its two requests (closed when it returns, or when a
-stop cancels it), looks the city up, then asks for its current weather, telling the client each step as
-progress. Open-Meteo's public API
+settings, it keeps one ``httpx.AsyncClient`` (its connection pool) for every call, and the server closes
+it (``aclose``) when it stops. A call looks the city up, then asks for its current weather, telling the
+client each step as progress. Open-Meteo's public API
 needs no key; its commercial hosts take one, which the tool reads from the environment variable named by
 ``api_key_env`` (never from the config file).
 """
@@ -37,6 +37,12 @@ class Weather:
 
     def __init__(self, settings: WeatherSettings) -> None:
         self.settings = settings
+        self.http = httpx.AsyncClient(timeout=settings.timeout_seconds,
+                                      headers={"user-agent": "awaken-example-weather/1"})
+
+    async def aclose(self) -> None:
+        """Called once when the server stops."""
+        await self.http.aclose()
 
     async def __call__(self, city: str, ctx: ToolContext) -> dict[str, Any]:
         """
@@ -44,17 +50,15 @@ class Weather:
             city: the city's name, e.g. Oslo
         """
         key = {"apikey": ctx.secret(self.settings.api_key_env)} if self.settings.api_key_env else {}
-        async with httpx.AsyncClient(timeout=self.settings.timeout_seconds,
-                                     headers={"user-agent": "awaken-example-weather/1"}) as http:
-            ctx.progress({"step": "geocoding", "city": city})
-            found = await _get(http, self.settings.geocoding_url, {"name": city, "count": 1, **key})
-            if not found.get("results"):
-                raise ToolError(f"no place called {city!r} was found")
-            place = found["results"][0]
-            ctx.progress({"step": "forecast", "place": place["name"]})
-            weather = await _get(http, self.settings.forecast_url, {
-                "latitude": place["latitude"], "longitude": place["longitude"],
-                "current": "temperature_2m,wind_speed_10m", **key})
+        ctx.progress({"step": "geocoding", "city": city})
+        found = await _get(self.http, self.settings.geocoding_url, {"name": city, "count": 1, **key})
+        if not found.get("results"):
+            raise ToolError(f"no place called {city!r} was found")
+        place = found["results"][0]
+        ctx.progress({"step": "forecast", "place": place["name"]})
+        weather = await _get(self.http, self.settings.forecast_url, {
+            "latitude": place["latitude"], "longitude": place["longitude"],
+            "current": "temperature_2m,wind_speed_10m", **key})
         current, units = weather["current"], weather.get("current_units", {})
         return {
             "place": place["name"],

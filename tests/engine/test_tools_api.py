@@ -271,3 +271,29 @@ async def test_progress_is_json_sent_as_the_calls_event_and_never_after_it_retur
     assert len(sent) == 3
     with pytest.raises(ValueError, match=r"^tool progress must be JSON: TypeError$"):
         ctx(emit=sent.append).progress({1j})
+
+
+async def test_a_class_tools_aclose_is_awaited_when_the_server_closes(tmp_path):
+    """A class tool's shared resources (an HTTP client) are closed with the server, once."""
+    from awaken.http.context import ServerContext
+
+    closed: list[str] = []
+
+    class Pool:
+        """Hold a pool."""
+
+        def __call__(self) -> str:
+            return "ok"
+
+        async def aclose(self) -> None:
+            closed.append("pool")
+
+    registry = ToolRegistry([definition(Pool, "test").build(None)])
+    await registry.aclose()
+    assert closed == ["pool"]
+    ctx = ServerContext.build(make_config(tmp_path, tools={"plugins": ["tests.engine.test_tools_api:Shout"],
+                                                           "shout": {"suffix": "!"}}))
+    ctx.agents.tools.add(definition(Pool, "test").build(None))
+    await ctx.open()
+    await ctx.aclose()
+    assert closed == ["pool", "pool"]
