@@ -1,6 +1,7 @@
 // How a conversation reads for a person: AI SDK UIMessages (the session view and the AI SDK chat)
 // and AG-UI messages (the AG-UI chat) rendered to the same DOM: text, folded reasoning, each tool
-// call with its arguments, result and gate, and buttons for what waits on a person.
+// call with its arguments, result and gate, buttons for what waits on a person, and the mark of an answer
+// its run's early end cut off ("incomplete — stopped": what was streamed is kept).
 
 import { h, json } from "./dom";
 
@@ -81,6 +82,22 @@ function reasoning(text: string): HTMLElement {
     h("summary", {}, "Reasoning"), h("pre", { class: "value" }, text));
 }
 
+/** What an answer cut off by its run's early end is called (``metadata.incomplete``, the reason). */
+const CUT_OFF: Record<string, string> = {
+  stopped: "stopped",
+  client_gone: "the client left",
+  client_too_slow: "the client read too slowly",
+  shutdown: "the server shut down",
+  superseded: "a new message took over",
+  failed: "the run failed",
+};
+
+/** The mark under an answer the run's early end cut off: the words above are what was streamed. */
+function incomplete(reason: unknown): HTMLElement | null {
+  if (typeof reason !== "string") return null;
+  return h("div", { class: "incomplete muted", "data-incomplete": reason }, `incomplete — ${CUT_OFF[reason] ?? reason}`);
+}
+
 /** UIMessages as a list; ``live``: buttons for what waits on a person. */
 export function uiMessages(messages: any[], clientTools: Set<string>, actions: Actions = {}, live = false): HTMLElement {
   return h("ol", { class: "messages", "aria-live": "polite" }, messages.map((m) =>
@@ -92,7 +109,8 @@ export function uiMessages(messages: any[], clientTools: Set<string>, actions: A
         if (p.type === "file") return h("img", { class: "part file", "data-part": "file", src: p.url, alt: p.mediaType });
         if (p.type === "dynamic-tool" || p.type.startsWith("tool-")) return toolPart(p, clientTools, actions, live);
         return null; // step-start, source and data parts
-      }))));
+      }),
+      incomplete(m.metadata?.incomplete))));
 }
 
 /** AG-UI messages as the same list: tool results are shown with their call. */
@@ -128,6 +146,7 @@ export function aguiMessages(messages: any[], clientTools: Set<string>, actions:
           Object.assign(part, { state: "output-available", output });
         }
         return toolPart(part, clientTools, actions, live && !result);
-      }));
+      }),
+      incomplete(m.metadata?.incomplete));
   }));
 }

@@ -239,8 +239,8 @@ async def test_an_unavailable_ledger_shows_the_banner_not_an_empty_list(browser,
 
 async def test_stop_in_a_session_stops_its_held_run(browser, server):
     """The session's Stop button calls POST /v1/threads/{id}/stop: the run's own stream (held open by a
-    /hold gate, read by another client) ends with RUN_ERROR STOPPED and the run is committed interrupted
-    with cause stopped."""
+    /hold gate, read by another client) ends with RUN_ERROR STOPPED, the run is committed interrupted
+    with cause stopped, and the word it had streamed stays in the conversation marked "incomplete — stopped"."""
     tab = browser.tab("console")
     await tab.command("viewport", width=1280, height=900)
     streamed: list = []
@@ -265,6 +265,11 @@ async def test_stop_in_a_session_stops_its_held_run(browser, server):
     assert (run_record.status.value, run_record.cause) == ("interrupted", "stopped")
     assert streamed[-1]["type"] == "RUN_ERROR" and streamed[-1]["code"] == "STOPPED"
     assert await tab.command("eval", expression="document.querySelector('#delete').disabled") is False
+    # the words streamed before the stop stay in the conversation, marked
+    await tab.wait_for("() => document.querySelector('#history .incomplete')?.dataset.incomplete === 'stopped'")
+    answer = await tab.command("eval", expression="[...document.querySelectorAll('#history [data-role=assistant]')]"
+                                                  ".map(m => m.innerText.split('\\n').filter(Boolean))")
+    assert answer == [["ASSISTANT", "alpha ", "incomplete — stopped"]]  # the role label is set in capitals
 
 
 async def test_a_running_session_streams_live_then_shows_the_committed_history(browser, server):
