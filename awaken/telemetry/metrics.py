@@ -55,8 +55,8 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "awaken_runs_ended": ("counter", "Runs that stopped executing, by agent and outcome (completed, waiting, "
                           "failed, interrupted).", ("agent", "outcome")),
     "awaken_runs_active": ("gauge", "Runs executing in this process now.", ()),
-    "awaken_runs_waiting": ("gauge", "Runs this process put in waiting (for tool results or a gate) and no "
-                            "process has resumed or superseded since it started.", ()),
+    "awaken_runs_waiting": ("gauge", "Runs this process put in waiting (for tool results or a gate) since it "
+                            "started, less those it resumed or superseded.", ()),
     "awaken_streams_open": ("gauge", "Open run streams: SSE responses and WebSockets of run and rejoin routes.",
                             ()),
     "awaken_stream_watchers": ("gauge", "Watchers attached to the active runs' broadcasts.", ()),
