@@ -185,7 +185,7 @@ async def check_screenshot(tab: Tab, name: str) -> None:
     assert len(data) > 20_000, f"{name}: the screenshot looks blank ({len(data)} bytes)"
 
 
-def last_text(state: dict[str, Any]) -> str:
+def usechat_answer(state: dict[str, Any]) -> str:
     message = state["messages"][-1]
     return "".join(p["text"] for p in message["parts"] if p["type"] == "text") if message["role"] == "assistant" else ""
 
@@ -216,13 +216,13 @@ async def test_the_usechat_example(browser, tmp_path):
         await check_screenshot(tab, "usechat-approval")
         await tab.click(".tool[data-tool=calculator] button.approve")
         state = await chat(f"{CHAT} && s.messages.length === 2 && s.messages[1].parts.at(-1).type === 'text'")
-        assert last_text(state) == 'Here is what the tools said: calculator returned {"result":42}.'
+        assert usechat_answer(state) == 'Here is what the tools said: calculator returned {"result":42}.'
 
         await say("/call get_browser_info {}")
         state = await chat(f"{CHAT} && s.messages.length === 4 && s.messages[3].parts.at(-1).type === 'text'")
         info = await tab.command("eval", expression="JSON.stringify({timeZone: Intl.DateTimeFormat()"
                                                     ".resolvedOptions().timeZone, language: navigator.language})")
-        assert last_text(state) == f"Here is what the tools said: get_browser_info returned {info}."
+        assert usechat_answer(state) == f"Here is what the tools said: get_browser_info returned {info}."
 
         await say("/hold example-usechat /words 12")
         await chat("s => s.status === 'streaming' && s.messages.length === 6 && s.messages[5].parts.length > 1")
@@ -230,7 +230,7 @@ async def test_the_usechat_example(browser, tmp_path):
         await chat("s => s.status === 'streaming' && s.messages.length === 6")
         await release(server, "example-usechat")
         state = await chat(f"{CHAT} && s.messages.length === 6 && s.messages[5].parts.at(-1).state === 'done'")
-        assert len(last_text(state).split()) == 12
+        assert len(usechat_answer(state).split()) == 12
         async with server.client() as client:
             assert state["messages"] == await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages")
         await check_screenshot(tab, "usechat-after-reload")
