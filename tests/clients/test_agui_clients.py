@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from awaken.engine.state import RunStatus
-from tests.builders import live_server, make_config, record_dedup, squeeze
+from tests.builders import default_config_data, held, live_server, make_config, record_dedup, squeeze
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 SCRIPT = NODE_DIR / "agui_client.mjs"
@@ -275,3 +275,29 @@ async def test_a_tools_progress_reaches_on_custom_event(package, tmp_path):
                                                                   "data": {"counted": n}}} for n in (1, 2)]
     types = squeeze(run["types"])
     assert types[types.index("TOOL_CALL_END") + 1:types.index("TOOL_CALL_RESULT")] == ["CUSTOM", "CUSTOM"]
+
+
+async def test_new_input_interrupts_a_streaming_turn_and_a_reload_shows_its_words(package, tmp_path):
+    """docs/clients.md, "Interrupted answers and new input": with ``on_new_input = "interrupt"`` a second
+    ``HttpAgent`` saying something while the first one's turn streams stops that turn (its ``runAgent``
+    resolves; ``onRunErrorEvent`` says ``STOPPED``, superseded) and runs; an agent rebuilt from the
+    history route holds the words the stopped turn had shown, with ``metadata.incomplete``."""
+    config = make_config(tmp_path, agents={**default_config_data()["agents"],
+                                           "impatient": {"model": "scripted", "on_new_input": "interrupt"}})
+    thread = f"interrupt-{package}"
+    async with live_server(config) as server:
+        done = await trio.run_process(
+            ["node", str(SCRIPT), package, server.base_url, "interrupt", thread,
+             json.dumps({"path": "/v1/ag-ui/agents/impatient", "text": held(f"never-{package}", 3)})],
+            capture_stdout=True, capture_stderr=True, check=False, cwd=NODE_DIR)
+    assert done.returncode == 0, done.stderr.decode()
+    out = json.loads(done.stdout)
+    assert out["logs"] == [] and all("failed" not in run for run in out["runs"]), out
+    first, second = sorted(out["runs"], key=lambda run: not run["errors"])  # the stopped turn, the new one
+    assert first["errors"] == [{"code": "STOPPED", "message": "superseded by new input"}]
+    assert squeeze(second["types"]) == TEXT_RUN and second["errors"] == []
+    assert [(m["role"], m.get("content"), m.get("metadata")) for m in out["messages"]] == [
+        ("user", held(f"never-{package}", 3), None),
+        ("assistant", "alpha ", {"incomplete": "superseded"}),
+        ("user", "next", None),
+        ("assistant", 'You said: "next".', None)]

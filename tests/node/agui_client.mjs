@@ -32,7 +32,7 @@ function makeAgent(path, init = {}) {
   return new HttpAgent({ url: `${baseUrl}${path}`, threadId, initialState: {}, headers, ...init });
 }
 
-async function run(agent, params = {}) {
+async function run(agent, params = {}, onDelta = undefined) {
   const record = { types: [], errors: [], finished: [] };
   try {
     const { result, newMessages } = await agent.runAgent(
@@ -40,6 +40,7 @@ async function run(agent, params = {}) {
       {
         onEvent: ({ event }) => {
           record.types.push(event.type);
+          if (onDelta && event.type === "TEXT_MESSAGE_CONTENT") onDelta();
         },
         onRunErrorEvent: ({ event }) => {
           record.errors.push({ code: event.code, message: event.message });
@@ -207,6 +208,24 @@ const scenarios = {
     say(agent, text);
     await run(agent);
     return agent;
+  },
+  // New input while a turn streams (extra.path: an agent with on_new_input = "interrupt"): a first
+  // HttpAgent's turn is held open by /hold (extra.text); once its first words arrived, a second HttpAgent
+  // on the same thread says "next", which stops the first turn and runs. Then a page that reloads the
+  // thread rebuilds its agent from the history route: the words the first turn had shown are there.
+  async interrupt({ path, text }) {
+    const first = makeAgent(path);
+    const second = makeAgent(path);
+    say(first, text);
+    let streaming;
+    const delta = new Promise((resolve) => { streaming = resolve; });
+    const firstRun = run(first, {}, () => streaming());
+    await delta;
+    say(second, "next");
+    await run(second);
+    await firstRun;
+    const response = await fetch(`${baseUrl}/v1/ag-ui/threads/${encodeURIComponent(threadId)}/messages`, { headers });
+    return makeAgent(path, { initialMessages: (await response.json()).items });
   },
   // Second half, in a fresh process: rebuild the agent from committed history, then answer the call.
   async resume() {
