@@ -54,8 +54,16 @@ class RequestFacts:
     #: the subject of the principal the auth middleware attached (None: anonymous, or not a /v1/ route)
     subject: str | None = None
 
+    #: the request is an open stream (counted in ``awaken_streams_open`` until ``close_stream``)
+    streaming: bool = False
+
     def refuse(self, code: str) -> None:
         self.refused = code
+
+    def close_stream(self, metrics: ServerMetrics) -> None:
+        if self.streaming:
+            self.streaming = False
+            metrics.streams.dec()
 
 
 class RouteTemplates:
@@ -108,25 +116,30 @@ def observe(app: ASGIApp, metrics: ServerMetrics, routes: RouteTemplates) -> ASG
         token = REFUSAL_COUNTER.set(facts.refuse if kind == "http" else metrics.refused)
 
         async def watched(message: dict[str, Any]) -> None:
+            kind = message["type"]
             if not facts.status:
-                kind = message["type"]
                 if kind in ("http.response.start", "websocket.http.response.start"):
                     facts.status = message["status"]
                 elif kind == "websocket.accept":
                     facts.status = 101
                 elif kind == "websocket.close":
                     facts.status = 403  # closed before it was accepted: the upgrade was refused
+            # a stream is closed by its last body message or its socket's close, before the client can
+            # see its end: a scrape that follows never counts it
+            if facts.streaming and (kind == "websocket.close" or kind == "http.response.body"
+                                    and not message.get("more_body")):
+                facts.close_stream(metrics)
             await send(message)
 
         started = time.perf_counter()
         if streaming:
             metrics.streams.inc()
+            facts.streaming = True
         try:
             await app({**scope, FACTS_KEY: facts}, receive, watched)
         finally:
             REFUSAL_COUNTER.reset(token)
-            if streaming:
-                metrics.streams.dec()
+            facts.close_stream(metrics)
             if facts.refused is not None:
                 metrics.refused(facts.refused)
             metrics.request(method, route, facts.status)

@@ -7,10 +7,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from awaken.telemetry.metrics import METRICS, ServerMetrics
-from tests.builders import agui_body, bearer, call, call_ids, in_process, make_config, post_agui, types, user
+from tests.builders import (
+    agui_body,
+    bearer,
+    call,
+    call_ids,
+    held,
+    in_process,
+    live_server,
+    make_config,
+    post_agui,
+    release,
+    types,
+    user,
+)
 
 GUARDED = "/v1/ag-ui/agents/guarded"
 
@@ -126,3 +140,29 @@ async def test_with_auth_only_the_listed_roles_read_metrics(tmp_path: Path, monk
         response = await client.get("/metrics", headers=bearer("u" * 32))
         assert response.status_code == 200
         assert 'awaken_refusals_total{code="UNAUTHENTICATED"}' not in response.text
+
+
+async def test_a_streaming_run_is_active_with_its_open_stream_and_watcher(tmp_path: Path):
+    """While a run streams (held at a gate after its first delta): one active run, one open stream, one
+    watcher; after it ends, none."""
+    async with live_server(make_config(tmp_path)) as server, server.client() as client:
+        first_delta = trio.Event()
+
+        async def stream() -> None:
+            body = agui_body("t-held", "r-held", [user("u1", held("metrics-g1", words=3))])
+            async with client.stream("POST", "/v1/ag-ui", json=body) as response:
+                async for chunk in response.aiter_bytes():
+                    if b"TEXT_MESSAGE_CONTENT" in chunk:
+                        first_delta.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stream)
+            await first_delta.wait()
+            during = samples((await client.get("/metrics")).text)
+            await release(server, "metrics-g1")
+        after = samples((await client.get("/metrics")).text)
+    assert [pick(during, name) for name in LIVE] == [1.0, 1.0, 1.0]
+    assert [pick(after, name) for name in LIVE] == [0.0, 0.0, 0.0]
+
+
+LIVE = ("awaken_runs_active", "awaken_streams_open", "awaken_stream_watchers")
