@@ -88,7 +88,7 @@ def options_of(obj: Any) -> ToolOptions:
     for key, value in given.items():
         attr = inspect.getattr_static(obj, key, None)
         if value in (None, ()) and isinstance(attr, (str, dict, type, tuple, list)):
-            given[key] = tuple(attr) if key == "secrets" else attr
+            given[key] = ((attr,) if isinstance(attr, str) else tuple(attr)) if key == "secrets" else attr
     return ToolOptions(**given)
 
 
