@@ -412,7 +412,7 @@ def load_config(path: str | Path | None, environ: Mapping[str, str] | None = Non
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
         data = paths.resolve(data, path.resolve().parent)  # relative to the file, not the working directory
-    data = environment.overlay(data, environ, AppConfig, default_agents=path is None)
+    data = environment.overlay(data, environ, AppConfig, default_agents=path is None, open_tables=(ToolsConfig,))
     if path is not None:
         data = paths.default_ledger_path(data, path.resolve().parent)
     config = parse_config(data, source=str(path) if path is not None else "environment")

@@ -9,7 +9,7 @@ the file would be, and a bad one is named by its variable.
 * ``AWAKEN_<SECTION>__<KEY>`` sets ``[section] key`` (``AWAKEN_SERVER__BIND=0.0.0.0:8000``); deeper
   tables add parts (``AWAKEN_AUTH__JWT__ISSUER``, ``AWAKEN_PROVIDERS__OPENAI__BASE_URL``). Parts are
   matched case-insensitively; ``__`` separates them, a single ``_`` belongs to a name
-  (``AWAKEN_MCP_SERVERS__CRM__URL``).
+  (``AWAKEN_MCP_SERVERS__CRM__URL``). A tool's ``[tools.<name>]`` table: ``AWAKEN_TOOLS__<NAME>__<KEY>``.
 * ``AWAKEN_AGENTS__<ID>__<KEY>`` sets a key of an agent; the id is matched case-insensitively against
   the agents the file (or the defaults) define, and names a new agent (lower-cased) when none matches.
 * A top-level key is ``AWAKEN_<KEY>`` (``AWAKEN_DEFAULT_AGENT``).
@@ -162,13 +162,17 @@ def _table(data: dict[str, Any], key: str, variable: str) -> dict[str, Any]:
     return table
 
 
-def _set(data: dict[str, Any], parts: list[str], kind: Any, variable: str, text: str, where: str) -> None:
+def _set(data: dict[str, Any], parts: list[str], kind: Any, variable: str, text: str, where: str,
+         open_tables: tuple[type, ...] = ()) -> None:
     """Put ``text`` at ``parts`` under ``data``, whose type is ``kind`` (an attrs class, a dict type, Any)."""
     kind = _strip_optional(kind)
     part = parts[0]
     if attrs.has(kind):
         fields = _hints(kind)
         name = part.lower()
+        if name not in fields and kind in open_tables and len(parts) > 1:  # ``[tools.<name>]``: a free table
+            _set(_table(data, name, variable), parts[1:], Any, variable, text, f"{where}.{name}")
+            return
         if name not in fields:
             raise ConfigError(f"{variable}: {where or 'the configuration'} has no key {name!r}")
         path = f"{where}.{name}" if where else name
@@ -178,7 +182,7 @@ def _set(data: dict[str, Any], parts: list[str], kind: Any, variable: str, text:
             target = _strip_optional(fields[name])
             if not (attrs.has(target) or typing.get_origin(target) is dict or target is Any):
                 raise ConfigError(f"{variable}: {path} is not a table")
-            _set(_table(data, name, variable), parts[1:], target, variable, text, path)
+            _set(_table(data, name, variable), parts[1:], target, variable, text, path, open_tables)
         return
     if typing.get_origin(kind) is dict or kind is Any:
         value_kind = typing.get_args(kind)[1] if typing.get_origin(kind) is dict else Any
@@ -188,17 +192,18 @@ def _set(data: dict[str, Any], parts: list[str], kind: Any, variable: str, text:
         if len(parts) == 1:
             data[name] = _convert(variable, text, value_kind)
         else:
-            _set(_table(data, name, variable), parts[1:], value_kind, variable, text, path)
+            _set(_table(data, name, variable), parts[1:], value_kind, variable, text, path, open_tables)
         return
     raise ConfigError(f"{variable}: {where} is not a table")  # pragma: no cover - guarded above
 
 
 def overlay(data: dict[str, Any], environ: Mapping[str, str], app_config: type, *,
-            default_agents: bool = False) -> dict[str, Any]:
+            default_agents: bool = False, open_tables: tuple[type, ...] = ()) -> dict[str, Any]:
     """``data`` (a parsed config file, or ``{}``) with every ``AWAKEN_`` setting of ``environ`` put in
     (environment over file); a copy. ``app_config`` is the class the result will be structured into
     (``AppConfig``). With ``default_agents`` (no config file), ``DEFAULT_AGENTS`` are the agents the
-    environment's ``AWAKEN_AGENTS__…`` settings edit or add to."""
+    environment's ``AWAKEN_AGENTS__…`` settings edit or add to. ``open_tables``: the config classes whose
+    keys beyond their fields are free-form tables of their own (``[tools.<name>]``: ``ToolsConfig``)."""
     data = copy.deepcopy(data)
     if default_agents and "agents" not in data:
         data["agents"] = copy.deepcopy(DEFAULT_AGENTS)
@@ -214,7 +219,7 @@ def overlay(data: dict[str, Any], environ: Mapping[str, str], app_config: type, 
         parts = body.split(SEPARATOR)
         if not all(parts):
             raise ConfigError(f"{variable}: an empty part between '__'")
-        _set(data, parts, app_config, variable, settings[variable], "")
+        _set(data, parts, app_config, variable, settings[variable], "", open_tables)
     return data
 
 

@@ -60,6 +60,13 @@ def test_an_agent_is_matched_case_insensitively_and_a_new_one_can_be_added():
     assert config.agents["helper"].tools == ["calculator"]
 
 
+def test_a_tools_settings_table_is_set_by_its_tool_name():
+    config = load_config(CONFIG, {"AWAKEN_TOOLS__WEATHER__UNITS": "metric", "AWAKEN_TOOLS__WEATHER__RETRIES": "2",
+                                  "AWAKEN_TOOLS__PLUGINS": '["tests.plugins.toolkit:weather"]'})
+    assert config.tools.settings == {"weather": {"units": "metric", "retries": 2}}
+    assert config.tools.plugins == ["tests.plugins.toolkit:weather"]
+
+
 def test_an_array_of_tables_takes_a_json_value():
     tokens = [{"name": "ops", "env": "OPS_KEY", "role": "admin", "subject": "ops"}]
     config = load_config(CONFIG, {"AWAKEN_AUTH__MODE": "tokens", "AWAKEN_AUTH__TOKENS": orjson.dumps(tokens).decode()})
