@@ -131,6 +131,9 @@ def observe(app: ASGIApp, metrics: ServerMetrics, routes: RouteTemplates) -> ASG
                 facts.close_stream(metrics)
             await send(message)
 
+        # the WebSocket transport finds hypercorn's stream behind ``send`` through it (its frames then go
+        # to that stream directly: only the accept and the close pass here)
+        watched.__wrapped__ = send  # type: ignore[attr-defined]
         started = time.perf_counter()
         if streaming:
             metrics.streams.inc()

@@ -270,7 +270,8 @@ class HypercornWire(AsgiWire):
             from hypercorn.protocol.ws_stream import WSStream
         except ImportError:  # pragma: no cover - hypercorn is a dependency
             return AsgiWire(send)
-        stream = getattr(send, "__self__", None)
+        # a middleware that watches ``send`` (awaken/http/metrics.py) names what it wraps: ``__wrapped__``
+        stream = getattr(getattr(send, "__wrapped__", send), "__self__", None)
         if isinstance(stream, WSStream) and all(hasattr(stream, a) for a in ("connection", "send", "stream_id")):
             return cls(send, stream)
         log.warning("not served by hypercorn's WSStream: websocket pings, batching and abort are off")

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import trio
 from prometheus_client.parser import text_string_to_metric_families
+from trio_websocket import open_websocket_url
 
 from awaken.telemetry.metrics import METRICS, ServerMetrics
 from tests.builders import (
@@ -24,6 +26,7 @@ from tests.builders import (
     release,
     types,
     user,
+    ws_url,
 )
 
 GUARDED = "/v1/ag-ui/agents/guarded"
@@ -166,3 +169,26 @@ async def test_a_streaming_run_is_active_with_its_open_stream_and_watcher(tmp_pa
 
 
 LIVE = ("awaken_runs_active", "awaken_streams_open", "awaken_stream_watchers")
+
+
+async def test_a_websocket_is_counted_once_and_each_refused_message_by_its_code(tmp_path: Path, caplog):
+    """A socket is one request (101 once accepted) and one stream while open; on a socket each refused
+    message counts (it has no HTTP status per request). The transport still writes to hypercorn's stream
+    itself (the observer's ``send`` names what it wraps)."""
+    async with live_server(make_config(tmp_path)) as server:
+        async with open_websocket_url(ws_url(server.base_url, "/v1/ai-sdk/ws")) as ws:
+            for thread_id in ("w1", "w2"):  # a body with no messages: NO_NEW_INPUT, twice
+                await ws.send_message(orjson.dumps({"id": thread_id, "messages": []}).decode())
+                with trio.fail_after(10):
+                    while await ws.get_message() != "[DONE]":
+                        pass
+            async with server.client() as client:
+                during = samples((await client.get("/metrics")).text)
+        async with server.client() as client:
+            with trio.fail_after(10):  # the server learns of the close after the client sent it
+                while pick(after := samples((await client.get("/metrics")).text), "awaken_streams_open"):
+                    await trio.sleep(0.01)
+    assert pick(during, "awaken_streams_open") == 1.0
+    assert named(during, "awaken_refusals_total") == {(("code", "NO_NEW_INPUT"),): 2.0}
+    assert pick(after, "awaken_http_requests_total", method="WEBSOCKET", route="/v1/ai-sdk/ws", status="101") == 1.0
+    assert "not served by hypercorn's WSStream" not in caplog.text
