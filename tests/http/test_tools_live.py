@@ -16,13 +16,14 @@ from tests.builders import agui_body, bearer, live_server, make_config, parse_ss
 from tests.plugins import toolkit
 
 KEY = "alice-key-0123456789abcdef"
-TOOLS = ["whoami", "count_up", "wait_here"]
+TOOLS = ["whoami", "count_up", "wait_here", "block_here"]
 
 
 @pytest.fixture
 async def server(tmp_path, monkeypatch):
     monkeypatch.setenv("AWAKEN_TEST_ALICE_KEY", KEY)
     toolkit.reset_waiting()
+    toolkit.reset_blocking()
     config = make_config(
         tmp_path,
         auth={"mode": "tokens", "tokens": [{"name": "alice", "env": "AWAKEN_TEST_ALICE_KEY", "role": "user",
@@ -129,3 +130,18 @@ async def test_a_disconnect_cancels_a_waiting_tool_and_the_run_commits_its_outco
     assert toolkit.waiting["cancelled"] is True
     runs = await server.ctx.ledger.list_runs("gone-tool")
     assert [(r.status, r.cause) for r in runs] == [(RunStatus.INTERRUPTED, "client_gone")]
+
+
+async def test_a_stop_abandons_a_sync_tool_blocked_in_its_thread_and_the_run_ends_at_once(client, server):
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(agui, client, "stop-sync", "/call block_here {}")
+        with trio.fail_after(10):
+            await trio.to_thread.run_sync(toolkit.blocking["started"].wait)
+        response = await client.post("/v1/threads/stop-sync/stop")
+        assert response.json() == {"runId": "r-stop-sync", "status": "interrupted"}
+        assert not toolkit.blocking["returned"].is_set()  # the thread still blocks: the run did not wait for it
+    toolkit.blocking["release"].set()
+    with trio.fail_after(10):
+        await trio.to_thread.run_sync(toolkit.blocking["returned"].wait)  # its late return changes nothing
+    record = await server.ctx.ledger.get_run("r-stop-sync")
+    assert (record.status, record.cause) == (RunStatus.INTERRUPTED, "stopped")

@@ -3,6 +3,7 @@ with settings, a tool that streams progress and one that waits for a test's even
 
 from __future__ import annotations
 
+import threading
 from typing import Literal
 
 import attrs
@@ -77,4 +78,20 @@ async def wait_here(ctx: ToolContext) -> str:
     except trio.Cancelled:
         waiting["cancelled"] = True
         raise
+    return "released"
+
+
+#: what ``block_here`` waits for (a plain thread event: the tool runs in a worker thread)
+blocking = {"started": threading.Event(), "release": threading.Event(), "returned": threading.Event()}
+
+
+def reset_blocking() -> None:
+    blocking.update(started=threading.Event(), release=threading.Event(), returned=threading.Event())
+
+
+def block_here(ctx: ToolContext) -> str:
+    """Block its worker thread until the test releases it (it is meant to be stopped first)."""
+    blocking["started"].set()
+    blocking["release"].wait(30)
+    blocking["returned"].set()
     return "released"
