@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+import trio.testing
 
 from awaken.engine.state import RunStatus
 from tests.builders import agui_body, bearer, live_server, make_config, parse_sse, types, user
@@ -143,5 +144,8 @@ async def test_a_stop_abandons_a_sync_tool_blocked_in_its_thread_and_the_run_end
     toolkit.blocking["release"].set()
     with trio.fail_after(10):
         await trio.to_thread.run_sync(toolkit.blocking["returned"].wait)  # its late return changes nothing
+    await trio.testing.wait_all_tasks_blocked()
     record = await server.ctx.ledger.get_run("r-stop-sync")
     assert (record.status, record.cause) == (RunStatus.INTERRUPTED, "stopped")
+    history = (await client.get("/v1/ag-ui/threads/stop-sync/messages")).json()["items"]
+    assert [m["role"] for m in history if m["role"] == "tool"] == []  # no result was committed for it
