@@ -74,12 +74,14 @@ def collect_for_latency() -> None:
 
 async def serve(config: AppConfig, worker_fd: int | None = None, *,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
-    """Open the ledger, serve until SIGINT/SIGTERM (or cancellation), close everything."""
+    """Open the ledger, serve until SIGINT/SIGTERM (or cancellation), close everything. The signals are
+    this function's until it returns: the first starts the drain, a second ends it early, and none
+    cuts the closing short (a process killed by one would leave its ledger registration behind)."""
     memory.tune()  # large freed blocks go back to the system (awaken/runtime/memory.py)
     ctx = ServerContext.build(config)
-    await ctx.open()
-    try:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        await ctx.open()
+        try:
 
             async def shutdown_trigger() -> None:
                 async for _ in signals:
@@ -105,9 +107,9 @@ async def serve(config: AppConfig, worker_fd: int | None = None, *,
                 print(f"awaken: serving on {where} (ledger: {config.ledger.backend} at "
                       f"{config.ledger.path})", flush=True)
                 task_status.started(binds)
-    finally:
-        with trio.CancelScope(shield=True):
-            await ctx.aclose()
+        finally:
+            with trio.CancelScope(shield=True):
+                await ctx.aclose()
 
 
 async def drain(ctx: ServerContext, signals: AsyncIterator[int]) -> None:

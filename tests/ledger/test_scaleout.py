@@ -6,6 +6,7 @@ stop reaching another process, ``[server] workers``; and the embedded ledgers' r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -198,7 +199,10 @@ async def test_stop_reaches_a_run_on_another_process(tmp_path: Path) -> None:
 
 async def test_workers_run_several_processes_on_one_address(tmp_path: Path) -> None:
     """``[server] workers = 2``: two processes answer on one address (two distinct process names over
-    fresh connections); SIGTERM stops the supervisor and its workers."""
+    fresh connections); SIGTERM goes from the supervisor to its workers, which drain (``/readyz`` 503
+    ``SERVER_DRAINING`` while a held run still streams), a second SIGTERM goes on too and ends their
+    drains (the run committed ``interrupted``, cause ``shutdown``), and the supervisor exits 0 once both
+    have."""
     config = postgres_config(tmp_path / "pg.toml", tmp_path, workers=2)
     async with awaken_serve(config, tmp_path / "w.log") as served, httpx.AsyncClient() as client:
         names: set[str] = set()
@@ -211,10 +215,24 @@ async def test_workers_run_several_processes_on_one_address(tmp_path: Path) -> N
         async with httpx.AsyncClient(base_url=served.url, timeout=30) as on_workers:
             events = await post_agui(on_workers, agui_body("t-w", "r-w", [user("u1", "hi")]))
         assert text_of(events) == 'You said: "hi".'
-        served.proc.send_signal(signal.SIGTERM)
-        with trio.fail_after(15):
-            await served.proc.wait()
+        async with httpx.AsyncClient(base_url=served.url, timeout=30) as streaming, streaming.stream(
+                "POST", "/v1/ag-ui", json=agui_body("t-held", "r-held", [user("u2", held("wg"))])) as response:
+            lines = response.aiter_lines()
+            await read_until(lines, "TEXT_MESSAGE_CONTENT")  # held after its first word
+            served.proc.send_signal(signal.SIGTERM)
+            with trio.fail_after(30):
+                while (ready := await client.get(f"{served.url}/readyz")).status_code == 200:
+                    await trio.sleep(0.05)
+            assert ready.json()["error"]["code"] == "SERVER_DRAINING"
+            assert served.proc.poll() is None  # the supervisor waits for its draining workers
+            served.proc.send_signal(signal.SIGTERM)
+            with trio.fail_after(30):
+                with contextlib.suppress(httpx.RemoteProtocolError):  # the worker's connection may close first
+                    async for _ in lines:  # the stream ends with the drain
+                        pass
+                await served.proc.wait()
     assert served.proc.returncode == 0, (tmp_path / "w.log").read_text()
+    assert run_row(tmp_path, "r-held")[:2] == ("interrupted", "shutdown")
     with pg_cluster.admin_in(tmp_path) as conn:
         assert conn.execute("SELECT count(*) FROM processes").fetchone()[0] == 0  # both left cleanly
 
