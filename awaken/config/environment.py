@@ -224,17 +224,17 @@ def overlay(data: dict[str, Any], environ: Mapping[str, str], app_config: type, 
 
 
 def secret_names(data: Any) -> set[str]:
-    """The environment variables the configuration names for secrets: every ``env`` or ``*_env``
-    key's value (a ``headers_env`` table's values)."""
+    """The environment variables the configuration names for secrets: every ``env`` or ``*_env`` key's
+    text (a token's ``env``, ``secret_env``, ``password_env``, ``api_key_env``) and a ``headers_env``
+    table's values."""
     names: set[str] = set()
     if isinstance(data, dict):
         for key, value in data.items():
-            if isinstance(key, str) and (key == "env" or key.endswith("_env")):
-                if isinstance(value, str):
-                    names.add(value)
-                elif isinstance(value, dict):
-                    names.update(v for v in value.values() if isinstance(v, str))
-            else:
+            if isinstance(key, str) and (key == "env" or key.endswith("_env")) and isinstance(value, str):
+                names.add(value)
+            elif isinstance(key, str) and key.endswith("_env") and isinstance(value, dict):
+                names.update(v for v in value.values() if isinstance(v, str))  # headers_env: name -> variable
+            elif key != "env":  # an MCP server's ``env`` table holds its child's values, not names
                 names |= secret_names(value)
     elif isinstance(data, list):
         for item in data:

@@ -163,16 +163,7 @@ class ServerMetrics:
         if timer is None:
             return
         for name in ("start_run", "commit"):
-            original = getattr(ledger, name)
-
-            async def timed(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
-                started = time.perf_counter()
-                try:
-                    return await __original(*args, **kwargs)
-                finally:
-                    timer.observe(time.perf_counter() - started)
-
-            setattr(ledger, name, timed)
+            setattr(ledger, name, _timed(getattr(ledger, name), timer))
 
     def refused(self, code: str) -> None:
         self.refusals.labels(code).inc()
@@ -183,6 +174,19 @@ class ServerMetrics:
     def run(self, run: RunView, subject: str | None) -> RunMetrics:
         """The metrics of one admitted run, started by ``subject`` (its ``RunState`` reports to them)."""
         return RunMetrics(self, run, subject)
+
+
+def _timed(write: Callable[..., Any], timer: Any) -> Callable[..., Any]:
+    """``write`` (a ledger's coroutine method), its every call's duration observed by ``timer``."""
+
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await write(*args, **kwargs)
+        finally:
+            timer.observe(time.perf_counter() - started)
+
+    return timed
 
 
 class RunMetrics:

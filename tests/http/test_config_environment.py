@@ -108,9 +108,11 @@ def test_the_secrets_the_config_names_can_come_from_files(tmp_path):
     (tmp_path / "ops").write_text("k" * 32 + "\n")
     (tmp_path / "jwt").write_text("s" * 40)
     data = {"auth": {"tokens": [{"env": "OPS_KEY"}], "jwt": {"secret_env": "JWT_SECRET"}},
-            "mcp_servers": {"crm": {"headers_env": {"Authorization": "CRM_AUTH"}}}}
+            "mcp_servers": {"crm": {"headers_env": {"Authorization": "CRM_AUTH"}},
+                            "local": {"env": {"LOCAL_MODE": "FAST"}}}}  # a child's values, not names
     environ = {"OPS_KEY_FILE": str(tmp_path / "ops"), "JWT_SECRET_FILE": str(tmp_path / "jwt"),
-               "CRM_AUTH": "set", "CRM_AUTH_FILE": "/nonexistent"}  # set: the file is not read
+               "CRM_AUTH": "set", "CRM_AUTH_FILE": "/nonexistent",  # set: the file is not read
+               "FAST_FILE": "/nonexistent"}
     assert secret_files(data, environ) == {"OPS_KEY": "k" * 32, "JWT_SECRET": "s" * 40}
 
 
