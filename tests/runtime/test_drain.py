@@ -204,6 +204,8 @@ async def _restarted(base: str, position: str) -> None:
             assert [(r["status"], r["cause"]) for r in detail["runs"]] == [("interrupted", "shutdown")]
             items = (await client.get(f"/v1/{protocol}/threads/{thread}/messages")).json()["items"]
             assert items[0]["id"] == message  # the acknowledged message is kept
+            # and the answer the client had read, marked as cut off by the shutdown
+            assert [(m["role"], m["metadata"]["incomplete"]) for m in items[1:]] == [("assistant", "shutdown")]
         assert (await client.get("/v1/threads/t-new")).status_code == 404  # the refused run left nothing
         assert (await client.get("/readyz")).status_code == 200
 
