@@ -17,6 +17,7 @@ Routes (from ``POST /v1/ag-ui`` on, the shipped wires' as they declare them):
     GET  /healthz                                    200 while the process serves
     GET  /readyz                                     200 when the ledger can commit (write probe), else 503;
                                                      503 SERVER_DRAINING from the start of a shutdown
+    GET  /metrics                                    Prometheus metrics ([auth] metrics_roles; awaken/http/metrics.py)
     GET  /v1/me                                      the caller's principal {subject, role}
     GET  /v1/agents                                  the published agents, the wires with their capabilities
     GET  /v1/ag-ui/agents/{agentId}/capabilities     the agent's AG-UI AgentCapabilities
