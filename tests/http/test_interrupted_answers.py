@@ -76,7 +76,7 @@ async def read_until(chunks: AsyncIterator[bytes], marker: bytes, into: list[byt
     raise AssertionError(f"the stream ended before {marker!r}: {b''.join(into)!r}")
 
 
-async def settled(server: Any, thread_id: str) -> None:
+async def outcome_committed(server: Any, thread_id: str) -> None:
     run = server.ctx.app.active(thread_id)
     if run is not None:
         with trio.fail_after(10):
@@ -196,7 +196,7 @@ async def test_a_shutdown_keeps_the_answer_of_a_run_it_interrupts(server, client
         await read_until(response.aiter_bytes(), b"TEXT_MESSAGE_CONTENT", raw)
     assert server.ctx.app.is_active("t-down")  # it runs on without its client
     await server.ctx.app.drain(server.ctx.config.server.drain_seconds)  # held beyond drain_seconds
-    await settled(server, "t-down")
+    await outcome_committed(server, "t-down")
     run = await server.ctx.ledger.get_run("r-down")
     assert (run.status, run.cause) == (RunStatus.INTERRUPTED, Cause.SHUTDOWN.value)
     messages = await server.ctx.ledger.read_messages("t-down", 1, 10)

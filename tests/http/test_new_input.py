@@ -49,7 +49,7 @@ async def server(tmp_path):
         yield srv
 
 
-def body(wire: str, thread_id: str, run_id: str, texts: list[str], agent: str) -> dict[str, Any]:
+def request_for(wire: str, thread_id: str, run_id: str, texts: list[str], agent: str) -> dict[str, Any]:
     """The request a client sends for the newest of ``texts`` (the earlier ones as its history)."""
     ids = [f"u{i}-{thread_id}" for i in range(1, len(texts) + 1)]
     if wire == "ag-ui":
@@ -134,7 +134,7 @@ def text_of(wire: str, events: list[Any]) -> str:
     return "".join(e["delta"] for e in events if not isinstance(e, str) and e["type"] == kind)
 
 
-async def history(server: Any, thread_id: str) -> list[tuple[str, str, str | None]]:
+async def thread_history(server: Any, thread_id: str) -> list[tuple[str, str, str | None]]:
     """The thread's AG-UI history as (role, content, incomplete reason)."""
     async with server.client() as client:
         items = (await history_page(client, "ag-ui", thread_id))["items"]
@@ -151,10 +151,10 @@ async def test_reject_refuses_new_input_while_a_turn_streams(server, wire, trans
     thread = f"rej-{wire}-{transport}"
     gate = f"gate-{thread}"
     async with streams(server) as start:
-        first = await start(wire, transport, "assistant", body(wire, thread, "r1", [held(gate, 3)], "assistant"))
+        first = await start(wire, transport, "assistant", request_for(wire, thread, "r1", [held(gate, 3)], "assistant"))
         with trio.fail_after(10):
             await first.first_delta.wait()
-        second = await start(wire, transport, "assistant", body(wire, thread, "r2", [held(gate, 3), "next"], "assistant"))
+        second = await start(wire, transport, "assistant", request_for(wire, thread, "r2", [held(gate, 3), "next"], "assistant"))
         with trio.fail_after(10):
             await second.done.wait()
         open_gate(server.ctx, gate)
@@ -172,11 +172,11 @@ async def test_interrupt_stops_the_running_turn_keeps_its_words_and_runs_the_new
     thread = f"int-{wire}-{transport}"
     gate = f"gate-{thread}"  # never opened: only the interruption ends the first turn
     async with streams(server) as start:
-        first = await start(wire, transport, "impatient", body(wire, thread, "r1", [held(gate, 3)], "impatient"))
+        first = await start(wire, transport, "impatient", request_for(wire, thread, "r1", [held(gate, 3)], "impatient"))
         with trio.fail_after(10):
             await first.first_delta.wait()
         second = await start(wire, transport, "impatient",
-                             body(wire, thread, "r2", [held(gate, 3), "next"], "impatient"))
+                             request_for(wire, thread, "r2", [held(gate, 3), "next"], "impatient"))
         with trio.fail_after(10):
             await first.done.wait()
             await second.done.wait()
@@ -189,7 +189,7 @@ async def test_interrupt_stops_the_running_turn_keeps_its_words_and_runs_the_new
                                      second.events[-2]["messageMetadata"]}
     assert text_of(wire, first.events) == "alpha "
     assert text_of(wire, second.events) == 'You said: "next".'
-    assert await history(server, thread) == [("user", held(gate, 3), None), ("assistant", "alpha ", "superseded"),
+    assert await thread_history(server, thread) == [("user", held(gate, 3), None), ("assistant", "alpha ", "superseded"),
                                              ("user", "next", None), ("assistant", 'You said: "next".', None)]
     runs = await server.ctx.ledger.list_runs(thread)
     assert [(r.status, r.cause) for r in runs] == [(RunStatus.INTERRUPTED, Cause.SUPERSEDED.value),
@@ -203,10 +203,10 @@ async def test_enqueue_runs_the_new_input_after_the_running_turn(server, wire, t
     gate = f"gate-{thread}"
     queued = making_way(server, monkeypatch)
     async with streams(server) as start:
-        first = await start(wire, transport, "patient", body(wire, thread, "r1", [held(gate, 3)], "patient"))
+        first = await start(wire, transport, "patient", request_for(wire, thread, "r1", [held(gate, 3)], "patient"))
         with trio.fail_after(10):
             await first.first_delta.wait()
-        second = await start(wire, transport, "patient", body(wire, thread, "r2", [held(gate, 3), "next"], "patient"))
+        second = await start(wire, transport, "patient", request_for(wire, thread, "r2", [held(gate, 3), "next"], "patient"))
         with trio.fail_after(10):
             await queued.wait()  # the second request waits for the thread
         assert second.events == [] and not first.done.is_set()
@@ -216,7 +216,7 @@ async def test_enqueue_runs_the_new_input_after_the_running_turn(server, wire, t
             await second.done.wait()
     assert text_of(wire, first.events) == FIRST_WORDS
     assert text_of(wire, second.events) == 'You said: "next".'
-    assert await history(server, thread) == [("user", held(gate, 3), None), ("assistant", FIRST_WORDS, None),
+    assert await thread_history(server, thread) == [("user", held(gate, 3), None), ("assistant", FIRST_WORDS, None),
                                              ("user", "next", None), ("assistant", 'You said: "next".', None)]
     runs = await server.ctx.ledger.list_runs(thread)
     assert [r.status for r in runs] == [RunStatus.COMPLETED, RunStatus.COMPLETED]
