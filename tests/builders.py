@@ -24,6 +24,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from awaken.config import AppConfig, parse_config
 from awaken.core.errors import InputRejected
 from awaken.core.messages import Message, TextPart
+from awaken.engine.state import RunStatus
 from awaken.http.app import build_asgi
 from awaken.http.context import ServerContext
 from awaken.runtime import tcp
@@ -294,3 +295,81 @@ async def in_process(config: AppConfig) -> AsyncIterator[tuple[httpx.AsyncClient
                 yield client, ctx
     finally:
         await ctx.aclose()
+
+
+# -- reading streams frame by frame ---------------------------------------------------------------
+
+
+async def read_until(lines, event_type: str) -> list[dict[str, Any]]:
+    """Read SSE lines from a streaming response until an event of ``event_type`` arrives."""
+    seen = []
+    async for line in lines:
+        if line.startswith("data: "):
+            seen.append(orjson.loads(line[6:]))
+            if seen[-1]["type"] == event_type:
+                return seen
+    raise AssertionError(f"the stream ended before {event_type}: {types(seen)}")
+
+
+def frames_of(raw: bytes) -> list[tuple[str | None, Any]]:
+    """(position, payload) of each SSE frame (``[DONE]`` kept as the string)."""
+    out = []
+    for frame in raw.decode().split("\n\n"):
+        pos, data = None, None
+        for line in frame.split("\n"):
+            if line.startswith("id: "):
+                pos = line[4:]
+            elif line.startswith("data: "):
+                data = line[6:]
+        if data is not None:
+            out.append((pos, data if data == "[DONE]" else orjson.loads(data)))
+    return out
+
+
+class Frames:
+    """A streaming response read frame by frame: ``until(stop)`` and then ``rest()``."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.chunks = response.aiter_bytes()
+        self.buffer = b""
+
+    async def until(self, stop) -> list[tuple[str | None, Any]]:  # noqa: ANN001
+        seen: list[tuple[str | None, Any]] = []
+        async for chunk in self.chunks:
+            self.buffer += chunk
+            while b"\n\n" in self.buffer:
+                frame, self.buffer = self.buffer.split(b"\n\n", 1)
+                seen.extend(frames_of(frame + b"\n\n"))
+                if seen and stop(seen[-1][1]):
+                    return seen
+        return seen
+
+    async def rest(self) -> list[tuple[str | None, Any]]:
+        return await self.until(lambda payload: False)
+
+
+async def read_frames_until(response: httpx.Response, stop) -> list[tuple[str | None, Any]]:  # noqa: ANN001
+    """Read a streaming response frame by frame until ``stop(payload)`` is true for one of them."""
+    return await Frames(response).until(stop)
+
+
+def is_type(name: str):  # noqa: ANN201
+    return lambda payload: isinstance(payload, dict) and payload.get("type") == name
+
+
+async def wait_for_status(ledger, thread_id: str, status: RunStatus, within: float = 5.0):  # noqa: ANN001
+    with trio.fail_after(within):
+        while True:
+            runs = await ledger.list_runs(thread_id)
+            if runs and runs[-1].status is status:
+                return runs[-1]
+            await trio.sleep(0.01)
+
+
+async def watchers_gone(server, thread_id: str, within: float = 5.0) -> None:  # noqa: ANN001
+    """Wait until the thread's active run has no watcher left: the server has handled the disconnect
+    of the only stream (a condition, not a timing window; the run is held at its gate meanwhile)."""
+    broadcast = server.ctx.app.active(thread_id).broadcast
+    with trio.fail_after(within):
+        while any(channel.watchers for channel in broadcast.channels.values()):
+            await trio.sleep(0.01)

@@ -21,8 +21,18 @@ from trio_websocket import open_websocket_url
 
 from awaken.config import LimitsConfig
 from awaken.core.principal import Principal
-from tests.builders import agui_body, ask, bearer, held, live_server, make_config, open_gate, parse_sse, types
-from tests.http.test_agui_http import read_until
+from tests.builders import (
+    agui_body,
+    ask,
+    bearer,
+    held,
+    live_server,
+    make_config,
+    open_gate,
+    parse_sse,
+    read_until,
+    types,
+)
 
 ALICE_KEY = "alice-key-0123456789abcdef"
 BOB_KEY = "bob-key-0123456789abcdef"

@@ -25,6 +25,7 @@ from tests.builders import (
     open_gate,
     parse_sse,
     post_agui,
+    read_until,
     release,
     types,
     user,
@@ -57,17 +58,6 @@ async def wait_for_run(ledger, run_id: str, status: RunStatus, within: float = 1
             if run is not None and run.status is status:
                 return run
             await trio.sleep(0.005)
-
-
-async def read_until(lines, event_type: str) -> list[dict[str, Any]]:
-    """Read SSE lines from a streaming response until an event of ``event_type`` arrives."""
-    seen = []
-    async for line in lines:
-        if line.startswith("data: "):
-            seen.append(orjson.loads(line[6:]))
-            if seen[-1]["type"] == event_type:
-                return seen
-    raise AssertionError(f"the stream ended before {event_type}: {types(seen)}")
 
 
 # -- runs and dedup --------------------------------------------------------------------------------

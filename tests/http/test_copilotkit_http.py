@@ -8,9 +8,18 @@ from typing import Any
 import orjson
 
 from awaken.engine.state import RunStatus
-from tests.builders import agui_body, live_server, make_config, parse_sse, release, types, user
+from tests.builders import (
+    Frames,
+    agui_body,
+    is_type,
+    live_server,
+    make_config,
+    parse_sse,
+    release,
+    types,
+    user,
+)
 from tests.builders import agui_text as text_of
-from tests.http.test_rejoin_http import Frames, is_type
 
 CK = "/v1/copilotkit"
 

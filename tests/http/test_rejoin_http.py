@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 import trio
 
@@ -17,7 +16,21 @@ from awaken.core.principal import ANONYMOUS, PRINCIPAL_KEY
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit
 from awaken.ledger.testkit.harness import assistant, run_record, user
-from tests.builders import LiveServer, agui_body, default_config_data, held, live_server, make_config, release
+from tests.builders import (
+    Frames,
+    LiveServer,
+    agui_body,
+    default_config_data,
+    frames_of,
+    held,
+    is_type,
+    live_server,
+    make_config,
+    read_frames_until,
+    release,
+    wait_for_status,
+    watchers_gone,
+)
 from tests.plugins import gate
 
 GATE = '/call gate {"name": "%s"}'
@@ -43,70 +56,6 @@ async def srv(tmp_path, request):
     """A live server on each built-in ledger backend: detach and rejoin work on every one."""
     async with live_server(rejoin_config(tmp_path, request.param)) as server:
         yield server
-
-
-def frames_of(raw: bytes) -> list[tuple[str | None, Any]]:
-    """(position, payload) of each SSE frame (``[DONE]`` kept as the string)."""
-    out = []
-    for frame in raw.decode().split("\n\n"):
-        pos, data = None, None
-        for line in frame.split("\n"):
-            if line.startswith("id: "):
-                pos = line[4:]
-            elif line.startswith("data: "):
-                data = line[6:]
-        if data is not None:
-            out.append((pos, data if data == "[DONE]" else orjson.loads(data)))
-    return out
-
-
-class Frames:
-    """A streaming response read frame by frame: ``until(stop)`` and then ``rest()``."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        self.chunks = response.aiter_bytes()
-        self.buffer = b""
-
-    async def until(self, stop) -> list[tuple[str | None, Any]]:  # noqa: ANN001
-        seen: list[tuple[str | None, Any]] = []
-        async for chunk in self.chunks:
-            self.buffer += chunk
-            while b"\n\n" in self.buffer:
-                frame, self.buffer = self.buffer.split(b"\n\n", 1)
-                seen.extend(frames_of(frame + b"\n\n"))
-                if seen and stop(seen[-1][1]):
-                    return seen
-        return seen
-
-    async def rest(self) -> list[tuple[str | None, Any]]:
-        return await self.until(lambda payload: False)
-
-
-async def read_frames_until(response: httpx.Response, stop) -> list[tuple[str | None, Any]]:  # noqa: ANN001
-    """Read a streaming response frame by frame until ``stop(payload)`` is true for one of them."""
-    return await Frames(response).until(stop)
-
-
-def is_type(name: str):  # noqa: ANN201
-    return lambda payload: isinstance(payload, dict) and payload.get("type") == name
-
-
-async def wait_for_status(ledger, thread_id: str, status: RunStatus, within: float = 5.0):  # noqa: ANN001
-    with trio.fail_after(within):
-        while True:
-            runs = await ledger.list_runs(thread_id)
-            if runs and runs[-1].status is status:
-                return runs[-1]
-            await trio.sleep(0.01)
-
-
-async def watchers_gone(server, thread_id: str, within: float = 5.0) -> None:  # noqa: ANN001
-    """Wait until the thread's active run has no watcher left: the server has handled the disconnect
-    of the only stream (a condition, not a timing window; the run is held at its gate meanwhile)."""
-    broadcast = server.ctx.app.active(thread_id).broadcast
-    with trio.fail_after(within):
-        while any(channel.watchers for channel in broadcast.channels.values()):
-            await trio.sleep(0.01)
 
 
 async def start_held(client: httpx.AsyncClient, agent: str, thread_id: str, name: str):  # noqa: ANN201

@@ -30,8 +30,7 @@ from awaken.ledger.registry import build_ledger
 from awaken.ledger.testkit.harness import run_record, user
 from storage_backends.files import FileLedger, thread_file_name
 from tests import pg_cluster
-from tests.builders import ask, held, live_server, make_config, post_agui, release, types
-from tests.http.test_agui_http import read_until
+from tests.builders import ask, held, live_server, make_config, post_agui, read_until, release, types
 from tests.ledger.test_ledger_postgres import postgres_config
 
 

@@ -27,9 +27,9 @@ from tests.builders import (
     open_gate,
     parse_sse,
     post_agui,
+    read_until,
     types,
 )
-from tests.http.test_agui_http import read_until
 
 
 @pytest.fixture(autouse=True)

@@ -17,14 +17,16 @@ from awaken.engine.state import RunStatus
 from tests.builders import (
     agui_body,
     default_config_data,
+    frames_of,
     held,
     live_server,
     make_config,
     post_agui,
     release,
+    wait_for_status,
+    watchers_gone,
     ws_url,
 )
-from tests.http.test_rejoin_http import frames_of, wait_for_status, watchers_gone
 
 WORDS = 10
 
