@@ -132,9 +132,10 @@ async def test_sigterm_drains_both_wires_and_a_restart_shows_the_committed_outco
     try:
         await _restarted(base, position)
     finally:
-        proc.send_signal(signal.SIGINT)  # nothing in progress: the drain ends at once
+        proc.send_signal(signal.SIGINT)  # SIGINT drains as SIGTERM does; nothing in progress: it ends at once
         with trio.fail_after(30):
             assert await proc.wait() == 0, _text(log)
+        assert _text(log).count("awaken: draining: no new runs; 0 in progress") == 1
 
 
 async def _drain_both_wires(proc: trio.Process, base: str, log: Path) -> str:
