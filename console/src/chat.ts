@@ -1,15 +1,16 @@
-// The chat: pick an agent and a protocol (AG-UI or AI SDK, over SSE or a WebSocket), talk, watch the
-// stream, answer gates and client tools, then open the session the ledger committed.
+// The chat: pick an agent and a protocol (AG-UI or AI SDK, over SSE or a WebSocket, or a Managed Agents
+// session), talk, watch the stream, answer gates and client tools, then open the session the ledger committed.
 
 import type { UIMessage } from "ai";
 
 import { agents, clientTools } from "./agents";
 import { AiSdkChat, aguiAgent, type Transport } from "./clients";
 import { h } from "./dom";
+import { ManagedChat } from "./managed";
 import { aguiMessages, uiMessages } from "./render";
 import { shownStatus } from "./status";
 
-type Protocol = "ai-sdk" | "ag-ui";
+type Protocol = "ai-sdk" | "ag-ui" | "managed";
 let counter = 0;
 const newId = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${(++counter).toString(36)}`;
 
@@ -26,6 +27,7 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
   let error = "";
   let aisdk: AiSdkChat | null = null;
   let agui: ReturnType<typeof aguiAgent> | null = null;
+  let managed: ManagedChat | null = null;
 
   const select = (id: string, label: string, value: string, options: [string, string][], set: (v: string) => void) => {
     const node = h("select", { id, "aria-label": label }, options.map(([v, text]) => h("option", { value: v, selected: v === value }, text)));
@@ -34,7 +36,7 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
   };
   const controls = h("div", { class: "filters" },
     select("chat-agent", "Agent", choice.agent, list.map((a) => [a.id, a.id]), (v) => { choice.agent = v; }),
-    select("chat-protocol", "Protocol", choice.protocol, [["ai-sdk", "AI SDK"], ["ag-ui", "AG-UI"]], (v) => { choice.protocol = v as Protocol; }),
+    select("chat-protocol", "Protocol", choice.protocol, [["ai-sdk", "AI SDK"], ["ag-ui", "AG-UI"], ["managed", "Managed Agents"]], (v) => { choice.protocol = v as Protocol; }),
     select("chat-transport", "Transport", choice.transport, [["sse", "SSE"], ["ws", "WebSocket"]], (v) => { choice.transport = v as Transport; }),
     h("button", { id: "new-chat", type: "button", onclick: () => reset() }, "New chat"));
   const info = h("div", { class: "meta" });
@@ -42,15 +44,21 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
   const transcript = h("div", { id: "transcript", class: "transcript" });
   const input = h("textarea", { id: "chat-input", rows: 2, placeholder: "Message (Enter sends, Shift+Enter for a new line)", "aria-label": "message" });
   const send = h("button", { id: "chat-send", type: "submit" }, "Send");
-  const stop = h("button", { id: "chat-stop", type: "button", onclick: () => { aisdk?.stop(); agui?.abortRun(); } }, "Stop");
+  const stop = h("button", { id: "chat-stop", type: "button", onclick: () => {
+    aisdk?.stop();
+    agui?.abortRun();
+    if (managed) void managed.send([{ type: "user.interrupt" }]);
+  } }, "Stop");
   const composer = h("form", { id: "composer", class: "composer" }, input, send, stop);
   view.replaceChildren(h("h1", {}, "Chat"), controls, info, transcript, statusLine, composer);
 
   function reset(): void {
     aisdk?.close();
     (agui as any)?.close?.();
+    managed?.close();
     aisdk = null;
     agui = null;
+    managed = null;
     threadId = newId("console");
     error = "";
     status = "ready";
@@ -64,6 +72,8 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
       aisdk = new AiSdkChat(threadId, choice.agent, choice.transport, [], () => draw());
     } else if (choice.protocol === "ag-ui" && !agui) {
       agui = aguiAgent(threadId, choice.agent, choice.transport, []);
+    } else if (choice.protocol === "managed" && !managed) {
+      managed = new ManagedChat(choice.agent, () => draw());  // its session id is the thread id
     }
   }
 
@@ -87,7 +97,8 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
   const resumes = new Map<string, unknown>();
   const actions = {
     decide: (call: { toolCallId: string; approvalId?: string }, approved: boolean, reason: string) => {
-      if (aisdk && call.approvalId) void aisdk.decide(call.approvalId, approved, reason);
+      if (managed) void managed.decide(call.toolCallId, approved, reason);
+      else if (aisdk && call.approvalId) void aisdk.decide(call.approvalId, approved, reason);
       else if (agui) {
         // A 1.x agent was handed the gates as interrupts: they are answered together in resume[].
         const open = agui.pendingInterrupts ?? [];
@@ -109,7 +120,8 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
       }
     },
     answer: (call: { toolCallId: string; tool: string }, text: string) => {
-      if (aisdk) void aisdk.answer(call.tool, call.toolCallId, text);
+      if (managed) void managed.answer(call.toolCallId, text);
+      else if (aisdk) void aisdk.answer(call.tool, call.toolCallId, text);
       else if (agui) {
         agui.addMessage({ id: newId("answer"), role: "tool", toolCallId: call.toolCallId, content: JSON.stringify({ answer: text }) } as any);
         void runAgui();
@@ -119,9 +131,10 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
 
   function draw(): void {
     if (signal.aborted) return;
-    const messages = aisdk ? aisdk.messages : (agui?.messages ?? []);
-    const failure = aisdk?.error ? aisdk.error.message : error;
-    const current = shownStatus(aisdk ? aisdk.status : status, failure);
+    const messages = aisdk ? aisdk.messages : managed ? managed.messages : (agui?.messages ?? []);
+    const failure = aisdk?.error ? aisdk.error.message : managed ? managed.error : error;
+    const current = shownStatus(aisdk ? aisdk.status : managed ? managed.status : status, failure);
+    if (managed?.sessionId) threadId = managed.sessionId;
     const live = current === "ready" || current === "error";
     // follow the stream when the newest words were in sight; otherwise keep the reader's place
     const following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
@@ -147,6 +160,7 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
     error = "";
     ensure();
     if (aisdk) void aisdk.sendMessage({ text });
+    else if (managed) void managed.sendText(text);
     else if (agui) {
       agui.addMessage({ id: newId("user"), role: "user", content: text });
       void runAgui();
@@ -158,7 +172,7 @@ export async function chatPage(view: HTMLElement, signal: AbortSignal): Promise<
       composer.requestSubmit();
     }
   });
-  signal.addEventListener("abort", () => { aisdk?.close(); (agui as any)?.close?.(); });
+  signal.addEventListener("abort", () => { aisdk?.close(); (agui as any)?.close?.(); managed?.close(); });
   ensure();
   draw();
 }

@@ -18,7 +18,7 @@ from tests.browser_harness import Tab, read_history
 from tests.builders import agui_body, held, live_server, parse_sse, post_agui, release
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-COMBOS = [("ai-sdk", "sse"), ("ai-sdk", "ws"), ("ag-ui", "sse"), ("ag-ui", "ws")]
+COMBOS = [("ai-sdk", "sse"), ("ai-sdk", "ws"), ("ag-ui", "sse"), ("ag-ui", "ws"), ("managed", "sse")]
 
 
 
@@ -44,6 +44,12 @@ async def say(tab: Tab, text: str) -> None:
     await tab.click("#chat-send")
 
 
+async def shown_thread(tab: Tab, thread: str) -> str:
+    """The chat's thread once it has one: a Managed Agents chat's is its session, made by its first send."""
+    return await tab.wait_for("(before) => { const t = document.querySelector('#chat-thread').textContent;"
+                              " return t !== before || !before.startsWith('console-') ? t : null; }", arg=thread)
+
+
 async def chat_idle(tab: Tab) -> None:
     await tab.wait_for("() => ['ready', 'error'].includes(document.querySelector('#chat-status')?.dataset.status)"
                        " && !document.querySelector('#chat-send').disabled")
@@ -62,6 +68,7 @@ async def test_chat_over_each_protocol_runs_server_tool_approval_denial_and_clie
     thread = await chat_to(tab, server, protocol, transport, "assistant")
     await say(tab, '/call calculator {"expression": "6*7"}')
     await tool_state(tab, "calculator", "output-available")
+    thread = await shown_thread(tab, thread) if protocol == "managed" else thread
     await wait_text(tab, "#transcript .message[data-role=assistant]", "42")
     await chat_idle(tab)
     async with server.client() as client:
@@ -71,6 +78,7 @@ async def test_chat_over_each_protocol_runs_server_tool_approval_denial_and_clie
     thread = await chat_to(tab, server, protocol, transport, "guarded")
     await say(tab, '/call calculator {"expression": "2+3"}')
     await tool_state(tab, "calculator", "approval-requested")
+    thread = await shown_thread(tab, thread) if protocol == "managed" else thread
     await chat_idle(tab)
     await tab.click("#transcript .approve")
     await tool_state(tab, "calculator", "output-available")
@@ -93,6 +101,7 @@ async def test_chat_over_each_protocol_runs_server_tool_approval_denial_and_clie
     thread = await chat_to(tab, server, protocol, transport, "frontend")
     await say(tab, '/call ask_user {"question": "Which colour?"}')
     await tool_state(tab, "ask_user", "input-available")
+    thread = await shown_thread(tab, thread) if protocol == "managed" else thread
     await chat_idle(tab)
     await tab.fill("#transcript .answer-text", "teal")
     await tab.click("#transcript .answer")
