@@ -22,7 +22,7 @@ QUICK_NOTE = ("quick mode: these figures are noisy (tiny counts, one round, a sh
 PEER = "peer"
 
 TARGETS = {
-    "first_delta": "time to first text delta (p50) <= 1.5x the floor",
+    "first_delta": "time to first text delta (p50) <= 1.3x the floor",
     "events_per_s": "one-stream events/s >= 1.0x the floor",
     "sweep": "widest sweep (C={level}) wall time <= 1.3x the floor, zero errors",
     "memory_active": "<= 40 KB per active stream",
@@ -370,8 +370,8 @@ def evaluate_targets(out: dict[str, Any], floor: str, bench: Collected) -> list[
     for row in out["latency"]:
         if row["subject"] in awaken and "ratio" in row:
             r = row["ratio"]["first_delta_p50"]
-            add(TARGETS["first_delta"], "time", row["subject"], f"{row['channel']} {row['conn']}", r, "<= 1.5x",
-                None if r is None else r <= 1.5,
+            add(TARGETS["first_delta"], "time", row["subject"], f"{row['channel']} {row['conn']}", r, "<= 1.3x",
+                None if r is None else r <= 1.3,
                 f"{row['first_delta_ms']['p50']} ms vs floor; errors {row['errors']}")
     for row in out["throughput"]:
         if row["subject"] in awaken and "ratio" in row:
