@@ -48,6 +48,9 @@ GATE = '/call gate {"name": "%s"}'
 
 def _config_file(tmp_path: Path) -> Path:
     text = (ROOT / "config.toml").read_text().replace("./var/awaken.db", str(tmp_path / "awaken.db"))
+    # hypercorn's graceful timeout starts after the drain: a short one cuts no stream the drain still serves
+    text = text.replace("\ngraceful_timeout = 2.0\n", "\ngraceful_timeout = 0.1\n", 1)
+    assert "\ngraceful_timeout = 0.1\n" in text
     cfg = tmp_path / "config.toml"
     cfg.write_text(text + '\n[agents.detached]\nmodel = "scripted"\non_disconnect = "continue"\n'
                    # two agents on a provider whose key variable is unset: start-up says so, once
