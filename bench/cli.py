@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import trio
 
-from . import bursts, measure, peer, pgcluster, report
+from . import bursts, managed, measure, peer, pgcluster, report
 from .client import Endpoint, probe
 from .plan import CHANNELS, FULL, PATHS, QUICK, Subject
 from .servers import (
@@ -262,6 +262,9 @@ class Bench:
             for subject in self.ordered("agui/sse", rnd, ("floor", "peer", "awaken")):
                 steps.append(Step(f"short runs/s {subject.name} (round {rnd + 1})", p.http_runs * 0.004 + 0.3,
                                   self._http_runs(subject)))
+        for subject in awaken:  # the Managed Agents wire against AG-UI on the same server, turns alternating
+            steps.append(Step(f"Managed Agents vs AG-UI first events {subject.name}", p.latency_runs * 0.02 + 0.5,
+                              self._managed(subject)))
         if self.args.scaleout_only:
             steps = []
         steps.append(Step("stopping servers", 1.0, self.stop_all))
@@ -349,6 +352,14 @@ class Bench:
             self.raw[("scaleout", subject.name, level)].append(
                 await measure.sweep_level(subject.endpoints["agui/sse"], level, p.sweep_words, p.sweep_delay_ms,
                                           subject.server, limit_s=SCALE_LIMIT_S))
+        return run
+
+    def _managed(self, subject: Subject) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            base = subject.endpoints["agui/sse"].url.rsplit("/v1/", 1)[0]
+            result = await managed.first_events(base, max(6, self.plan.latency_runs // 4))
+            self.raw[("managed", subject.name)].append(result)
+            self.note(f"{subject.name}: {managed.describe(result)}")
         return run
 
     def _http_runs(self, subject: Subject) -> Callable[[], Awaitable[None]]:
