@@ -16,19 +16,23 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import attrs
 import pytest
 import trio
 from anthropic.lib.sessions import accumulate_managed_agents_event
 from anthropic.lib.tools import beta_async_tool
 
 from tests.builders import (
+    agui_body,
     agui_text,
     default_config_data,
     held,
     history_page,
     live_server,
     make_config,
+    post_agui,
     release,
+    user,
 )
 
 BRIDGE = Path(__file__).with_name("managed_bridge.py")
@@ -149,6 +153,14 @@ async def test_quickstart_send_then_stream_then_stream_then_send(server, client)
         wire = (await http.get("/v1/agents")).json()["wires"]["managed-agents"]
         assert wire["beta"] == "managed-agents-2026-04-01" and wire["routes"] == [
             "GET /v1/sessions{rest}", "POST /v1/sessions{rest}", "DELETE /v1/sessions{rest}"]
+
+    # a thread started on another wire is a session here, and goes on here
+    async with server.client() as http:
+        await post_agui(http, agui_body("agui-first", "agui-run", [user("agui-u1", "from AG-UI")]))
+    await client.beta.sessions.events.send("agui-first", events=text("and from the SDK"))
+    await wait_idle(client, "agui-first")
+    kinds = [t for _, t in await listed_events(client, "agui-first")]
+    assert kinds == ["user.message", "session.status_running", "agent.message", "session.status_idle"] * 2
 
     updated = await client.beta.sessions.update(session.id, title="Renamed", metadata={"team": None, "k": "v"})
     assert (updated.title, updated.metadata) == ("Renamed", {"k": "v"})
@@ -306,12 +318,22 @@ async def test_x_api_key_and_bearer_both_carry_the_token(tmp_path, monkeypatch):
     data = default_config_data()
     config = make_config(tmp_path, auth={"mode": "tokens", "tokens": [
         {"name": "sdk", "env": "AWAKEN_TEST_MANAGED_KEY", "role": "user", "subject": "alice"}]}, agents=data["agents"])
+    config = attrs.evolve(config, server=attrs.evolve(config.server, keepalive_seconds=0.05))
     async with live_server(config) as srv, sdk(srv, api_key=KEY) as by_key, \
             sdk(srv, api_key=None, auth_token=KEY) as by_bearer, sdk(srv, api_key="wrong") as wrong:
         session = await by_key.beta.sessions.create(agent="assistant", environment_id="e")
         assert (await by_bearer.beta.sessions.retrieve(session.id)).id == session.id
         with pytest.raises(anthropic.AuthenticationError):
             await wrong.beta.sessions.list()
+        # an idle stream is kept open by pings (which the SDKs skip), with the beta header and query
+        async with srv.client(headers={"x-api-key": KEY, "anthropic-beta": "managed-agents-2026-04-01",
+                                       "anthropic-version": "2023-06-01"}) as http, \
+                http.stream("GET", f"/v1/sessions/{session.id}/events/stream", params={"beta": "true"}) as stream:
+            assert stream.status_code == 200
+            async for line in stream.aiter_lines():
+                if line.startswith("event: "):
+                    assert line == "event: ping"
+                    break
 
 
 @pytest.mark.slow
