@@ -146,8 +146,7 @@ def observe(app: ASGIApp, metrics: ServerMetrics, routes: RouteTemplates) -> ASG
             if facts.refused is not None:
                 metrics.refused(facts.refused)
             metrics.request(method, route, facts.status)
-            logs.request_line(method, route, facts.status, time.perf_counter() - started, facts.subject,
-                              logs.trace_id())
+            logs.request_line(method, route, facts.status, time.perf_counter() - started, facts.subject)
 
     return observed
 

@@ -28,6 +28,11 @@ from typing import Any
 
 import orjson
 
+try:  # the trace id of a line: the current span's, when OpenTelemetry is there
+    from opentelemetry import trace as _otel_trace
+except ImportError:  # pragma: no cover - a dependency, but the logs do not need it
+    _otel_trace = None
+
 #: the logger of the ``request`` and ``run`` lines
 log = logging.getLogger("awaken.events")
 
@@ -82,11 +87,9 @@ class JsonFormatter(logging.Formatter):
 
 def trace_id() -> str | None:
     """The current OpenTelemetry span's trace id (32 hex digits), or None: no span, or no OpenTelemetry."""
-    try:
-        from opentelemetry import trace
-    except ImportError:  # pragma: no cover - OpenTelemetry is optional here
+    if _otel_trace is None:  # pragma: no cover - OpenTelemetry is optional here
         return None
-    context = trace.get_current_span().get_span_context()
+    context = _otel_trace.get_current_span().get_span_context()
     return format(context.trace_id, "032x") if context.is_valid else None
 
 
@@ -94,14 +97,14 @@ def _fields(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def request_line(method: str, route: str, status: int, seconds: float, subject: str | None,
-                 trace: str | None) -> None:
-    """The ``request`` line of one finished HTTP request or WebSocket (JSON format only)."""
+def request_line(method: str, route: str, status: int, seconds: float, subject: str | None) -> None:
+    """The ``request`` line of one finished HTTP request or WebSocket (JSON format only); the trace id is
+    the current span's."""
     if not _json:
         return
     log.info("%s %s %d", method, route, status, extra=_fields(
         event="request", method=method, route=route, status=status, duration_ms=round(seconds * 1000, 3),
-        subject=subject, trace_id=trace))
+        subject=subject, trace_id=trace_id()))
 
 
 def run_line(*, thread: str, run: str, agent: str, outcome: str, cause: str | None, error_code: str | None,

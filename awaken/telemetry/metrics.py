@@ -145,6 +145,7 @@ class ServerMetrics:
         self.waiting.set_function(lambda: max(0, self._waiting))
         self.watchers.set_function(lambda: 0)
         self._commit_timer = self.commits.labels(backend) if backend else None
+        self._requests: dict[tuple[str, str, int], Any] = {}
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text format."""
@@ -169,7 +170,13 @@ class ServerMetrics:
         self.refusals.labels(code).inc()
 
     def request(self, method: str, route: str, status: int) -> None:
-        self.requests.labels(method, route, str(status)).inc()
+        # the children by labels, kept: a handful of routes, methods and statuses (a path no route
+        # serves is one label value, ``other``)
+        key = (method, route, status)
+        child = self._requests.get(key)
+        if child is None:
+            child = self._requests[key] = self.requests.labels(method, route, str(status))
+        child.inc()
 
     def run(self, run: RunView, subject: str | None) -> RunMetrics:
         """The metrics of one admitted run, started by ``subject`` (its ``RunState`` reports to them)."""
