@@ -45,7 +45,7 @@ from awaken.engine.access import sees_every_thread, visible_thread
 from awaken.engine.state import RunStatus
 from awaken.http.auth import principal_of
 from awaken.http.context import ServerContext
-from awaken.ledger.interface import ThreadRecord
+from awaken.ledger.interface import ThreadRecord, ThreadView
 from awaken.streams.broadcast import RunBroadcast
 from awaken.streams.exchange import MAX_BODY, content_type_of
 from awaken.streams.rejoin import committed_through
@@ -221,20 +221,26 @@ class Served:
             metadata=extras.metadata, environment_id=extras.environment_id,
             input_tokens=sum(r.usage.input_tokens for r in runs), output_tokens=sum(r.usage.output_tokens for r in runs))
 
-    async def events_of(self, ctx: ServerContext, thread_id: str,
-                        running: str | None = None) -> tuple[list[mev.Positioned], Any]:
-        """The session's committed events, and its thread view. The runs are read first: a run's status
-        is committed with or after its messages, so an ended run's messages are all in the view. A run
-        followed live (``running``) is taken as running, whatever the ledger said a moment before (a
-        resumed run reads ``waiting`` until its first commit)."""
+    async def events_of(self, ctx: ServerContext, thread_id: str, running: str | None = None,
+                        since: int | None = None) -> tuple[list[mev.Positioned], Any]:
+        """The session's committed events, and its thread view (``since``: only the events of the messages
+        from that ``seq`` on, read as a window of the thread, not the whole of it). The runs are read
+        first: a run's status is committed with or after its messages, so an ended run's messages are
+        all in the view. A run followed live (``running``) is taken as running, whatever the ledger said
+        a moment before (a resumed run reads ``waiting`` until its first commit)."""
         runs = await ctx.ledger.list_runs(thread_id)
-        view = await ctx.ledger.thread_view(thread_id)
+        previous = None
+        if since is None:
+            view = await ctx.ledger.thread_view(thread_id)
+        else:
+            messages, previous = await _window(ctx, thread_id, since)
+            view = ThreadView(None, tuple(messages), tuple(await ctx.ledger.pending_calls(thread_id)))
         agent = self._agent(ctx, thread_id, runs[-1].agent_id if runs else None)
         clients = {t.name for t in agent.client_tools} | {t.name for r in runs for t in r.tools}
         facts = {r.run_id: mev.RunFacts(RunStatus.RUNNING if r.run_id == running else r.status, r.error_code,
                                         r.error_message) for r in runs}
         pending = {p.tool_call_id: p.kind for p in view.pending}
-        return mev.project(view.messages, facts, pending, clients), view
+        return mev.project(view.messages, facts, pending, clients, previous), view
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -398,6 +404,29 @@ class Served:
                          max_buffered=server.max_buffered_bytes)
 
 
+#: messages read per page of a stream's window
+WINDOW_PAGE = 500
+
+
+async def _window(ctx: ServerContext, thread_id: str, since: int) -> tuple[list[Any], Any]:
+    """The thread's messages from ``since`` on, starting early enough to hold the step whose calls the
+    first of them answer (a window never starts with a tool result), and the message before them."""
+    start = max(1, since - 2)
+    while True:
+        first = await ctx.ledger.read_messages(thread_id, start - 1, 1)
+        if start == 1 or not first or first[0].role != "tool":
+            break
+        start = max(1, start - 32)
+    messages: list[Any] = []
+    while True:
+        page = await ctx.ledger.read_messages(thread_id, (messages[-1].seq if messages else start - 1), WINDOW_PAGE)
+        messages += page
+        if len(page) < WINDOW_PAGE:
+            break
+    before = await ctx.ledger.read_messages(thread_id, start - 2, 1) if start > 1 else []
+    return messages, (before[0] if before and before[0].seq == start - 1 else None)
+
+
 def mev_owner(principal: Principal) -> Any:
     from awaken.ledger.interface import ALL_OWNERS
 
@@ -485,7 +514,7 @@ class SessionTail:
     async def catch_up(self, put: sse.Put, through: int | None = None, running: str | None = None) -> None:
         """Write the committed events after this stream's position (of the messages up to ``through``;
         ``running``: the run followed live, which has not ended)."""
-        events, _view = await self.served.events_of(self.ctx, self.thread_id, running)
+        events, _view = await self.served.events_of(self.ctx, self.thread_id, running, since=self.position[0])
         for event in mev.after(events, self.position):
             if through is not None and event.position[0] > through:
                 break
