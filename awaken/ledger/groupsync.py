@@ -81,9 +81,9 @@ class GroupSync:
 
             try:
                 await trio.to_thread.run_sync(sync, limiter=self._limiter)
-            except OSError as exc:
-                self.failed = str(exc)
-                raise StoreUnavailable(f"{self.what} could not make its commits durable: {exc}") from None
+            except (OSError, StoreUnavailable) as exc:
+                self.failed = exc.message if isinstance(exc, StoreUnavailable) else str(exc)
+                raise StoreUnavailable(f"{self.what} could not make its commits durable: {self.failed}") from None
             finally:
                 if synced:
                     self.syncs += 1

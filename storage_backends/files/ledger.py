@@ -10,6 +10,7 @@ import fcntl
 import heapq
 import logging
 import os
+import threading
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
@@ -24,6 +25,7 @@ import trio
 from awaken.core.errors import StoreUnavailable
 from awaken.core.messages import Message, message_from_json, message_to_json
 from awaken.engine.state import Cause, RunStatus, recovery
+from awaken.ledger.groupsync import GroupSync
 from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThreads, cached_facts, entry_for
 from awaken.ledger.interface import (
     ALL_OWNERS,
@@ -87,7 +89,12 @@ class FileLedger(Ledger):
     accepted and ignored (the cache of long threads' latest messages it capped is now the hot-thread
     cache, capped by ``cache_bytes``).
 
-    With ``fsync = false`` a commit survives a process kill but not a power loss.
+    A commit is acknowledged once fsynced, its log's directory too when it created the log. The fsync
+    is a group commit (``awaken/ledger/groupsync.py``): records are written under the write lock and
+    synced outside it, one sync at a time, each covering every log written since the one before
+    (each log once) and the directory once; a read returns once what it reports is on disk. A sync
+    that fails cuts its records off and is final until the ledger is opened again. With ``fsync =
+    false`` a commit survives a process kill but not a power loss.
     """
 
     def __init__(self, path: str = "./var/ledger", fsync: bool = True, cache_bytes: int = DEFAULT_BUDGET,
@@ -113,6 +120,16 @@ class FileLedger(Ledger):
         #: logs found deleted or replaced under the ledger: their threads refuse reads and writes
         #: (what they held is gone at the next open) until the ledger is reopened
         self._lost: set[str] = set()
+        #: with ``fsync``, the group commit (``awaken/ledger/groupsync.py``): a record is written under
+        #: the write lock and fsynced by the next shared sync outside it, and every call returns only
+        #: once what it wrote or read is on disk
+        self.group = GroupSync(self._sync_logs, f"the file ledger at {self.path}") if fsync else None
+        #: what the next sync covers: log name -> (a descriptor of its own, the log's length before the
+        #: first record it covers), and whether the directory gained a log; the I/O thread adds, the
+        #: sync's thread takes, under ``_sync_guard``
+        self._unsynced: dict[str, tuple[int, int]] = {}
+        self._dir_unsynced = False
+        self._sync_guard = threading.Lock()
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -194,7 +211,10 @@ class FileLedger(Ledger):
                 fd = os.open(path, flags | os.O_CREAT, 0o644)
                 created = False
         try:
-            if created:
+            if created and self.group is not None:
+                with self._sync_guard:  # the next shared sync fsyncs the directory too
+                    self._dir_unsynced = True
+            elif created:
                 self._fsync_dir(self._threads_dir)
         except OSError:
             os.close(fd)
@@ -206,14 +226,16 @@ class FileLedger(Ledger):
         return fd
 
     def _append_frame(self, name: str, frame: bytes, offset: int) -> None:
-        """Write one frame at ``offset`` (the log's applied length) and make it durable.
+        """Write one frame at ``offset`` (the log's applied length) for the next shared sync (``group``,
+        ``_sync_logs``) to make durable.
 
         Runs in the writer thread. On failure the file is cut back to ``offset``; if even that
         fails, the cut is retried before the next write to the file.
 
         The directory must still be the one opened and the log still linked in it, before the write
-        and again after the fsync (a deletion racing the write is caught too): a commit into a
-        deleted log would be acknowledged and then be gone at the next open. A thread's log is
+        and again after the write, and the sync checks again after its fsync (a deletion racing the
+        write is caught too): a commit into a deleted log would be acknowledged and then be gone at
+        the next open. A thread's log is
         created only by its first record (``offset`` 0); a later record finding it missing refuses.
         """
         self._check_dir()
@@ -230,8 +252,11 @@ class FileLedger(Ledger):
             del self._dirty[name]
         try:
             write_all(fd, frame, offset)
-            if self.fsync:
-                os.fsync(fd)
+            if self.group is not None:
+                with self._sync_guard:
+                    if name not in self._unsynced:
+                        self._unsynced[name] = (os.dup(fd), offset)
+                self.group.wrote()
             self._check_dir()
             intact = self._intact(fd, offset)
         except BaseException:
@@ -243,9 +268,54 @@ class FileLedger(Ledger):
         if not intact:
             self._lose(name)
 
+    def _sync_logs(self) -> None:
+        """The group commit's sync (in its own thread): fsync every log written since the last one, and
+        the directory if it gained a log; then the directory and each log must still be in place. On
+        any failure the logs are cut back to what the syncs before made durable (the failure is final:
+        ``GroupSync``)."""
+        with self._sync_guard:
+            batch, self._unsynced = self._unsynced, {}
+            directory, self._dir_unsynced = self._dir_unsynced, False
+        try:
+            for fd, _ in batch.values():
+                os.fsync(fd)
+            if directory:
+                self._fsync_dir(self._threads_dir)
+            self._check_dir()
+            for name, (fd, _) in batch.items():
+                if os.fstat(fd).st_nlink == 0:
+                    raise StoreUnavailable(_lost_message(os.path.join(self._threads_dir, name)))
+        except BaseException:
+            for fd, start in batch.values():  # nothing of it is acknowledged: cut it off
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    pass
+            raise
+        finally:
+            for fd, _ in batch.values():
+                os.close(fd)
+
+    async def _seen(self, result: T) -> T:
+        """``result`` of a read, once every commit applied before it is on disk (a read never reports
+        a commit the group commit has not made durable yet)."""
+        group = self.group
+        if group is not None and group.durable < group.written:
+            await group.durable_to(group.written)
+        return result
+
+    async def _acknowledged(self, mark: int) -> None:
+        """Return once the first ``mark`` records written are on disk (outside the write lock, so the
+        records written meanwhile share the sync)."""
+        if self.group is not None:
+            await self.group.durable_to(mark)
+
     def _close_files(self) -> None:
         fds = list(self._fds.values())
         self._fds.clear()
+        with self._sync_guard:  # never acknowledged (a failed sync's, or a cancelled call's): dropped
+            fds += [fd for fd, _ in self._unsynced.values()]
+            self._unsynced.clear()
         for fd in fds:
             try:
                 os.close(fd)
@@ -270,6 +340,9 @@ class FileLedger(Ledger):
         event loop; a ``ValueError`` from ``stamp`` is raised with nothing written.
         """
         record["v"] = FORMAT_VERSION
+        if self.group is not None and self.group.failed is not None:
+            raise StoreUnavailable(f"the file ledger at {self.path} could not make its commits durable "
+                                   f"({self.group.failed}); nothing is written until it is opened again")
 
         def work() -> tuple[dict[str, Any], int, list[Message]]:
             if stamp is not None:
@@ -316,6 +389,8 @@ class FileLedger(Ledger):
         try:
             self._index = await trio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
             self._clock = WriteClock(self._index.latest)
+            if self.group is not None:
+                self.group.reset()
         except OSError as exc:
             raise StoreUnavailable(f"cannot open the file ledger at {self.path}: {_describe(exc)}") from None
 
@@ -537,7 +612,7 @@ class FileLedger(Ledger):
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         found = await self._thread(thread_id)
-        return None if found is None else found[1].record(found[2])
+        return await self._seen(None if found is None else found[1].record(found[2]))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         await trio.lowlevel.checkpoint()
@@ -546,23 +621,23 @@ class FileLedger(Ledger):
         if thread is None:
             return None
         detail = await self._detail(index, thread)
-        return None if detail is None else detail.runs.get(run_id)
+        return await self._seen(None if detail is None else detail.runs.get(run_id))
 
     async def list_runs(self, thread_id: str) -> list[RunRecord]:
         found = await self._thread(thread_id)
         if found is None:
             return []
-        return sorted(found[2].runs.values(), key=lambda r: r.created_at)
+        return await self._seen(sorted(found[2].runs.values(), key=lambda r: r.created_at))
 
     async def pending_calls(self, thread_id: str) -> list[PendingCall]:
         found = await self._thread(thread_id)
-        return [] if found is None else list(found[2].pending)
+        return await self._seen([] if found is None else list(found[2].pending))
 
     async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
         found = await self._thread(thread_id, refuse_lost=True)
         if found is None or limit == 0:
             return []
-        return await self._messages(*found, after_seq, limit)
+        return await self._seen(await self._messages(*found, after_seq, limit))
 
     async def thread_view(self, thread_id: str) -> ThreadView:
         """The thread, its whole history and its pending calls as of one instant: from the caches, or
@@ -574,7 +649,7 @@ class FileLedger(Ledger):
         record = thread.record(detail)
         pending = detail.pending
         messages = await self._messages(*found, 0, -1)
-        return ThreadView(record, tuple(messages), pending)
+        return await self._seen(ThreadView(record, tuple(messages), pending))
 
     async def committed_ids(self, thread_id: str, ids: Collection[str]) -> frozenset[str]:
         """From the thread's index of message ids (its detail): no message body is read."""
@@ -582,7 +657,7 @@ class FileLedger(Ledger):
         if found is None:
             return frozenset()
         held = found[2].ids
-        return frozenset(i for i in ids if i in held)
+        return await self._seen(frozenset(i for i in ids if i in held))
 
     async def admission_facts(self, thread_id: str, ids: frozenset[str], tail: int) -> AdmissionFacts:
         """A hot thread is answered from the hot-thread cache, with no I/O. A cold one: the thread,
@@ -653,7 +728,7 @@ class FileLedger(Ledger):
             detail = await self._detail(index, thread)
             if detail is not None:
                 out.append(thread.record(detail))
-        return out
+        return await self._seen(out)
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -678,8 +753,11 @@ class FileLedger(Ledger):
             }
             if thread is None:
                 record["owner"] = owner
-            return await self._write(index, name, offset, record, detail,
-                                     lambda: _stamp(thread, detail, run.thread_id, inputs))
+            committed = await self._write(index, name, offset, record, detail,
+                                          lambda: _stamp(thread, detail, run.thread_id, inputs))
+            mark = self.group.written if self.group is not None else 0
+        await self._acknowledged(mark)
+        return committed
 
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
         async with self._write_lock:
@@ -715,8 +793,11 @@ class FileLedger(Ledger):
                 "cause": commit.cause,
                 "updated_at": self._clock.now(),
             }
-            return await self._write(index, thread.file_name, thread.size, record, detail,
-                                     lambda: _stamp(thread, detail, thread_id, commit.messages))
+            committed = await self._write(index, thread.file_name, thread.size, record, detail,
+                                          lambda: _stamp(thread, detail, thread_id, commit.messages))
+            mark = self.group.written if self.group is not None else 0
+        await self._acknowledged(mark)
+        return committed
 
     async def import_thread(
         self,
@@ -771,13 +852,15 @@ class FileLedger(Ledger):
             }
             await self._write(index, thread_file_name(thread_id), 0, record)
             self._clock.advance_to(updated_at)
+            mark = self.group.written if self.group is not None else 0
+        await self._acknowledged(mark)
 
     # -- listing and deletion ---------------------------------------------------------------------
 
     async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
         await trio.lowlevel.checkpoint()
         thread = self._require().threads.get(thread_id)
-        return None if thread is None else thread.summary()
+        return await self._seen(None if thread is None else thread.summary())
 
     async def list_thread_summaries(
         self, owner: OwnerFilter, agent: str | None = None, cursor: str | None = None, limit: int = 50
@@ -800,7 +883,8 @@ class FileLedger(Ledger):
                 break
             items.append(thread.summary())
         last = items[-1] if more else None
-        return ThreadPage(tuple(items), encode_cursor(last.updated_at, last.thread_id) if last else None)
+        return await self._seen(ThreadPage(tuple(items), encode_cursor(last.updated_at, last.thread_id)
+                                           if last else None))
 
     async def delete_thread(self, thread_id: str) -> bool:
         """Unlink the thread's log (one atomic rename-free step: the log holds all of the thread) and
@@ -823,6 +907,10 @@ class FileLedger(Ledger):
                 if fd is not None:
                     os.close(fd)
                 self._dirty.pop(name, None)
+                with self._sync_guard:  # a log about to go needs no sync
+                    unsynced = self._unsynced.pop(name, None)
+                if unsynced is not None:
+                    os.close(unsynced[0])
                 try:
                     os.unlink(os.path.join(self._threads_dir, name))
                 except FileNotFoundError:
@@ -874,4 +962,3 @@ def _describe(exc: OSError) -> str:
     if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return f"{exc.strerror or exc} (check that the directory is writable)"
     return str(exc)
-

@@ -5,6 +5,7 @@ reports a commit before it is on disk. The fsync is a test double held by a gate
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from awaken.core.errors import StoreUnavailable
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit
 from awaken.ledger.testkit.harness import run_record, user
+from storage_backends.files import FileLedger
 from storage_backends.sqlite_ledger import SqliteLedger
 
 
@@ -25,6 +27,7 @@ class HeldFsync:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.directories = 0
         self._open = threading.Event()
         self._open.set()
         self._at: int | None = None
@@ -39,6 +42,8 @@ class HeldFsync:
 
     def __call__(self, fd: int) -> None:
         self.calls += 1
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            self.directories += 1
         if self._at is None or self.calls == self._at:
             self._open.wait(30)
         self._real(fd)
@@ -166,5 +171,44 @@ async def test_a_failed_fsync_acknowledges_nothing_after_it(tmp_path: Path, monk
     await reopened.open()
     try:
         await reopened.start_run(run_record("r3", "t3"), [user("u3")])
+    finally:
+        await reopened.aclose()
+
+
+async def test_the_file_ledger_shares_its_syncs_across_threads(tmp_path: Path, fsync: HeldFsync) -> None:
+    """The file ledger keeps a log per thread, so a sync fsyncs each log written since the last one
+    (once, however many records it got) and the directory once for every log created meanwhile: 200
+    new threads started during one sync cost one more sync and two directory fsyncs, not 200."""
+    runs = 200
+    ledger = FileLedger(str(tmp_path / "ledger"))
+    await ledger.open()
+    group = ledger.group
+    assert group is not None
+    fsync.calls = fsync.directories = 0
+    done: list[str] = []
+    try:
+        fsync.hold()
+        async with trio.open_nursery() as nursery:
+            async def start(n: int) -> None:
+                await ledger.start_run(run_record(f"r{n}", f"t{n}"), [user(f"u{n}")])
+                done.append(f"t{n}")
+
+            for n in range(runs):
+                nursery.start_soon(start, n)
+            await until(lambda: group.written == runs and group.waiting == runs)
+            assert done == [] and fsync.calls == 1
+            # nothing is read back before it is on disk either
+            nursery.start_soon(lambda: ledger.read_messages("t7", 0, 10))
+            await until(lambda: group.waiting == runs + 1)
+            fsync.release()
+        assert len(done) == runs
+        assert group.syncs == 2 and group.durable == group.written == runs
+        assert fsync.directories == 2 and fsync.calls == runs + 2
+    finally:
+        await ledger.aclose()
+    reopened = FileLedger(str(tmp_path / "ledger"))
+    await reopened.open()
+    try:
+        assert [m.id for m in await reopened.read_messages("t7", 0, 10)] == ["u7"]
     finally:
         await reopened.aclose()

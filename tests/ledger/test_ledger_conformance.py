@@ -191,8 +191,11 @@ async def test_files_disk_full_mid_write_leaves_nothing(
 async def test_files_failed_fsync_or_failed_cut_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An fsync error (EIO) raises StoreUnavailable and the record is cut off; if even the cut fails,
-    it is redone before the next write, so the log never holds an unacknowledged record."""
+    """An fsync error (EIO) raises StoreUnavailable and the record is cut off; the failure is final
+    (the group commit's: what the fsync was to make durable may be gone), so nothing is read or
+    written until the ledger is opened again, and then it holds what it held before. A write that
+    fails is cut off too; if even the cut fails, it is redone before the next write, so the log never
+    holds an unacknowledged record."""
     async with opened("files", tmp_path) as ledger:
         await started(ledger, "r1", "t", user("u1"))
         before = await snapshot(ledger)
@@ -204,7 +207,13 @@ async def test_files_failed_fsync_or_failed_cut_leaves_nothing(
         with pytest.raises(StoreUnavailable):
             await ledger.commit("t", "r1", Commit(status=RunStatus.RUNNING, messages=(assistant("lost-1"),)))
         monkeypatch.undo()
-        assert await snapshot(ledger) == before
+        with pytest.raises(StoreUnavailable):
+            await ledger.read_messages("t", 0, 10)
+        with pytest.raises(StoreUnavailable):
+            await ledger.commit("t", "r1", Commit(status=RunStatus.RUNNING, messages=(assistant("lost-0"),)))
+    async with opened("files", tmp_path) as ledger:  # (reopened: the run was recovered as interrupted)
+        assert await ledger.read_messages("t", 0, 10) == before["t"]["messages"]
+        before = await snapshot(ledger)
 
         def bad_ftruncate(fd: int, length: int) -> None:
             raise OSError(errno.EIO, "I/O error")
