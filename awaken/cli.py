@@ -38,7 +38,7 @@ from awaken.runtime import memory, tcp
 from awaken.runtime.tuning import GC_THRESHOLDS, SWITCH_INTERVAL
 from awaken.runtime.workers import supervise
 from awaken.streams.exchange import MAX_BODY
-from awaken.telemetry import logs
+from awaken.telemetry import logs, tracing
 
 log = logging.getLogger("awaken")
 
@@ -133,18 +133,8 @@ async def drain(ctx: ServerContext, signals: AsyncIterator[int]) -> None:
         nursery.start_soon(second_signal)
         await ctx.app.drain(seconds, cut)
         nursery.cancel_scope.cancel()
-    await flush_telemetry()
+    await tracing.flush()  # the spans still queued are exported before the process goes
     print("awaken: drained; closing connections", flush=True)
-
-
-async def flush_telemetry() -> None:
-    """Export the spans telemetry still holds before the process exits (``awaken.telemetry.tracing``'s
-    ``flush``, off the event loop; nothing to do where that module is not installed)."""
-    try:
-        from awaken.telemetry import tracing
-    except ImportError:
-        return
-    await tracing.flush()
 
 
 def config_path(given: str | None) -> str | None:
