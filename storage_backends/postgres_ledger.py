@@ -86,6 +86,7 @@ from awaken.ledger.interface import (
 )
 
 from .postgres_claims import PostgresClaims
+from .postgres_relay import PostgresRelay
 from .postgres_schema import SchemaTooNew, migrate
 
 T = TypeVar("T")
@@ -168,10 +169,14 @@ class PostgresLedger(Ledger):
         self._limiter = trio.CapacityLimiter(pool_size)
         self._clock = WriteClock()
         self._claims = PostgresClaims(self, float(lease_seconds))
+        self._relay = PostgresRelay(self, self._claims)
         self._registered = False
 
     def claims(self) -> PostgresClaims:
         return self._claims
+
+    def relay(self) -> PostgresRelay:
+        return self._relay
 
     # -- plumbing -------------------------------------------------------------------------------
 

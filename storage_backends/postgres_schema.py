@@ -140,6 +140,29 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
         "the row /readyz writes to prove the database takes commits",
         "CREATE TABLE write_probe (id integer PRIMARY KEY, at timestamptz NOT NULL)",
     ),
+    (
+        6,
+        "the run relay: streaming runs' events for watchers on other processes (postgres_relay)",
+        """
+        CREATE TABLE relay_runs (
+            run_key bytea PRIMARY KEY,
+            thread_id bytea NOT NULL,
+            process_id bigint NOT NULL,
+            owner bytea,
+            ended boolean NOT NULL DEFAULT false,
+            ended_at timestamptz,
+            created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+        );
+        CREATE INDEX relay_runs_by_thread ON relay_runs (thread_id);
+        CREATE TABLE relay_events (
+            run_key bytea NOT NULL REFERENCES relay_runs (run_key) ON DELETE CASCADE,
+            first_seq bigint NOT NULL,
+            last_seq bigint NOT NULL,
+            data bytea NOT NULL,
+            PRIMARY KEY (run_key, first_seq)
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

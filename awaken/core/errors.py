@@ -101,6 +101,9 @@ CODES: dict[str, Code] = {
     "INVALID_POSITION": Code("input", 400, "Rejoin: Last-Event-ID is not a stream position this server writes."),
     "RUN_ON_OTHER_PROCESS": Code("input", 409, "Rejoin: the thread's run streams on another server process on the "
                                  "same database (the message names it); rejoin there."),
+    "OWNER_DIED": Code("run", 503, "Rejoin on another process: the server process running the run died (its lease "
+                       "lapsed); the run is committed interrupted, cause owner_died, and its history holds what "
+                       "was committed."),
     "REPLAY_GONE": Code("run", 410, "Rejoin (AI SDK): the start of the run's stream is no longer held; read the "
                         "history instead."),
     "MODEL_ERROR": Code("run", 502, "The model failed or answered with something unusable."),

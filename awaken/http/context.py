@@ -8,6 +8,7 @@ server is configured), and ``aclose()`` after that nursery is done.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import TYPE_CHECKING
 
@@ -89,7 +90,16 @@ class ServerContext:
     async def run_claims(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
         """The thread claims' upkeep (lease heartbeat, dead-process sweep, stop requests from other
         processes) until cancelled; returns at once for an embedded ledger's local claims."""
-        await self.app.claims.serve(self.app.stop_local, task_status=task_status)
+        relay = self.ledger.relay()
+        if relay is None:
+            await self.app.claims.serve(self.app.stop_local, task_status=task_status)
+            return
+        # a shared ledger's run relay too: staging this process's runs, following other processes'
+        relay.limit = self.config.server.replay_bytes  # type: ignore[attr-defined]
+        async with trio.open_nursery() as nursery:
+            await nursery.start(relay.serve)
+            await nursery.start(functools.partial(self.app.claims.serve, self.app.stop_local))
+            task_status.started()
 
     async def aclose(self) -> None:
         for model in {id(m): m for m in self.models.values()}.values():

@@ -137,7 +137,9 @@ async def _connect(ctx: ServerContext, agui: Protocol, call: runtime.RuntimeCall
     if view.thread is not None and not may_see(principal, owner):
         view = attrs.evolve(view, thread=None)  # another subject's thread replays as an unknown one
     active = ctx.app.active(thread_id)
-    history = replay_events(view, active.run_id if live is not None and active is not None else None)
+    live_id = getattr(live, "run_id", None) if live is not None else None  # a relayed run is not active here
+    history = replay_events(view, live_id if live_id is not None else active.run_id if live is not None
+                            and active is not None else None)
     if live is None:
         await sse.send_once(send, sse.sse_headers(agui.sse_headers), sse_frames(history))
         return

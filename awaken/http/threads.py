@@ -21,7 +21,8 @@ Routes (JSON; times in ms since the epoch; errors ``{"error": {"code", "message"
     POST   /v1/threads/{id}/stop
         200 {runId, status} once the active run's outcome is committed (``interrupted``, cause
         ``stopped``, unless it reached another outcome first); its stream, on whichever protocol
-        and transport, ends with the protocol's terminal event for a stop. 204 when nothing runs.
+        and transport, ends with the protocol's terminal event for a stop; a run another server process
+        of a shared ledger holds is stopped there (the same answer). 204 when nothing runs anywhere.
 
 Every route on a thread answers 404 ``UNKNOWN_THREAD`` for a thread the caller may not see
 (``access.visible_thread``), exactly as for one that does not exist. 503 ``STORE_UNAVAILABLE``
@@ -152,7 +153,10 @@ def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) ->
     async def stop(thread_id: str) -> Any:
         await visible_thread(ctx.app, principal_of(request.scope), thread_id)
         run = ctx.app.active(thread_id)
-        status = await ctx.app.stop(thread_id)
-        if run is None or status is None:
+        status = await ctx.app.stop(thread_id)  # a run another process holds is stopped there
+        if status is None:
             return "", 204
+        if run is None:  # it ran on another process: its committed record says which run stopped
+            runs = await ctx.ledger.list_runs(thread_id)
+            return jsonify({"runId": runs[-1].run_id, "status": str(runs[-1].status)})
         return jsonify({"runId": run.run_id, "status": str(status)})  # the id as committed

@@ -47,6 +47,7 @@ from awaken.core.errors import ConfigError
 from awaken.core.messages import Message, Usage
 from awaken.engine.claims import LocalClaims, ThreadClaims
 from awaken.engine.state import RunStatus
+from awaken.ledger.relay import RunRelay
 from awaken.models import ToolSpec
 
 
@@ -291,6 +292,11 @@ class Ledger(abc.ABC):
         """Who may run on a thread now. An embedded ledger (one process owns it) keeps the default:
         the server's own registry of active runs decides (``LocalClaims``)."""
         return LocalClaims()
+
+    def relay(self) -> RunRelay | None:
+        """What carries a streaming run to watchers on other processes (``awaken.ledger.relay``). An
+        embedded ledger keeps the default: one process, nothing to carry."""
+        return None
 
     @abc.abstractmethod
     async def open(self) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from awaken.core import events as ev
+from awaken.ledger.relay import RunRelay
 from awaken.streams.replay import BATCH, LARGE, EventLog, FrameRing
 from awaken.wires.encoding import EncoderBase, EncoderMisuse, WireEvent, text_payload
 
@@ -254,6 +255,13 @@ class RunBroadcast:
         self._started: ev.RunStarted | None = None
         self.closed = False
         self.ended = trio.Event()
+        #: carries every event to watchers on other processes (a ledger shared by processes; else None)
+        self.relay: RunRelay | None = None
+
+    def lost(self) -> None:
+        """Events before the next ones are missing (a relayed run joined after its relay dropped some):
+        channels opened from now on start at the run's next step boundary."""
+        self._log.clear()
 
     def open_channel(self, protocol: Protocol, encoder: EncoderBase | None = None) -> Channel:
         """The protocol's channel, built now if it does not exist (``encoder``: the one to build it
@@ -278,6 +286,8 @@ class RunBroadcast:
         """The engine's sink: every channel encodes ``event`` and sends it to its watchers."""
         if isinstance(event, ev.RunStarted):
             self._started = event
+        if self.relay is not None:
+            self.relay.publish(self.key, self.thread_id, self.owner, event)
         size = FRAME_OVERHEAD
         for channel in list(self.channels.values()):
             size = max(size, channel.feed(event) + FRAME_OVERHEAD)
@@ -292,6 +302,8 @@ class RunBroadcast:
         if self.closed:
             return
         self.closed = True
+        if self.relay is not None:
+            self.relay.end(self.key)
         for channel in self.channels.values():
             channel.close()
         self._log.clear()

@@ -137,6 +137,7 @@ async def exchange(
 
     def broadcast(run: AdmittedRun) -> RunBroadcast:
         out = RunBroadcast(run.run_id, thread_id, ctx.config.server.replay_bytes, run.owner)
+        out.relay = ctx.ledger.relay()  # watchers on other processes (a shared ledger; None for one process)
         # the origin watches from before the run's first event: a frame larger than the replay
         # (a 5 MB delta) may push the first frames out of it before the transport is ready
         first.append(out.open_channel(protocol, encoder).watch(_unattached, 0, hold=True))

@@ -20,19 +20,25 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import trio
+
 from awaken.core.errors import InputRejected, StoreUnavailable, error_response
 from awaken.core.principal import Principal, principal_of
 from awaken.engine import AdmittedRun
 from awaken.engine.access import may_see
 from awaken.ledger.interface import Ledger
-from awaken.streams.broadcast import Channel, parse_position, position
+from awaken.ledger.relay import RunRelay
+from awaken.streams.broadcast import Channel, RunBroadcast, parse_position, position
 from awaken.streams.exchange import DETACHED, Deliver
 from awaken.streams.host import StreamHost
+from awaken.streams.relayed import relayed_broadcast
 from awaken.transports import sse
 from awaken.wires.encoding import text_payload
 from awaken.wires.protocol import Protocol
 
 Producer = Callable[[Deliver], Awaitable[None]]
+#: how long a rejoin looks for a run another process admitted but has not staged yet
+STAGING_SECONDS = 2.0
 
 
 async def _held_elsewhere(ctx: StreamHost, thread_id: str, principal: Principal) -> str | None:
@@ -48,6 +54,22 @@ async def _held_elsewhere(ctx: StreamHost, thread_id: str, principal: Principal)
     return holder if may_see(principal, owner) else None
 
 
+async def _relayed(ctx: StreamHost, relay: RunRelay, thread_id: str) -> RunBroadcast | None:
+    """The relayed copy of the run another process streams on the thread. A run that process admitted
+    a moment ago may not be staged yet (its first batch is written within milliseconds): while the
+    thread's claim names another process, look again for up to ``STAGING_SECONDS``."""
+    with trio.move_on_after(STAGING_SECONDS):
+        while True:
+            found = await relayed_broadcast(relay, thread_id, ctx.config.server.replay_bytes)
+            if found is not None:
+                return found
+            holder = await ctx.app.claims.holder(thread_id)
+            if holder is None or holder == ctx.app.claims.process_id:
+                return None
+            await trio.sleep(0.02)
+    return None
+
+
 async def watch_thread(ctx: StreamHost, protocol: Protocol, thread_id: str, principal: Principal,
                  last_event_id: str | None = None, *, from_snapshot: bool = False) -> Producer | None:
     """The producer that streams ``thread_id``'s active run from ``last_event_id`` (None: its start;
@@ -59,7 +81,14 @@ async def watch_thread(ctx: StreamHost, protocol: Protocol, thread_id: str, prin
     run = ctx.app.active(thread_id)
     broadcast = run.broadcast if run is not None else None
     if broadcast is None or broadcast.closed:
-        return None
+        run = None
+        relay = ctx.ledger.relay()
+        if relay is None:
+            return None
+        # another process of a shared ledger may stream it: its relayed copy here (``streams.relayed``)
+        broadcast = await _relayed(ctx, relay, thread_id)
+        if broadcast is None:
+            return None
     _exists, owner = await ctx.app.owner_of(thread_id)
     if not may_see(principal, owner):
         return None
@@ -82,12 +111,13 @@ async def watch_thread(ctx: StreamHost, protocol: Protocol, thread_id: str, prin
                     deliver(None, text_payload(wire))
                 return
             watcher = await _from_snapshot(ctx.ledger, protocol, channel, thread_id, deliver,
-                                           lambda: committed_through(run))
+                                           (lambda: committed_through(run)) if run is not None else None)
         try:
             await watcher.done.wait()
         finally:
             watcher.leave()
 
+    produce.run_id = broadcast.key  # type: ignore[attr-defined] # the run it streams (a relayed one is not active here)
     return produce
 
 
@@ -97,7 +127,7 @@ def committed_through(run: AdmittedRun) -> int:
 
 
 async def _from_snapshot(ledger: Ledger, protocol: Protocol, channel: Channel, thread_id: str,
-                         deliver: Deliver, marker: Callable[[], int]) -> Any:
+                         deliver: Deliver, marker: Callable[[], int] | None) -> Any:
     """Head, the committed messages at the next step boundary, then the live tail from it (a run that
     ends with no boundary, interrupted with no terminal event, gets the head and the messages committed).
 
@@ -136,7 +166,7 @@ def rejoin_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
         try:
             produce = await watch_thread(ctx, protocol, params["thread"], principal,
                                          _header(scope, b"last-event-id"))
-        except InputRejected as exc:  # INVALID_POSITION: 400
+        except (InputRejected, StoreUnavailable) as exc:  # INVALID_POSITION: 400; the relay's store: 503
             status, headers, body = error_response(exc)
             await sse.send_once(send, headers, body, status)
             return
