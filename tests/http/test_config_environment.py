@@ -142,14 +142,12 @@ def test_secrets_are_redacted_from_the_effective_settings():
 def test_config_check_prints_the_effective_settings_redacted(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # no ./config.toml here: the environment and the defaults
     monkeypatch.setenv("AWAKEN_SERVER__BIND", "127.0.0.1:9100")
-    monkeypatch.setenv("AWAKEN_MCP_SERVERS__CRM__TRANSPORT", "stdio")  # built, not started
-    monkeypatch.setenv("AWAKEN_MCP_SERVERS__CRM__COMMAND", "crm-mcp")
-    monkeypatch.setenv("AWAKEN_MCP_SERVERS__CRM__ENV", '{"CRM_KEY": "hunter2"}')
+    monkeypatch.setenv("AWAKEN_PROVIDERS__OPENAI__BASE_URL", "https://ops:hunter2@llm.example/v1")
     assert main(["config", "check"]) == 0
     out, err = capsys.readouterr()
     shown = orjson.loads(out)
     assert shown["server"]["bind"] == "127.0.0.1:9100"
-    assert shown["mcp_servers"]["crm"]["env"] == {"CRM_KEY": "<redacted>"}
+    assert shown["providers"] == {"openai": {"base_url": "https://<redacted>@llm.example/v1"}}
     assert set(shown["agents"]) == {"assistant", "guarded", "frontend"}
     assert err == "awaken: the configuration is valid (no config file; environment over file over default)\n"
     assert "hunter2" not in out + err
