@@ -59,7 +59,7 @@ from .frames import (
     thread_file_name,
     write_all,
 )
-from .index import HeldDetails, Index, ThreadDetail, ThreadEntry, extract, load_detail, locate
+from .index import HeldDetails, Index, ThreadDetail, ThreadEntry, extract, listing_key, load_detail, locate
 from .records import CorruptRecord, pending_to_json, run_to_json
 
 T = TypeVar("T")
@@ -870,12 +870,12 @@ class FileLedger(Ledger):
         await trio.lowlevel.checkpoint()
         index = self._require()
         keys = index.order if owner is ALL_OWNERS else index.by_owner.get(owner, [])
-        i = len(keys) if after is None else bisect_left(keys, after)
+        i = len(keys) if after is None else bisect_left(keys, after, key=listing_key)
         items: list[ThreadSummary] = []
         more = False
         while i > 0:
             i -= 1
-            thread = index.threads[keys[i][1]]
+            thread = keys[i]
             if agent is not None and thread.agent_id != agent:
                 continue
             if len(items) == limit:
