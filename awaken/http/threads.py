@@ -81,10 +81,10 @@ def run_detail(run: RunRecord) -> dict[str, Any]:
             "error": error}
 
 
-def timeline(run_id: str) -> dict[str, Any] | None:
+def timeline(thread_id: str, run_id: str) -> dict[str, Any] | None:
     """The run's spans as this process recorded them (awaken/telemetry/tracing.py), None when it holds
     none (an older run, or one another process ran)."""
-    kept = tracing.TIMELINES.get(run_id)
+    kept = tracing.TIMELINES.get(thread_id, run_id)
     return kept.as_json() if kept is not None else None
 
 
@@ -134,7 +134,7 @@ def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) ->
         del detail["lastRun"]
         runs = await ctx.ledger.list_runs(thread_id)
         pending = await ctx.ledger.pending_calls(thread_id)
-        return jsonify({**detail, "runs": [{**run_detail(r), "timeline": timeline(r.run_id)} for r in runs],
+        return jsonify({**detail, "runs": [{**run_detail(r), "timeline": timeline(thread_id, r.run_id)} for r in runs],
                         "pending": [pending_call(p) for p in pending], "state": record.state})
 
     @app.delete("/v1/threads/<path:thread_id>")

@@ -154,6 +154,7 @@ def configure(settings: TraceSettings) -> None:
     """Start tracing as ``settings`` say (an exporter: the OpenTelemetry SDK, its batch processor and
     exporter; none: nothing). Replaces what an earlier ``configure`` started (stopping its exporter)."""
     shutdown(0.0)
+    TIMELINES.clear()  # a new server: what an earlier one in this process ran is not its history
     STATE.settings = settings
     STATE.capture = settings.capture_content
     if settings.exporter is None:
@@ -455,7 +456,7 @@ def identify(root: Span, run_id: str, *, resumed: bool) -> None:
     root.set(C.RUN_ID, run_id)
     if resumed:
         root.set(C.RUN_RESUMED, True)
-    TIMELINES.keep(run_id, root.timeline, resumed=resumed)
+    TIMELINES.keep(root.attributes[C.GEN_AI_CONVERSATION_ID], run_id, root.timeline, resumed=resumed)
 
 
 def renamed(run_id: str) -> None:
@@ -636,19 +637,21 @@ class Timeline:
 
 
 class Timelines:
-    """The timelines of the ``MAX_RUNS`` runs this process ran most recently, by run id."""
+    """The timelines of the ``MAX_RUNS`` runs this process ran most recently, by thread and run id.
+    Emptied when a server starts (``configure``)."""
 
     def __init__(self, limit: int = MAX_RUNS) -> None:
         self.limit = limit
-        self._runs: OrderedDict[str, Timeline] = OrderedDict()
+        self._runs: OrderedDict[tuple[str, str], Timeline] = OrderedDict()
 
-    def keep(self, run_id: str, timeline: Timeline, *, resumed: bool = False) -> None:
+    def keep(self, thread_id: str, run_id: str, timeline: Timeline, *, resumed: bool = False) -> None:
         """Keep ``timeline`` as the run's; a resumed run's earlier execution's spans come first. A fresh
         run whose id another run holds is not kept under it (the ledger gives it a fresh id)."""
-        earlier = self._runs.get(run_id)
+        key = (thread_id, run_id)
+        earlier = self._runs.get(key)
         if earlier is not None and earlier is not timeline and not resumed:
             return
-        self._runs.pop(run_id, None)
+        self._runs.pop(key, None)
         if earlier is not None and earlier is not timeline:
             for span in timeline.spans:
                 span.timeline = earlier
@@ -656,12 +659,12 @@ class Timelines:
             timeline.spans = earlier.spans
             timeline.dropped = earlier.dropped
             timeline = earlier
-        self._runs[run_id] = timeline
+        self._runs[key] = timeline
         while len(self._runs) > self.limit:
             self._runs.popitem(last=False)
 
-    def get(self, run_id: str) -> Timeline | None:
-        return self._runs.get(run_id)
+    def get(self, thread_id: str, run_id: str) -> Timeline | None:
+        return self._runs.get((thread_id, run_id))
 
     def clear(self) -> None:
         self._runs.clear()
