@@ -57,8 +57,11 @@ MAX_VALUE = 8192
 _ids = itertools.count(1)
 
 
+_time_ns = time.time_ns
+
+
 def now_ns() -> int:
-    return time.time_ns()
+    return _time_ns()
 
 
 # -- the settings -----------------------------------------------------------------------------
@@ -300,7 +303,7 @@ class Span:
         self.name = name
         self.parent = parent
         self.root: Span = parent.root if parent is not None else self
-        self.start_ns = start_ns or now_ns()
+        self.start_ns = start_ns or _time_ns()
         self.end_ns: int | None = None
         self.attributes = attributes
         self.error: str | None = None
@@ -324,12 +327,16 @@ class Span:
             self.otel = tracer.start_span(name, context=context, kind=kind or trace.SpanKind.INTERNAL,
                                           attributes={k: v for k, v in attributes.items() if v is not None},
                                           start_time=self.start_ns)
-        timeline.add(self)
+        if len(timeline.spans) < MAX_SPANS:  # Timeline.add, inlined: every span of every run passes here
+            timeline.spans.append(self)
+        else:
+            timeline.dropped += 1
 
     def set(self, key: str, value: Any) -> None:
         if value is None:
             return
-        value = _clip(value)
+        if type(value) is str and len(value) > MAX_VALUE:
+            value = _clip(value)
         self.attributes[key] = value
         if self.otel is not None:
             self.otel.set_attribute(key, value)
@@ -359,7 +366,7 @@ class Span:
             return
         if exc is not None and self.error is None:
             self.fail(error_type(exc), str(exc) or None)
-        self.end_ns = end_ns or now_ns()
+        self.end_ns = end_ns or _time_ns()
         if self._otel_token is not None:
             from opentelemetry import context as otel_context
 
