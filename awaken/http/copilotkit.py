@@ -167,6 +167,12 @@ async def _stop(ctx: ServerContext, call: runtime.RuntimeCall, scope: dict, send
     stopped = active is not None and (run_id is None or active.run_id == run_id)
     if stopped:  # StoreUnavailable (503) while its last outcome still waits for the store
         await ctx.app.stop(call.thread_id)
+    elif active is None and (relay := ctx.ledger.relay()) is not None:
+        # a run another process of a shared ledger streams is stopped there, as POST /v1/threads/{id}/stop does
+        found = await relay.find(call.thread_id)
+        if found is not None and may_see(principal_of(scope), found.owner) \
+                and (run_id is None or found.key == run_id):
+            stopped = await ctx.app.stop(call.thread_id) is not None
     await _json(send, 200, runtime.stop_answer(stopped, call.thread_id, run_id))
 
 

@@ -120,3 +120,41 @@ async def test_a_killed_owner_ends_the_watchers_elsewhere_with_a_code(tmp_path: 
         assert run_row(tmp_path, "r-k")[:2] == ("interrupted", "owner_died")  # type: ignore[index]
         items = (await on_b.get("/v1/ag-ui/threads/t-k/messages")).json()["items"]
         assert [m["id"] for m in items][:1] == ["u1"]
+
+
+async def test_copilotkit_connect_and_stop_on_another_process(tmp_path: Path) -> None:
+    """CopilotKit's ``connect`` on B joins A's run with the frames a connect on A gets (the finished history,
+    then the live run); the runtime's ``stop`` on B stops it there (``stopped: true``), a wrong ``runId``
+    stops nothing, and once nothing runs anywhere ``stopped`` is false."""
+    import contextlib
+
+    ck = "/v1/copilotkit/agent/assistant"
+    config = postgres_config(tmp_path / "pg.toml", tmp_path)
+    async with (awaken_serve(config, tmp_path / "a.log") as a, awaken_serve(config, tmp_path / "b.log") as b,
+                httpx.AsyncClient(base_url=a.url, timeout=30) as on_a,
+                httpx.AsyncClient(base_url=b.url, timeout=30) as on_b):
+        first = await on_a.post(f"{ck}/run", json=agui_body("t-ck", "r-ck1", [user("u1", "hello")]))
+        assert first.status_code == 200
+        body = agui_body("t-ck", "r-ck2", [user("u1", "hello"), user("u2", held("never", 4))])
+        async with contextlib.AsyncExitStack() as stack:
+            origin = Frames(await stack.enter_async_context(on_a.stream("POST", f"{ck}/run", json=body)))
+            await origin.until(is_type("TEXT_MESSAGE_CONTENT"))
+            connect = agui_body("t-ck", "r-connect", [])
+            joined = []
+            for client in (on_a, on_b):
+                response = await stack.enter_async_context(client.stream("POST", f"{ck}/connect", json=connect))
+                assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+                joined.append(Frames(response))
+            seen_a, seen_b = [await f.until(is_type("TEXT_MESSAGE_CONTENT")) for f in joined]
+            assert seen_a == seen_b and [p["type"] for _, p in seen_a[:3]] == \
+                ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"], seen_b
+            assert seen_b[3][1]["type"] == "RUN_STARTED" and seen_b[3][1]["runId"] == "r-ck2"
+            wrong = await on_b.post(f"{ck}/stop/t-ck", json={"runId": "not-it"})
+            assert wrong.json() == {"stopped": False, "message": "Run 'not-it' is not the active run for thread 't-ck'."}
+            stopped = await on_b.post(f"{ck}/stop/t-ck", json={"runId": "r-ck2"})
+            assert stopped.status_code == 200 and stopped.json()["stopped"] is True, stopped.json()
+            rest_a, rest_b = await rest(joined[0]), await rest(joined[1])
+            assert rest_a == rest_b and "RUN_FINISHED" not in str(rest_b), (rest_a, rest_b)
+        assert run_row(tmp_path, "r-ck2") == ("interrupted", "stopped", "stopped on request")
+        idle = await on_b.post(f"{ck}/stop/t-ck")
+        assert idle.json() == {"stopped": False, "message": "No active run for thread 't-ck'."}
