@@ -158,11 +158,12 @@ async def test_reject_refuses_new_input_while_a_turn_streams(server, wire, trans
         with trio.fail_after(10):
             await second.done.wait()
         open_gate(server.ctx, gate)
+    busy = f"thread {thread!r} already has an active run; send the next input when it ends"
     if wire == "ag-ui":
-        assert second.events[-1]["code"] == "THREAD_BUSY"
+        assert second.events == [{"type": "RUN_ERROR", "message": busy, "code": "THREAD_BUSY"}]
     else:
-        assert [e["type"] for e in second.events[:-1]] == ["error", "finish"] or \
-            any(e != "[DONE]" and e.get("errorText", "").startswith(f"thread {thread!r}") for e in second.events)
+        assert second.events[0] == {"type": "error", "errorText": f"THREAD_BUSY: {busy}"}
+        assert second.events[-1] == "[DONE]"
     assert text_of(wire, first.events) == FIRST_WORDS
 
 
