@@ -5,7 +5,11 @@ Screenshots at 1280 px and 390 px (``timeline-1280``, ``timeline-390``)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.builders import agui_body, call, call_ids, post_agui, user
+
+pytestmark = pytest.mark.slow  # a real browser
 
 GUARDED = "/v1/ag-ui/agents/guarded"
 
