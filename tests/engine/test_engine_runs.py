@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from awaken.core import events as ev
+from awaken.core.errors import StoreUnavailable
 from awaken.core.principal import ANONYMOUS
 from awaken.engine import RunApplication
 from awaken.engine import state as runstate
@@ -372,6 +373,34 @@ async def test_the_interrupted_commit_hands_the_cause_to_the_ledger(tmp_path):
         ctx.ledger.commit = recording
         await cancel_at_first_delta(ctx, lambda run: run.cancel(Cause.CLIENT_TOO_SLOW))
         assert commits == [("r1", RunStatus.INTERRUPTED, "client_too_slow", "the client read the stream too slowly")]
+
+
+async def test_the_interrupted_commit_carries_the_answer_it_cut_off_also_when_it_commits_late(tmp_path):
+    """An early end commits what the step had streamed, marked with the cause, in the outcome's own commit;
+    when the store refuses that commit, the reconciler commits the same (the status and the answer together,
+    once)."""
+    async with engine(tmp_path) as ctx, trio.open_nursery() as nursery:
+        nursery.start_soon(ctx.app.reconcile_forever)
+        commits: list[Any] = []
+        commit = ctx.ledger.commit
+
+        async def refused_once(thread_id, run_id, c):
+            if c.status is RunStatus.INTERRUPTED and not commits:
+                commits.append("refused")
+                raise StoreUnavailable("the ledger is down")
+            commits.append((c.status, c.cause, [(m.text, m.incomplete) for m in c.messages]))
+            return await commit(thread_id, run_id, c)
+
+        ctx.ledger.commit = refused_once
+        await cancel_at_first_delta(ctx, lambda run: run.cancel(Cause.STOPPED))
+        with trio.fail_after(10):
+            while ctx.app.is_active("t1"):
+                await trio.sleep(0.01)
+        assert commits == ["refused", (RunStatus.INTERRUPTED, "stopped", [("alpha ", "stopped")])]
+        messages = await ctx.ledger.read_messages("t1", 0, 10)
+        assert [(m.role, m.text, m.incomplete) for m in messages] == [
+            ("user", "/words 500", None), ("assistant", "alpha ", "stopped")]
+        nursery.cancel_scope.cancel()
 
 
 class RecordingRun:
