@@ -163,6 +163,13 @@ class RunApplication:
         async with self.admit(thread_id, agent_id, build, asks, principal=principal) as run:
             run.broadcast = out = broadcast(run)
             task_status.started(run)
+            # the request's task attaches its transport before the run takes the CPU (a few scheduler
+            # passes at most, without cancellation): the run's first frames then go out at its first
+            # checkpoint (after its first delta), not once its first step is done
+            for _ in range(ATTACH_PASSES):
+                if not getattr(out, "holding", False):
+                    break
+                await trio.lowlevel.cancel_shielded_checkpoint()
             try:
                 await run.execute(out.sink)
             except Exception:  # never: execute commits every failure; a bug must not take the server down
@@ -428,6 +435,8 @@ class RunApplication:
 
 # a request carrying at least ``OFF_LOOP_MESSAGES`` messages is turned into its run off the event loop
 # (``awaken.runtime.tuning``: the off-loop policy)
+#: how many scheduler passes a hosted run gives its request's task to attach its transport first
+ATTACH_PASSES = 8
 #: how long ``stop`` waits, beyond a final commit's bound, for another process to free the thread
 REMOTE_STOP_GRACE = 3.0
 #: how often ``stop`` looks whether another process freed the thread
