@@ -194,7 +194,8 @@ class RunApplication:
         return self._active.get(thread_id)
 
     async def owner_of(self, thread_id: str) -> tuple[bool, str | None]:
-        """``(exists, owner)`` of a thread: committed, or being started by an active run right now."""
+        """``(exists, owner)`` of a thread: committed, or being started by an active run right now (here,
+        or on another process of a shared ledger: its run relay knows)."""
         run = self._active.get(thread_id)
         if run is not None and run.owner_known:
             return True, run.owner
@@ -203,6 +204,9 @@ class RunApplication:
             return True, thread.owner
         if run is not None:  # admission is still reading the thread: whoever asks next sees it soon
             return True, run.owner
+        relay = self.ledger.relay()  # a shared ledger: a run another process started a moment ago
+        if relay is not None and (elsewhere := await relay.find(thread_id)) is not None:
+            return True, elsewhere.owner
         return False, None
 
     @contextlib.asynccontextmanager

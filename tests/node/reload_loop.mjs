@@ -1,0 +1,119 @@
+// Reload mid-answer, again and again, in one Node process: what a page does when it is reloaded while
+// an answer streams, against a server whose processes share one address (or a load balancer).
+//
+//   node reload_loop.mjs agui <package> <baseUrl> <agentId> <count> <prefix>
+//     Each round starts a run on its own thread (POST /v1/ag-ui/agents/{agentId}, held open by the
+//     scripted model's `/hold`), drops that connection after its first TEXT_MESSAGE_CONTENT (the reload),
+//     then rejoins with an @ag-ui/client HttpAgent on GET /v1/ag-ui/threads/{id}/stream (its
+//     requestInit overridden; the library's parsing and verification unchanged). Once the rejoined
+//     stream has shown text, POST /v1/threads/{id}/stop ends the run.
+//   node reload_loop.mjs aisdk <package> <baseUrl> <agentId> <count> <prefix>
+//     The same with POST /v1/ai-sdk/agents/{agentId}/chat and DefaultChatTransport.reconnectToStream
+//     (what useChat({ resume: true }) calls on a reload), read with readUIMessageStream.
+//
+// Prints one JSON line: a record per round ({thread, rejoined, text, stop, failed, types}) and whatever
+// the library logged. The script never decides pass/fail.
+
+const [kind, pkg, baseUrl, agentId, count, prefix] = process.argv.slice(2);
+const logs = [];
+for (const level of ["log", "info", "warn", "error", "debug"]) {
+  console[level] = (...args) => logs.push(`${level}: ${args.map((a) => (a instanceof Error ? a.message : String(a))).join(" ")}`);
+}
+const lib = await import(pkg);
+
+/** Start a held run and drop its connection once its first text delta arrived (a reload). */
+async function startAndDrop(thread, round) {
+  const text = `/hold ${thread}\n/words 4`;
+  const [url, body, marker] = kind === "agui"
+    ? [`${baseUrl}/v1/ag-ui/agents/${agentId}`,
+      { threadId: thread, runId: `run-${thread}`, state: {}, messages: [{ id: `u-${round}`, role: "user", content: text }],
+        tools: [], context: [], forwardedProps: {} }, "TEXT_MESSAGE_CONTENT"]
+    : [`${baseUrl}/v1/ai-sdk/agents/${agentId}/chat`,
+      { id: thread, messages: [{ id: `u-${round}`, role: "user", parts: [{ type: "text", text }] }] }, "text-delta"];
+  const abort = new AbortController();
+  const response = await fetch(url, { method: "POST", headers: { "content-type": "application/json" },
+                                      body: JSON.stringify(body), signal: abort.signal });
+  if (response.status !== 200) throw new Error(`start answered ${response.status}`);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let seen = "";
+  while (!seen.includes(marker)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error("the run ended before its first delta");
+    seen += decoder.decode(value, { stream: true });
+  }
+  abort.abort();  // the reload
+}
+
+async function stop(thread) {
+  // once the run's input is committed (a stop in the first milliseconds of a run, before its first
+  // write, is a separate case: see the test's docstring)
+  for (;;) {
+    const seen = await fetch(`${baseUrl}/v1/ag-ui/threads/${encodeURIComponent(thread)}/messages`);
+    if (seen.status === 200 && (await seen.json()).items.length > 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const response = await fetch(`${baseUrl}/v1/threads/${encodeURIComponent(thread)}/stop`, { method: "POST" });
+  return { status: response.status, body: response.status === 200 ? await response.json() : null };
+}
+
+async function rejoinAgui(thread, record) {
+  class RejoiningAgent extends lib.HttpAgent {
+    requestInit() {
+      return { method: "GET", headers: { ...this.headers, Accept: "text/event-stream" }, signal: this.abortController.signal };
+    }
+  }
+  const agent = new RejoiningAgent({ url: `${baseUrl}/v1/ag-ui/threads/${encodeURIComponent(thread)}/stream`, threadId: thread });
+  let stopping = null;
+  await agent.runAgent({}, {
+    onEvent: ({ event }) => {
+      record.types.push(event.type);
+      if (event.type === "TEXT_MESSAGE_CONTENT") {
+        record.rejoined = true;
+        record.text += event.delta;
+        stopping ??= stop(thread).then((answer) => { record.stopAnswer = answer; return answer; });
+      }
+    },
+  });
+  record.stop = stopping ? await stopping : null;
+}
+
+async function rejoinAisdk(thread, record) {
+  const transport = new lib.DefaultChatTransport({ api: `${baseUrl}/v1/ai-sdk/agents/${agentId}/chat` });
+  const stream = await transport.reconnectToStream({ chatId: thread });
+  if (stream === null) return;  // 204: refused as "nothing runs"
+  let stopping = null;
+  const reader = stream.getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    record.types.push(value.type);
+    if (value.type === "text-delta") {
+      record.rejoined = true;
+      record.text += value.delta;
+      stopping ??= stop(thread).then((answer) => { record.stopAnswer = answer; return answer; });
+    }
+  }
+  record.stop = stopping ? await stopping : null;
+}
+
+const rounds = [];
+for (let i = 0; i < Number(count); i++) {
+  const thread = `${prefix}-${i}`;
+  const record = { thread, rejoined: false, text: "", stop: null, types: [] };
+  try {
+    let timer;
+    const hung = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`no end within 15 s (${record.phase})`)), 15000); });
+    await Promise.race([hung, (async () => {
+      record.phase = "start";
+      await startAndDrop(thread, i);
+      record.phase = "rejoin";
+      await (kind === "agui" ? rejoinAgui : rejoinAisdk)(thread, record);
+    })()]).finally(() => clearTimeout(timer));
+  } catch (err) {
+    record.failed = String(err && err.message ? err.message : err);
+  }
+  rounds.push(record);
+}
+process.stdout.write(JSON.stringify({ rounds, logs }) + "\n");
+process.exit(0);  // a hung round's requests are abandoned
