@@ -3,8 +3,8 @@ Its data (the frozen spec, the progress, the ``RunState``) is ``rundata.RunBase`
 
 ``execute`` opens the run's own cancel scope and nursery: the nursery hosts the work the run starts
 beside itself (a fresh run's first write, shielded, concurrent with the first model step: begun
-once the process is idle, so the write is off the path to the first delta, and finished before
-anything the run commits after it). ``cancel(cause)`` cancels that scope and records why;
+once the run's first output was written out, so the write is off the path to the first delta, and
+finished before anything the run commits after it). ``cancel(cause)`` cancels that scope and records why;
 a cancellation from outside (the connection's nursery) with no cause recorded is ``client_gone``.
 Either way the run is committed ``interrupted`` with its cause before ``execute`` ends, or, when
 the store cannot take that commit in time, the outcome stays pending in its ``RunState`` and the
@@ -18,10 +18,17 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
-from trio.testing import wait_all_tasks_blocked
 
 from awaken.core.errors import AwakenError, InputRejected
-from awaken.core.events import RunFailed, RunFinished, RunStarted, RunStopped
+from awaken.core.events import (
+    ReasoningDelta,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    RunStopped,
+    TextDelta,
+    ToolCallStart,
+)
 from awaken.engine.commit import apply, write_start
 from awaken.engine.outcome import fail, finish_waiting, interrupt
 from awaken.engine.policy import decided
@@ -36,8 +43,13 @@ if TYPE_CHECKING:
     from awaken.tools import ToolRegistry
 
 log = logging.getLogger("awaken.engine")
-#: how long a fresh run's first write waits for the process to be idle before it starts anyway (s)
+#: how long a fresh run's first write waits for the run's first model output before it starts anyway
+#: (s): a model still waiting for its provider then has the write done meanwhile
 FIRST_WRITE_WAIT = 0.005
+#: scheduler passes a fresh run's first write gives, after the first output, to the tasks that write it out
+WRITER_PASSES = 2
+#: the events that are a model's first output
+_OUTPUT = (TextDelta, ReasoningDelta, ToolCallStart)
 
 
 #: the causes of a stop someone asked for while the client still listens: its stream ends with the
@@ -77,10 +89,6 @@ class AdmittedRun(RunBase):
         """Record ``cause`` for a cancellation that will come from outside, without stopping the run."""
         self.runstate.blame(cause)
 
-    async def settled(self) -> RunStatus:
-        """Wait until the run's outcome is committed (or could not be) and it left the registry."""
-        await self._settled.wait()
-        return self.status
     def drain(self) -> None:
         """The server is draining: the run stops at its next step boundary, committed ``interrupted``
         for ``shutdown``; one that completes or starts waiting first keeps that outcome."""
@@ -93,6 +101,10 @@ class AdmittedRun(RunBase):
             self.cancel(Cause.SHUTDOWN)
             await trio.lowlevel.checkpoint()  # the cancellation lands here, between two steps
 
+    async def settled(self) -> RunStatus:
+        """Wait until the run's outcome is committed (or could not be) and it left the registry."""
+        await self._settled.wait()
+        return self.status
 
     # -- execution -----------------------------------------------------------------------------
 
@@ -110,9 +122,12 @@ class AdmittedRun(RunBase):
         self.runstate.begin()
         with self._scope:
             async with trio.open_nursery() as nursery:
+                driven = sink
                 if self.start is not None:
-                    nursery.start_soon(self._first_write)
-                await self._drive(sink)
+                    first_output = trio.Event()
+                    nursery.start_soon(self._first_write, first_output)
+                    driven = _signalling(sink, first_output)
+                await self._drive(driven)
         cause = self.runstate.cause
         if self._scope.cancelled_caught and cause in ASKED_TO_STOP and self._streamed:
             if self.status is RunStatus.INTERRUPTED:
@@ -121,17 +136,20 @@ class AdmittedRun(RunBase):
                 sink(RunFailed("STORE_UNAVAILABLE", "the run was stopped but that could not be committed"))
         return self.status
 
-    async def _first_write(self) -> None:
-        """A fresh run's first write (``commit.write_start``), begun when no task of the process can
-        run (trio's idle wait: the run's first output went out, or its model waits for its provider),
-        or after ``FIRST_WRITE_WAIT`` at the latest. Its work in the ledger's thread then never comes
-        between a run and its first delta on the server's CPU. A live delta acknowledges nothing, so the
+    async def _first_write(self, first_output: trio.Event) -> None:
+        """A fresh run's first write (``commit.write_start``), begun once the run's first model output
+        went to its sink and the tasks that woke for it (the transports writing it out) had
+        ``WRITER_PASSES`` scheduler passes, or after ``FIRST_WRITE_WAIT`` at the latest (its model waits
+        for its provider). Its work in the ledger's thread then never comes between a run and its first
+        delta on the server's CPU. A live delta acknowledges nothing, so the
         write need not precede it; it precedes whatever the run commits next (``run.started``), and so
         every terminal event. A run cancelled meanwhile is still written (its outcome is committed
         after it)."""
         try:
             with trio.move_on_after(FIRST_WRITE_WAIT):
-                await wait_all_tasks_blocked()
+                await first_output.wait()
+                for _ in range(WRITER_PASSES):
+                    await trio.lowlevel.cancel_shielded_checkpoint()
         finally:
             await write_start(self)  # shielded
 
@@ -187,3 +205,14 @@ class AdmittedRun(RunBase):
             return
         await self.release()
         self.runstate.settle()
+
+
+def _signalling(sink: Sink, first_output: trio.Event) -> Sink:
+    """``sink``, setting ``first_output`` at the run's first model output (text, reasoning or a tool call)."""
+
+    def signalled(event: object) -> None:
+        sink(event)
+        if not first_output.is_set() and isinstance(event, _OUTPUT):
+            first_output.set()
+
+    return signalled
