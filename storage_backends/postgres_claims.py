@@ -67,6 +67,9 @@ class PostgresClaims(ThreadClaims):
         self._beat_conn: psycopg.Connection | None = None
         self._beat_limiter = trio.CapacityLimiter(1)
         self._tokens: Callable[[], frozenset[str]] = frozenset
+        #: claims made lately, by token (when): the heartbeat keeps them even when its snapshot of the
+        #: live tokens was taken before their runs were registered (else it deleted a fresh claim)
+        self._claimed: dict[str, float] = {}
 
     def live_tokens(self, tokens: Callable[[], frozenset[str]]) -> None:
         self._tokens = tokens
@@ -87,6 +90,8 @@ class PostgresClaims(ThreadClaims):
     # -- the interface ----------------------------------------------------------------------------
 
     async def claim(self, thread_id: str, token: str) -> bool:
+        self._claimed[token] = trio.current_time()
+
         def q(conn: psycopg.Connection) -> bool:
             row = conn.execute(
                 "INSERT INTO thread_claims (thread_id, process_id, token) VALUES (%s, %s, %s) "
@@ -142,7 +147,12 @@ class PostgresClaims(ThreadClaims):
 
     async def tick(self) -> list[str]:
         """One heartbeat and one sweep; returns the runs this sweep interrupted (a dead owner's)."""
+        now = trio.current_time()
+        for token, at in list(self._claimed.items()):
+            if now - at > self.lease_seconds:
+                del self._claimed[token]
         tokens = sorted(self._tokens())
+        claimed = self._claimed
 
         change = recovery(Cause.OWNER_DIED)  # the run state's table decides what the sweep writes
 
@@ -155,8 +165,9 @@ class PostgresClaims(ThreadClaims):
                 if alive is None:  # others took this process for dead: it is back, its claims are gone
                     log.warning("this process's lease had lapsed; registering again")
                     self.register(conn)
+                # a claim made after ``tokens`` was read (its run not registered yet) is in ``claimed``
                 conn.execute("DELETE FROM thread_claims WHERE process_id = %s AND NOT (token = ANY(%s))",
-                             (self.id, tokens))
+                             (self.id, tokens + list(claimed)))
                 rows = conn.execute(
                     "WITH dead AS (DELETE FROM processes WHERE lease_until < now() RETURNING id), "
                     "freed AS (DELETE FROM thread_claims c WHERE c.process_id IN (SELECT id FROM dead) "

@@ -205,8 +205,16 @@ class RunApplication:
         if run is not None:  # admission is still reading the thread: whoever asks next sees it soon
             return True, run.owner
         relay = self.ledger.relay()  # a shared ledger: a run another process started a moment ago
-        if relay is not None and (elsewhere := await relay.find(thread_id)) is not None:
-            return True, elsewhere.owner
+        if relay is not None:
+            # its relay names it once its first batch is staged (milliseconds after its claim)
+            with trio.move_on_after(REMOTE_STOP_GRACE):
+                while True:
+                    if (elsewhere := await relay.find(thread_id)) is not None:
+                        return True, elsewhere.owner
+                    holder = await self.claims.holder(thread_id)
+                    if holder is None or holder == self.claims.process_id:
+                        break
+                    await trio.sleep(REMOTE_POLL_SECONDS)
         return False, None
 
     @contextlib.asynccontextmanager

@@ -46,13 +46,6 @@ async function startAndDrop(thread, round) {
 }
 
 async function stop(thread) {
-  // once the run's input is committed (a stop in the first milliseconds of a run, before its first
-  // write, is a separate case: see the test's docstring)
-  for (;;) {
-    const seen = await fetch(`${baseUrl}/v1/ag-ui/threads/${encodeURIComponent(thread)}/messages`);
-    if (seen.status === 200 && (await seen.json()).items.length > 0) break;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
   const response = await fetch(`${baseUrl}/v1/threads/${encodeURIComponent(thread)}/stop`, { method: "POST" });
   return { status: response.status, body: response.status === 200 ? await response.json() : null };
 }
