@@ -416,4 +416,4 @@ def load_config(path: str | Path | None, environ: Mapping[str, str] | None = Non
     if path is not None:
         data = paths.default_ledger_path(data, path.resolve().parent)
     config = parse_config(data, source=str(path) if path is not None else "environment")
-    return config if path is None else attrs.evolve(config, config_directory=str(Path(path).resolve().parent))
+    return config if path is None else attrs.evolve(config, config_directory=str(path.resolve().parent))

@@ -133,6 +133,10 @@ class RunBase:
         #: the run's place among its caller's executing runs (``[limits]``), given back when it ends or waits
         self.slot: Slot = UNLIMITED
 
+    async def step_boundary(self) -> None:
+        """A step was committed and another would follow (where a draining server stops a run:
+        ``AdmittedRun.step_boundary``)."""
+
     def admitted(self, spec: RunSpec) -> None:
         """Admission prepared the run: its frozen part, and its progress from it."""
         self.spec = spec
@@ -147,10 +151,6 @@ class RunBase:
     @property
     def agent(self) -> Agent:
         return self.spec.agent
-
-    async def step_boundary(self) -> None:
-        """A step was committed and another would follow (where a draining server stops a run:
-        ``AdmittedRun.step_boundary``)."""
 
     @property
     def thread_id(self) -> str:

@@ -263,9 +263,9 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
     app = telemetry.metrics_route(app, ctx.metrics, ctx.auth, ctx.config.auth.metrics_roles)
     app = hosts.middleware(app, hosts.HostPolicy.of(server.bind, server.allowed_hosts), cors_policy)
     app = early.middleware(framing.middleware(app))
-    app = tracing.incoming(app)  # a client's traceparent parents its run (only with an exporter)
     # every request counted by route template and status, every stream while open; the JSON request line
     app = telemetry.observe(app, ctx.metrics, telemetry.RouteTemplates(wires, quart_app.url_map))
+    app = tracing.incoming(app)  # a client's traceparent parents its run (only with an exporter)
     app.quart = quart_app  # type: ignore[attr-defined]
     app.wires = wires  # type: ignore[attr-defined]  # what this server serves, its replay memos included
     return app
