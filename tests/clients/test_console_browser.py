@@ -121,9 +121,10 @@ async def test_sessions_list_shows_a_thread_made_over_each_protocol(browser, ser
     await tab.command("viewport", width=1280, height=900)
     threads = []
     for protocol, transport in COMBOS:
-        threads.append(await chat_to(tab, server, protocol, transport, "assistant"))
+        thread = await chat_to(tab, server, protocol, transport, "assistant")
         await say(tab, f"hello over {protocol} {transport}")
         await wait_text(tab, "#transcript .message[data-role=assistant]", "You said")
+        threads.append(await shown_thread(tab, thread) if protocol == "managed" else thread)
         await chat_idle(tab)
     await goto(tab, server, "/sessions")
     await tab.wait_for("() => document.querySelector('#sessions')?.dataset.loaded === 'true'")
@@ -137,7 +138,7 @@ async def test_sessions_list_shows_a_thread_made_over_each_protocol(browser, ser
     await tab.wait_for("() => document.querySelectorAll('tr.session').length === 1")
     assert await tab.command("eval", expression="document.querySelector('tr.session').dataset.thread") == threads[3]
     await tab.fill("#search", "")
-    await tab.wait_for("() => document.querySelectorAll('tr.session').length === 4")
+    await tab.wait_for(f"() => document.querySelectorAll('tr.session').length === {len(COMBOS)}")
     await tab.command("eval", expression="document.activeElement.blur()")
     await tab.screenshot("sessions-1280")
     await tab.command("viewport", width=390, height=844)
