@@ -106,7 +106,7 @@ class RunBase:
     """One admitted run's data: its spec (frozen), its progress (changing, by ``commit`` only), its
     state (``RunState``), and the first write of a fresh run (``start``)."""
 
-    __slots__ = ("_settled", "broadcast", "claim_token", "claimed", "ledger", "owner", "owner_known", "principal",
+    __slots__ = ("__weakref__", "_settled", "broadcast", "claim_token", "claimed", "ledger", "owner", "owner_known", "principal",
                  "progress", "runstate", "slot", "spec", "start", "start_error", "tools")
 
     def __init__(self, ledger: Ledger, tools: ToolRegistry, agent: Agent, thread_id: str) -> None:

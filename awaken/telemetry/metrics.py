@@ -26,6 +26,7 @@ request. The GenAI semantic conventions' client metrics (``gen_ai.client.token.u
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -196,6 +197,10 @@ def _timed(write: Callable[..., Any], timer: Any) -> Callable[..., Any]:
     return timed
 
 
+def _NO_RUN() -> None:
+    return None
+
+
 class RunMetrics:
     """One run's instruments: what its ``RunState`` and its steps report, counted once each, and the
     run's ``run`` log line at its outcome. ``NO_RUN_METRICS`` is the one that counts nothing."""
@@ -204,7 +209,9 @@ class RunMetrics:
 
     def __init__(self, metrics: ServerMetrics | None, run: RunView | None, subject: str | None) -> None:
         self._metrics = metrics
-        self._run = run
+        # weakly: the run holds its state, which holds these metrics; a strong reference back would put
+        # every run in a reference cycle, garbage the cyclic collector has to find later
+        self._run = weakref.ref(run) if run is not None else _NO_RUN
         self.subject = subject
         self._began: float | None = None
         self._first = False
@@ -218,7 +225,7 @@ class RunMetrics:
             return
         self._began = time.perf_counter()
         self._input = self._output = 0
-        metrics.started.labels(self._run.agent.id).inc()
+        metrics.started.labels(self._run().agent.id).inc()
         metrics.active.inc()
 
     def first_output(self) -> None:
@@ -226,7 +233,7 @@ class RunMetrics:
         if self._metrics is None or self._first or self._began is None:
             return
         self._first = True
-        self._metrics.first_delta.labels(self._run.agent.id).observe(time.perf_counter() - self._began)
+        self._metrics.first_delta.labels(self._run().agent.id).observe(time.perf_counter() - self._began)
 
     def ended(self, outcome: str, cause: str | None = None, error_code: str | None = None) -> None:
         """The run stopped executing with ``outcome`` (a status: completed, waiting, failed, interrupted)."""
@@ -235,7 +242,7 @@ class RunMetrics:
             return
         self._began = None
         seconds = time.perf_counter() - began
-        run = self._run
+        run = self._run()
         agent = run.agent.id
         metrics.ended.labels(agent, outcome).inc()
         metrics.duration.labels(agent, outcome).observe(seconds)
@@ -260,7 +267,7 @@ class RunMetrics:
         if metrics is None:
             yield
             return
-        provider, model = provider_and_model(self._run.agent.config.model)
+        provider, model = provider_and_model(self._run().agent.config.model)
         original = watch = None
         if not self._first:
             # the run's first output: the builder's sink, swapped for one call and put back, so no
@@ -286,7 +293,7 @@ class RunMetrics:
             metrics.operation_duration.labels("chat", provider, model, error).observe(time.perf_counter() - started)
             if not error:
                 usage = output.step_usage
-                agent = self._run.agent
+                agent = self._run().agent
                 self._input += usage.input_tokens
                 self._output += usage.output_tokens
                 for direction, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
