@@ -99,8 +99,9 @@ CODES: dict[str, Code] = {
     "FORBIDDEN": Code("input", 403, "The credentials are valid but their role may not use the route (GET /metrics: "
                       "the roles [auth] metrics_roles lists, admin by default)."),
     "INVALID_POSITION": Code("input", 400, "Rejoin: Last-Event-ID is not a stream position this server writes."),
-    "RUN_ON_OTHER_PROCESS": Code("input", 409, "Rejoin: the thread's run streams on another server process on the "
-                                 "same database (the message names it); rejoin there."),
+    "RUN_ON_OTHER_PROCESS": Code("input", 409, "Rejoin: the thread's run streams on another server process of a "
+                                 "shared ledger that relays no runs (the message names it); rejoin there. "
+                                 "Ledgers with a run relay (Postgres) serve the rejoin on any process."),
     "OWNER_DIED": Code("run", 503, "Rejoin on another process: the server process running the run died (its lease "
                        "lapsed); the run is committed interrupted, cause owner_died, and its history holds what "
                        "was committed."),
