@@ -210,10 +210,13 @@ def enum_parameters(fn: Callable[..., Any]) -> dict[str, type[enum.Enum]]:
     return {k: v for k, v in hints.items() if inspect.isclass(v) and issubclass(v, enum.Enum)}
 
 
-def describe_callable(fn: Callable[..., Any]) -> tuple[str, dict[str, Any], str | None]:
-    """``(description, parameters, the name of the context parameter or None)`` of a function."""
+def describe_callable(fn: Callable[..., Any], *, drop_self: bool = False) -> tuple[str, dict[str, Any], str | None]:
+    """``(description, parameters, the name of the context parameter or None)`` of a function
+    (``drop_self``: of a class's ``__call__``, read from the class, without its ``self``)."""
     target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
     signature = inspect.signature(fn)
+    if drop_self:
+        signature = signature.replace(parameters=list(signature.parameters.values())[1:])
     try:
         hints = typing.get_type_hints(target, include_extras=True)
     except Exception as exc:  # an annotation that names something not importable

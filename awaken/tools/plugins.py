@@ -21,7 +21,6 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-import typing
 from collections.abc import Callable
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
@@ -153,7 +152,7 @@ def _class_definition(cls: type) -> ToolDefinition:
     options = options_of(cls)
     name = options.name or snake_case(cls.__name__)
     # the parameters of ``__call__`` without ``self``, described before any instance exists
-    method_doc, parameters, context = describe_callable(_unbound(cls.__call__))
+    method_doc, parameters, context = describe_callable(cls.__call__, drop_self=True)
     description = options.description if options.description is not None else (
         inspect.cleandoc(cls.__doc__) if cls.__doc__ else method_doc)
     takes_settings = len([p for p in inspect.signature(cls.__init__).parameters.values()
@@ -171,21 +170,3 @@ def _class_definition(cls: type) -> ToolDefinition:
                     close=getattr(instance, "aclose", None))
 
     return ToolDefinition(name, "", options.settings_class, options.secrets, build)
-
-
-def _unbound(method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` as a function without its first parameter (``self``), hints kept."""
-    signature = inspect.signature(method)
-    params = list(signature.parameters.values())[1:]
-
-    def proxy(*args: Any, **kwargs: Any) -> Any:  # never called: only described
-        raise NotImplementedError
-
-    proxy.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
-    proxy.__doc__ = method.__doc__
-    try:
-        hints = typing.get_type_hints(method, include_extras=True)
-    except Exception as exc:
-        raise TypeError(f"its type hints cannot be resolved: {type(exc).__name__}: {exc}") from None
-    proxy.__annotations__ = {k: v for k, v in hints.items() if k != "self"}
-    return proxy
