@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 import trio
 
@@ -31,6 +30,7 @@ from tests.builders import (
     agui_body,
     aisdk_user,
     default_config_data,
+    frames_of,
     free_port,
     live_server,
     make_config,
@@ -103,17 +103,7 @@ class Stream:
         self.ended.set()
 
     def frames(self) -> list[tuple[str | None, Any]]:
-        out = []
-        for frame in self.raw.decode().split("\n\n"):
-            pos = data = None
-            for line in frame.split("\n"):
-                if line.startswith("id: "):
-                    pos = line[4:]
-                elif line.startswith("data: "):
-                    data = line[6:]
-            if data is not None:
-                out.append((pos, data if data == "[DONE]" else orjson.loads(data)))
-        return out
+        return frames_of(self.raw)
 
 
 async def _refused(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[httpx.Response, list[Any]]:
