@@ -112,7 +112,9 @@ class Message:
     """One committed (or about to be committed) history entry.
 
     ``seq`` is the per-thread sequence number the ledger assigns at commit (0 before that);
-    ``created_at`` is integer milliseconds since the epoch.
+    ``created_at`` is integer milliseconds since the epoch; ``branch`` is the thread's branch the
+    message is stored on (set by the ledger when it returns messages; 0 for a thread that never
+    branched: see ``awaken.ledger.interface.Branch``).
     """
 
     id: str
@@ -121,6 +123,7 @@ class Message:
     run_id: str | None = None
     seq: int = 0
     created_at: int = 0
+    branch: int = 0
 
     @property
     def text(self) -> str:
@@ -168,7 +171,9 @@ def parts_from_json(data: list[dict[str, Any]]) -> tuple[Part, ...]:
 
 
 def message_to_json(m: Message) -> dict[str, Any]:
-    return {
+    """The stored form; ``branch`` is written only when not 0 (a thread that never branched stores what
+    it always did)."""
+    out: dict[str, Any] = {
         "id": m.id,
         "role": m.role,
         "parts": parts_to_json(m.parts),
@@ -176,6 +181,9 @@ def message_to_json(m: Message) -> dict[str, Any]:
         "seq": m.seq,
         "created_at": m.created_at,
     }
+    if m.branch:
+        out["branch"] = m.branch
+    return out
 
 
 def message_from_json(d: dict[str, Any]) -> Message:
@@ -186,4 +194,5 @@ def message_from_json(d: dict[str, Any]) -> Message:
         run_id=d.get("run_id"),
         seq=d.get("seq", 0),
         created_at=d.get("created_at", 0),
+        branch=d.get("branch", 0),
     )

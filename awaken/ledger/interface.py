@@ -12,8 +12,16 @@ and one ``ledger_factory`` fixture):
 * **Atomic commits.** ``start_run`` and ``commit`` are each one transaction: after a crash or a
   ``trio.Cancelled`` during the call, either all of it is visible on reopen or none of it is.
 * **Acknowledged means durable.** Once ``commit`` returns, the data survives a process kill.
-* **Per-thread order.** Messages get ``seq`` 1, 2, 3… per thread in commit order; ids are unique per
-  thread (a duplicate id in a commit raises ``ValueError`` and commits nothing).
+* **Per-thread order.** Messages get ``seq`` 1, 2, 3… per thread in commit order, across all of its
+  branches; ids are unique per **path** (a duplicate id on the path a commit extends raises
+  ``ValueError`` and commits nothing).
+* **Branches.** A thread's history is a tree of branches (``Branch``): every message is stored on one
+  branch, branch 0 is implicit, ``start_run(..., fork=Fork(...))`` starts a run on a new branch that
+  keeps the active path up to a message, and makes it the thread's ``active_branch``. Nothing is ever
+  renumbered, rewritten or deleted by a fork: every branch's path stays readable
+  (``read_messages(..., branch=N)``). Every "is it committed" question (``committed_ids``,
+  ``admission_facts``, ``thread_view``, ``answered_calls``) and ``ThreadSummary.message_count`` answer
+  for the **active path**; a thread that never branched (path ``[(0, ∞)]``) costs what it always did.
 * **Recovery.** ``open`` commits runs left ``running`` by a dead process as ``interrupted`` with
   cause ``server_restart``: exactly the fields of ``awaken.engine.state.recovery(Cause.SERVER_RESTART)``
   (status, cause, the cause in words, no error code), the run state's table, not the backend, decides them.
@@ -35,7 +43,10 @@ from __future__ import annotations
 import abc
 import base64
 import enum
+import functools
+import inspect
 import json
+import sys
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from importlib.metadata import EntryPoint, entry_points
@@ -60,6 +71,8 @@ class ThreadRecord:
     #: the subject that started the thread; None for threads created without authentication
     #: (visible to admins only)
     owner: str | None = None
+    #: the branch whose path history routes, admission, the model and the dedup see by default
+    active_branch: int = 0
 
 
 @attrs.frozen
@@ -79,6 +92,9 @@ class RunRecord:
     #: tools the client declared for this run (AG-UI ``tools``): stored with the run so a resume,
     #: also after a restart, still offers them and knows a call to one is the client's
     tools: tuple[ToolSpec, ...] = ()
+    #: the branch the run's messages go to (set by the ledger at ``start_run``: the thread's active
+    #: branch, or the new branch of a fork; the value passed in is ignored)
+    branch: int = 0
 
 
 def tools_to_json(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
@@ -88,6 +104,86 @@ def tools_to_json(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
 
 def tools_from_json(data: Any) -> tuple[ToolSpec, ...]:
     return tuple(ToolSpec(t["name"], t["description"], t["parameters"]) for t in data or ())
+
+
+#: the ``max_seq`` of a path's last range: everything on that branch
+MAX_SEQ = sys.maxsize
+
+BranchReason = Literal["root", "regenerate", "edit"]
+
+
+@attrs.frozen
+class Branch:
+    """One branch of a thread's history.
+
+    Branch 0 exists for every thread (implicitly: a thread that never branched stores no branch row).
+    Branch ``b > 0`` keeps the path of its ``parent`` up to and including the message ``fork_seq``
+    (0: keeps nothing) and continues with its own messages, whose seqs are all above ``fork_seq``. The
+    parent is the branch that holds the message ``fork_seq`` (branch 0 when ``fork_seq`` is 0).
+    """
+
+    branch: int  # 0, 1, 2 … in creation order
+    parent: int | None  # None for branch 0
+    fork_seq: int  # the last message of the parent's path this branch keeps (0: none)
+    created_at: int  # ms since the epoch (branch 0: the thread's created_at)
+    run_id: str | None = None  # the run that started it (None: branch 0, or imported)
+    reason: str = "root"  # "root" (branch 0), "regenerate", "edit"
+
+
+@attrs.frozen
+class Fork:
+    """Start a run on a new branch: keep the active path up to and including seq ``after_seq``."""
+
+    after_seq: int
+    reason: str  # "regenerate" | "edit"
+
+
+#: a path: ``(branch, max_seq)`` ranges, oldest first; a message is on it iff some range holds its
+#: branch and its seq is at most that range's ``max_seq``
+BranchPath = tuple[tuple[int, int], ...]
+
+#: the path of a thread that never branched (every message)
+ROOT_PATH: BranchPath = ((0, MAX_SEQ),)
+
+
+def branch_path(branches: Sequence[Branch], branch: int) -> BranchPath:
+    """The path of ``branch`` among a thread's ``branches``: ``(branch, max_seq)`` ranges, oldest first,
+    the last one ``(branch, MAX_SEQ)``. Walks up: ``(b, ∞)``, ``(parent(b), fork_seq(b))``, … to branch 0.
+    An unknown branch (or a broken chain of parents) raises ``ValueError``."""
+    by_number = {b.branch: b for b in branches}
+    if branch == 0:
+        return ROOT_PATH
+    if branch not in by_number:
+        raise ValueError(f"no branch {branch!r} on the thread")
+    ranges = [(branch, MAX_SEQ)]
+    current = by_number[branch]
+    while current.branch != 0:
+        parent = current.parent
+        if parent is None or parent >= current.branch or (parent != 0 and parent not in by_number):
+            raise ValueError(f"branch {current.branch} has no valid parent ({parent!r})")
+        ranges.append((parent, current.fork_seq))
+        if parent == 0:
+            break
+        current = by_number[parent]
+    return tuple(reversed(ranges))
+
+
+def on_path(message: Message, path: BranchPath) -> bool:
+    """Whether ``message`` (its ``branch`` and ``seq``) is on ``path``."""
+    return any(message.branch == branch and message.seq <= max_seq for branch, max_seq in path)
+
+
+def path_of(path: BranchPath, messages: Iterable[Message]) -> list[Message]:
+    """The messages of ``messages`` on ``path``, in the order given."""
+    if path == ROOT_PATH:
+        return [m for m in messages if m.branch == 0]
+    limits = dict(path)
+    return [m for m in messages if m.seq <= limits.get(m.branch, -1)]
+
+
+class BranchesUnsupported(ValueError):
+    """A branch operation (``fork``, a branch other than 0) asked of a backend that does not keep
+    branches yet."""
 
 
 PendingKind = Literal["approval", "client"]
@@ -288,6 +384,24 @@ class Ledger(abc.ABC):
     #: backend that says so stores its thread claims where every process sees them (``claims``)
     shared_by_processes: bool = False
 
+    #: whether the backend keeps branches. A subclass whose ``start_run``, ``read_messages`` or
+    #: ``import_thread`` does not take ``fork``/``branch``/``branches`` keeps working unchanged for threads
+    #: that never branch (its methods are wrapped by ``__init_subclass__``), and refuses every branch
+    #: operation with ``BranchesUnsupported``: a fork is never silently ignored.
+    supports_branches: bool = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        wrapped = False
+        for name, keyword, wrap in (("start_run", "fork", _refusing_fork), ("read_messages", "branch", _root_only),
+                                    ("import_thread", "branches", _unbranched_import)):
+            method = cls.__dict__.get(name)
+            if method is not None and keyword not in inspect.signature(method).parameters:
+                setattr(cls, name, wrap(method))
+                wrapped = True
+        if wrapped:
+            cls.supports_branches = False
+
     def claims(self) -> ThreadClaims:
         """Who may run on a thread now. An embedded ledger (one process owns it) keeps the default:
         the server's own registry of active runs decides (``LocalClaims``)."""
@@ -321,18 +435,27 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     async def start_run(
-        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None, *, fork: Fork | None = None
     ) -> list[Message]:
         """Create the thread if needed, record ``run`` and append ``inputs``, atomically.
 
         A new thread belongs to ``owner`` (the authenticated subject, None without authentication);
         an existing thread keeps its owner (the caller checks it). Returns the inputs with their
-        ``seq``. Raises ``DuplicateRun`` if the run id is taken.
+        ``seq`` and ``branch``. Raises ``DuplicateRun`` if the run id is taken, ``ValueError`` (nothing
+        written) if an input's id is already on the path it extends.
+
+        Without ``fork`` the run's branch is the thread's active branch and the inputs are appended to
+        it. With ``fork``, in the same transaction: ``fork.after_seq`` must be 0 or the seq of a message
+        on the active path (else ``ValueError``, nothing written; also for a thread that does not
+        exist); branch ``max + 1`` is created with parent the branch holding ``after_seq`` (0 when it is
+        0), ``fork_seq = after_seq``, ``run_id = run.run_id`` and ``reason = fork.reason``; it becomes the
+        thread's active branch; the run is recorded on it and the inputs are appended to it.
         """
 
     @abc.abstractmethod
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
-        """Apply one ``Commit`` atomically; return the appended messages with their ``seq``."""
+        """Apply one ``Commit`` atomically; return the appended messages with their ``seq`` and
+        ``branch``. The messages go to the run's branch (``RunRecord.branch``), whichever is active."""
 
     @abc.abstractmethod
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -351,8 +474,21 @@ class Ledger(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
-        """Up to ``limit`` messages with ``seq > after_seq``, oldest first."""
+    async def read_messages(
+        self, thread_id: str, after_seq: int, limit: int, branch: int | None = None
+    ) -> list[Message]:
+        """Up to ``limit`` messages of the path of ``branch`` (None: the thread's active branch) with
+        ``seq > after_seq``, oldest first. A branch the thread does not have raises ``ValueError``
+        (an unknown thread reads ``[]``)."""
+
+    async def list_branches(self, thread_id: str) -> list[Branch]:
+        """Every branch of the thread, branch 0 first (``[]`` for an unknown thread).
+
+        The default answers for a backend that does not keep branches: a thread has branch 0 only."""
+        thread = await self.get_thread(thread_id)
+        if thread is None:
+            return []
+        return [Branch(0, None, 0, thread.created_at)]
 
     async def thread_view(self, thread_id: str) -> ThreadView:
         """The thread, its history and its pending calls, read consistently.
@@ -392,7 +528,7 @@ class Ledger(abc.ABC):
         thread = await self.get_thread(thread_id)
         if thread is None:
             return NO_THREAD
-        messages = tuple(await self.read_messages(thread_id, max(0, thread.last_seq - tail), tail)) if tail > 0 else ()
+        messages = tuple(await self._path_tail(thread, tail)) if tail > 0 else ()
         pending = tuple(await self.pending_calls(thread_id))
         return AdmissionFacts(thread, messages, pending, await self.committed_ids(thread_id, ids))
 
@@ -402,6 +538,17 @@ class Ledger(abc.ABC):
         under the engine's result id nor in the tail: a decision for a call not waiting, or a client
         tool answered under the client's own message id, replayed over another protocol)."""
         return await self._answered_by_scan(thread_id, call_ids)
+
+    async def _path_tail(self, thread: ThreadRecord, tail: int) -> list[Message]:
+        """The latest ``tail`` messages of the thread's active path, by windows of seqs that widen until
+        they hold enough (one read for a thread that never branched)."""
+        width = tail
+        while True:
+            after = max(0, thread.last_seq - width)
+            window = await self.read_messages(thread.thread_id, after, thread.last_seq + 1)
+            if len(window) >= tail or after == 0:
+                return window[max(0, len(window) - tail):]
+            width *= 2
 
     async def _pages(self, thread_id: str, size: int = 500) -> AsyncIterator[list[Message]]:
         after = 0
@@ -453,11 +600,88 @@ class Ledger(abc.ABC):
         messages: Sequence[Message],
         pending: Sequence[PendingCall],
         updated_at: int | None = None,
+        branches: Sequence[Branch] = (),
     ) -> None:
         """Write a whole thread as copied from another ledger (keeping ids, seqs and owner), atomically.
 
         ``updated_at`` is the source's (its ``thread_summary``); None takes the latest of the thread's
-        creation, its runs' ``updated_at`` and its messages' ``created_at``."""
+        creation, its runs' ``updated_at`` and its messages' ``created_at``.
+
+        ``branches`` are the source's ``list_branches`` (empty, or only branch 0: a thread that never
+        branched); the thread's ``active_branch``, every message's ``branch`` and every run's ``branch``
+        are kept. A message or run on a branch not given, a branch whose parent or ``fork_seq`` is
+        not one of the thread's, an active branch not given, or an id repeated on one path raises
+        ``ValueError`` and writes nothing (``check_import_branches``)."""
+
+
+def _refusing_fork(start_run: Any) -> Any:
+    @functools.wraps(start_run)
+    async def start(self: Ledger, run: RunRecord, inputs: Sequence[Message], owner: str | None = None, *,
+                    fork: Fork | None = None) -> list[Message]:
+        if fork is not None:
+            raise BranchesUnsupported(f"the {type(self).__name__} ledger does not keep branches: it cannot fork")
+        return await start_run(self, run, inputs, owner)
+
+    return start
+
+
+def _root_only(read_messages: Any) -> Any:
+    @functools.wraps(read_messages)
+    async def read(self: Ledger, thread_id: str, after_seq: int, limit: int,
+                   branch: int | None = None) -> list[Message]:
+        if branch not in (None, 0):
+            raise BranchesUnsupported(f"the {type(self).__name__} ledger does not keep branches: no branch {branch}")
+        return await read_messages(self, thread_id, after_seq, limit)
+
+    return read
+
+
+def _unbranched_import(import_thread: Any) -> Any:
+    @functools.wraps(import_thread)
+    async def imported(self: Ledger, thread: ThreadRecord, runs: Sequence[RunRecord], messages: Sequence[Message],
+                       pending: Sequence[PendingCall], updated_at: int | None = None,
+                       branches: Sequence[Branch] = ()) -> None:
+        if (any(b.branch for b in branches) or thread.active_branch or any(m.branch for m in messages)
+                or any(r.branch for r in runs)):
+            raise BranchesUnsupported(f"the {type(self).__name__} ledger does not keep branches: the thread "
+                                      f"{thread.thread_id!r} has branches")
+        return await import_thread(self, thread, runs, messages, pending, updated_at)
+
+    return imported
+
+
+def check_import_branches(thread: ThreadRecord, runs: Sequence[RunRecord], messages: Sequence[Message],
+                          branches: Sequence[Branch]) -> list[Branch]:
+    """The branches of an imported thread, checked (see ``Ledger.import_thread``): branch 0 first, then
+    the others in order; raises ``ValueError`` for an inconsistent tree. Pure: every backend's
+    ``import_thread`` calls it before writing."""
+    others = sorted((b for b in branches if b.branch != 0), key=lambda b: b.branch)
+    tree = [Branch(0, None, 0, thread.created_at), *others]
+    numbers = [b.branch for b in tree]
+    if len(set(numbers)) != len(numbers) or any(n < 0 for n in numbers):
+        raise ValueError(f"import of thread {thread.thread_id!r}: a branch number repeats or is negative")
+    known = set(numbers)
+    seqs = {m.seq: m for m in messages}
+    for b in others:
+        if b.parent is None or b.parent not in known or b.parent >= b.branch or (b.fork_seq == 0 and b.parent):
+            raise ValueError(f"import of thread {thread.thread_id!r}: branch {b.branch} has no valid parent")
+        if any(m.branch == b.branch and m.seq <= b.fork_seq for m in messages):
+            raise ValueError(f"import of thread {thread.thread_id!r}: a message of branch {b.branch} is not "
+                             f"after its fork (seq {b.fork_seq})")
+        if b.fork_seq < 0 or b.fork_seq > thread.last_seq or (
+                b.fork_seq and (b.fork_seq not in seqs or seqs[b.fork_seq].branch != b.parent)):
+            raise ValueError(f"import of thread {thread.thread_id!r}: branch {b.branch} forks at seq {b.fork_seq}, "
+                             f"not a message of branch {b.parent}")
+    if thread.active_branch not in known:
+        raise ValueError(f"import of thread {thread.thread_id!r}: its active branch {thread.active_branch} is not given")
+    if any(m.branch not in known for m in messages) or any(r.branch not in known for r in runs):
+        raise ValueError(f"import of thread {thread.thread_id!r}: a message or run is on a branch not given")
+    if others:
+        for b in tree:
+            ids = [m.id for m in path_of(branch_path(tree, b.branch), messages)]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"import of thread {thread.thread_id!r}: a message id repeats on branch {b.branch}'s path")
+    return tree
 
 
 LEDGER_GROUP = "awaken.ledgers"
