@@ -40,6 +40,8 @@ ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 METRICS_PATH = "/metrics"
 #: the route label of a path no route serves (a scanner's guesses stay one label value)
 OTHER = "other"
+#: how many (method, path) answers ``RouteTemplates`` keeps
+KNOWN_PATHS = 512
 #: the kinds of wire route whose answer is a stream
 _STREAMING = frozenset({"run", "socket", "rejoin"})
 
@@ -76,9 +78,20 @@ class RouteTemplates:
             for _method, template, kind in wire.routes():
                 self._wire.append((path_pattern(template), template, kind in _STREAMING))
         self._rules = url_map.bind("awaken")
+        self._known: dict[tuple[str, str], tuple[str, bool]] = {}
 
     def of(self, method: str, path: str) -> tuple[str, bool]:
-        """(template, whether it streams) of a request; ``other`` when no route serves the path."""
+        """(template, whether it streams) of a request; ``other`` when no route serves the path. The
+        answers for the latest paths are kept (the run routes' paths are a handful, asked on every run)."""
+        key = (method, path)
+        found = self._known.get(key)
+        if found is None:
+            if len(self._known) >= KNOWN_PATHS:
+                self._known.clear()  # paths with ids in them come and go: start again
+            found = self._known[key] = self._match(method, path)
+        return found
+
+    def _match(self, method: str, path: str) -> tuple[str, bool]:
         if path == METRICS_PATH:
             return METRICS_PATH, False
         for pattern, template, streaming in self._wire:

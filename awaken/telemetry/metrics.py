@@ -146,7 +146,8 @@ class ServerMetrics:
         self.waiting.set_function(lambda: max(0, self._waiting))
         self.watchers.set_function(lambda: 0)
         self._commit_timer = self.commits.labels(backend) if backend else None
-        self._requests: dict[tuple[str, str, int], Any] = {}
+        #: the labelled children made so far, by metric and label values (``child``)
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text format."""
@@ -167,17 +168,21 @@ class ServerMetrics:
         for name in ("start_run", "commit"):
             setattr(ledger, name, _timed(getattr(ledger, name), timer))
 
+    def child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, made once and kept: every label's values are few (agents, models,
+        outcomes, tools, codes, route templates, statuses; a path no route serves is ``other``), and
+        prometheus-client's own lookup takes a lock and rebuilds the key on every call."""
+        key = (metric, labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
+
     def refused(self, code: str) -> None:
-        self.refusals.labels(code).inc()
+        self.child(self.refusals, code).inc()
 
     def request(self, method: str, route: str, status: int) -> None:
-        # the children by labels, kept: a handful of routes, methods and statuses (a path no route
-        # serves is one label value, ``other``)
-        key = (method, route, status)
-        child = self._requests.get(key)
-        if child is None:
-            child = self._requests[key] = self.requests.labels(method, route, str(status))
-        child.inc()
+        self.child(self.requests, method, route, str(status)).inc()
 
     def run(self, run: RunView, subject: str | None) -> RunMetrics:
         """The metrics of one admitted run, started by ``subject`` (its ``RunState`` reports to them)."""
@@ -225,7 +230,7 @@ class RunMetrics:
             return
         self._began = time.perf_counter()
         self._input = self._output = 0
-        metrics.started.labels(self._run().agent.id).inc()
+        metrics.child(metrics.started, self._run().agent.id).inc()
         metrics.active.inc()
 
     def first_output(self) -> None:
@@ -233,7 +238,8 @@ class RunMetrics:
         if self._metrics is None or self._first or self._began is None:
             return
         self._first = True
-        self._metrics.first_delta.labels(self._run().agent.id).observe(time.perf_counter() - self._began)
+        metrics = self._metrics
+        metrics.child(metrics.first_delta, self._run().agent.id).observe(time.perf_counter() - self._began)
 
     def ended(self, outcome: str, cause: str | None = None, error_code: str | None = None) -> None:
         """The run stopped executing with ``outcome`` (a status: completed, waiting, failed, interrupted)."""
@@ -244,8 +250,8 @@ class RunMetrics:
         seconds = time.perf_counter() - began
         run = self._run()
         agent = run.agent.id
-        metrics.ended.labels(agent, outcome).inc()
-        metrics.duration.labels(agent, outcome).observe(seconds)
+        metrics.child(metrics.ended, agent, outcome).inc()
+        metrics.child(metrics.duration, agent, outcome).observe(seconds)
         metrics.active.dec()
         logs.run_line(thread=run.thread_id, run=run.run_id, agent=agent, outcome=outcome, cause=cause,
                       error_code=error_code, seconds=seconds, input_tokens=self._input,
@@ -290,15 +296,15 @@ class RunMetrics:
         finally:
             if watch is not None and output.sink is watch:
                 output.sink = original
-            metrics.operation_duration.labels("chat", provider, model, error).observe(time.perf_counter() - started)
+            metrics.child(metrics.operation_duration, "chat", provider, model, error).observe(time.perf_counter() - started)
             if not error:
                 usage = output.step_usage
                 agent = self._run().agent
                 self._input += usage.input_tokens
                 self._output += usage.output_tokens
                 for direction, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
-                    metrics.token_usage.labels("chat", provider, model, direction).observe(count)
-                    metrics.tokens.labels(agent.id, agent.config.model, direction).inc(count)
+                    metrics.child(metrics.token_usage, "chat", provider, model, direction).observe(count)
+                    metrics.child(metrics.tokens, agent.id, agent.config.model, direction).inc(count)
 
     def committed(self, commit: Any) -> None:
         """A step was committed: count its tool results (by outcome) and gate decisions."""
@@ -309,9 +315,9 @@ class RunMetrics:
             part = message.tool_result
             if part is None:
                 continue
-            metrics.tool_calls.labels(part.name, part.status).inc()
+            metrics.child(metrics.tool_calls, part.name, part.status).inc()
             if part.approval is not None:
-                metrics.gates.labels(part.name, part.approval).inc()
+                metrics.child(metrics.gates, part.name, part.approval).inc()
 
 
 #: the run metrics of a run no server counts (a bare engine in a test, crash recovery)
