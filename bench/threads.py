@@ -8,6 +8,11 @@ run over SSE on a kept-alive connection, either with **only the new message** or
 whole history** (what ``HttpAgent`` sends), and the turns are interleaved with runs on new threads, so
 the ratio ``long ÷ new`` is read in one run. Targets: ratio ≤ 1.5 for both bodies at 5,000 messages.
 
+**A thread that branched** (issue 33, ``branched_case``, also a step of ``python -m bench``): a thread whose
+active path holds 5,000 messages and which has 20 further branches on the way (regenerated answers and
+edited messages, alternating, evenly spread: the path runs through 21 ranges of branches), measured the
+same way against new threads, beside a thread of 5,000 messages that never branched. Target: ≤ 1.5×.
+
 The floor of a full replay is measured in the same run, beside every replayed turn: the transfer of a
 body of the same size (``transfer``: the time to the first byte of the refusal of a body of that size
 sent as ``text/plain``, which the server reads whole and refuses without decoding it, minus the same
@@ -17,6 +22,7 @@ what parsing the whole body would add: the server's replay memo (``awaken.wires.
 what the thread's previous request did not carry.
 
     python -m bench.threads [--backends sqlite,files,postgres] [--turns 25] [--out bench/results]
+    python -m bench.threads --branched-only …   (only the thread that branched)
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import trio
 
 from awaken.core.messages import Message, TextPart
 from awaken.engine.state import RunStatus
-from awaken.ledger.interface import Commit, RunRecord, ledger_class
+from awaken.ledger.interface import Commit, Fork, Ledger, RunRecord, ledger_class
 
 from .client import Endpoint, HttpConnection, Session, StreamResult, new_id, script
 from .servers import awaken_server
@@ -57,14 +63,19 @@ def history(n: int, chars: int) -> list[Message]:
                     None if i % 2 == 0 else f"seed-r{i // 2}") for i in range(n)]
 
 
-async def seed(backend: str, path: Path | str, threads: dict[str, list[Message]], **options: Any) -> None:
-    """Write each thread, turn by turn as the engine would (one run per user message), then close
-    (``options``: the backend's, e.g. no fsync when only the served load is measured)."""
+def open_ledger(backend: str, path: Path | str, **options: Any) -> Ledger:
+    """The ``backend`` ledger at ``path`` (a DSN for Postgres), not opened yet."""
     if backend == "postgres":
         from .pgcluster import PASSWORD_ENV
 
         options.setdefault("password_env", PASSWORD_ENV)
-    ledger = ledger_class(backend)(path=str(path), **options)
+    return ledger_class(backend)(path=str(path), **options)
+
+
+async def seed(backend: str, path: Path | str, threads: dict[str, list[Message]], **options: Any) -> None:
+    """Write each thread, turn by turn as the engine would (one run per user message), then close
+    (``options``: the backend's, e.g. no fsync when only the served load is measured)."""
+    ledger = open_ledger(backend, path, **options)
     await ledger.open()
     try:
         for thread_id, messages in threads.items():
@@ -76,6 +87,84 @@ async def seed(backend: str, path: Path | str, threads: dict[str, list[Message]]
                 await ledger.commit(thread_id, run_id, Commit(RunStatus.COMPLETED, reply))
     finally:
         await ledger.aclose()
+
+
+#: the thread that branched: its active path's length, and how many branches it gained on the way
+BRANCHED_MESSAGES = 5000
+BRANCHES = 20
+#: its turns per case in ``python -m bench`` (full run, ``--quick``)
+BRANCHED_TURNS = {"full": 12, "quick": 2}
+
+
+async def seed_branched(backend: str, path: Path | str, thread_id: str, n: int = BRANCHED_MESSAGES,
+                        branches: int = BRANCHES, chars: int = 90, **options: Any) -> list[Message]:
+    """Write a thread whose active path holds ``n`` messages and which gained ``branches`` branches on the
+    way, evenly spread, as the engine writes them: plain turns (a run per user message), and every so many
+    turns a fork, a regenerate of the last answer (a run on a new branch keeping the path up to the last
+    user message, no input) or an edit of the last user message (the same id, new words, on a new branch
+    keeping the path up to the answer before it), alternating. Returns the active path (with seqs)."""
+    filler = ("lorem ipsum dolor sit amet " * (chars // 27 + 1))[:chars]
+    every = max(1, (n // 2) // (branches + 1))  # turns between two forks
+    ledger = open_ledger(backend, path, **options)
+    await ledger.open()
+    active: list[Message] = []
+    try:
+        turn = forks = 0
+        while len(active) < n:
+            run = RunRecord(f"{thread_id}-r{turn}", thread_id, "assistant", RunStatus.RUNNING, 0, 0)
+            fork = None
+            inputs: list[Message] = [Message(f"h{len(active)}", "user", (TextPart(f"{turn} {filler}"),))]
+            if turn and turn % every == 0 and forks < branches:
+                forks += 1
+                if forks % 2:  # regenerate the last answer
+                    fork, inputs = Fork(active[-2].seq, "regenerate"), []
+                    active = active[:-1]
+                else:  # edit the last user message
+                    last = active[-2]
+                    fork = Fork(active[-3].seq, "edit")
+                    inputs = [Message(last.id, "user", (TextPart(f"{turn} edited {filler}"),))]
+                    active = active[:-2]
+            active += await ledger.start_run(run, inputs, fork=fork)
+            reply = Message(f"{thread_id}-a{turn}", "assistant", (TextPart(f"{turn} {filler}"),), run.run_id)
+            active += await ledger.commit(thread_id, run.run_id, Commit(RunStatus.COMPLETED, (reply,)))
+            turn += 1
+        if len(await ledger.list_branches(thread_id)) != branches + 1:
+            raise RuntimeError(f"{thread_id}: the ledger lists another number of branches than {branches + 1}")
+    finally:
+        await ledger.aclose()
+    return active
+
+
+async def branched_case(backend: str, data: Path, logs: Path, turns: int, dsn: str | None = None) -> dict[str, Any]:
+    """The thread that branched against new threads, beside a thread of as many messages that never
+    branched, each turn new-only and replayed (``measure``), on a fresh server of ``backend`` (``dsn``: its
+    Postgres database). Rows keyed ``branched/…`` and ``linear/…``, plus the thread's shape."""
+    server = awaken_server(f"branches-{backend}", backend, data / "server", logs, dsn=dsn)
+    store = dsn or data / "server" / ("awaken.db" if backend == "sqlite" else "ledger")
+    (data / "server").mkdir(parents=True, exist_ok=True)
+    linear = history(BRANCHED_MESSAGES, 90)
+    await seed(backend, store, {"linear": linear})
+    active = await seed_branched(backend, store, "branched")
+    await server.start()
+    try:
+        endpoint = Endpoint("awaken", "agui", "sse", f"{server.base_url}/v1/ag-ui")
+        rows = await measure(endpoint, {"branched": Turns("branched", active), "linear": Turns("linear", linear)},
+                             turns, server.cpu_seconds)
+    finally:
+        await server.stop()
+    return {"rows": rows, "active_path": len(active), "branches": BRANCHES + 1, "target": TARGET_RATIO}
+
+
+def branched_verdicts(backend: str, result: dict[str, Any]) -> list[str]:
+    """One line per body: the branched thread's first delta ÷ a new thread's, and whether it meets the target."""
+    out = []
+    for mode in ("new-only", "replay"):
+        row, plain = result["rows"][f"branched/{mode}"], result["rows"][f"linear/{mode}"]
+        ok = row["ratio"] <= TARGET_RATIO
+        out.append(f"- {backend}, {result['active_path']:,} messages, {result['branches'] - 1} branches, {mode}: "
+                   f"{row['ratio']:.2f}× a new thread — {'met' if ok else 'MISSED'} (never branched: "
+                   f"{plain['ratio']:.2f}×)")
+    return out
 
 
 def wire(m: Message) -> dict[str, Any]:
@@ -293,14 +382,26 @@ async def main(args: argparse.Namespace) -> None:
             cluster = PgCluster()
             cluster.start()
     try:
-        results = {b: await backend_sweep(b, args.turns, out, cluster) for b in backends}
+        branched = {}
+        for b in backends:
+            with tempfile.TemporaryDirectory() as tmp:
+                dsn = cluster.database(f"branches_{new_id('b').replace('-', '_')}") if b == "postgres" else None
+                branched[b] = await branched_case(b, Path(tmp), out / "logs", args.turns, dsn)
+        results = {} if args.branched_only else {b: await backend_sweep(b, args.turns, out, cluster) for b in backends}
     finally:
         if cluster is not None:
             cluster.stop()
-    (out / "threads.json").write_text(json.dumps(results, indent=2))
-    text = report(results)
-    (out / "threads.md").write_text(text)
-    plot(results, out)
+    lines = ["## A thread that branched (first text delta p50 ÷ a new thread's)", ""]
+    for b, r in branched.items():
+        lines += branched_verdicts(b, r)
+    if results:
+        (out / "threads.json").write_text(json.dumps(results | {"branched": branched}, indent=2))
+        text = report(results) + "\n" + "\n".join(lines) + "\n"
+        (out / "threads.md").write_text(text)
+        plot(results, out)
+    else:
+        (out / "branched.json").write_text(json.dumps(branched, indent=2))
+        text = "\n".join(lines)
     print(text)
 
 
@@ -309,4 +410,5 @@ if __name__ == "__main__":
     parser.add_argument("--backends", default="sqlite,files,postgres")
     parser.add_argument("--turns", type=int, default=25)  # 25 samples per case: steadier medians than 15
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--branched-only", action="store_true", help="measure only the thread that branched")
     trio.run(main, parser.parse_args())

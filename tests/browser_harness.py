@@ -150,12 +150,14 @@ class Tab:
         return [p for p in await self.command("problems") if p.startswith("console.error:")]
 
 
-async def read_history(client: httpx.AsyncClient, path: str) -> list[dict[str, Any]]:
-    """Every committed message at a history route (``…/threads/{id}/messages``), page by page."""
+async def read_history(client: httpx.AsyncClient, path: str, branch: int | None = None) -> list[dict[str, Any]]:
+    """Every committed message at a history route (``…/threads/{id}/messages``), page by page: the
+    active path, or the path of ``branch`` (``?branch=N``)."""
     items: list[dict[str, Any]] = []
     cursor = ""
+    also = {} if branch is None else {"branch": branch}
     while True:
-        response = await client.get(path, params={"limit": 3, **({"cursor": cursor} if cursor else {})})
+        response = await client.get(path, params={"limit": 3, **also, **({"cursor": cursor} if cursor else {})})
         assert response.status_code == 200, response.text
         page = response.json()
         if not page["items"]:
@@ -169,10 +171,12 @@ async def read_history(client: httpx.AsyncClient, path: str) -> list[dict[str, A
         cursor = page["cursor"]
 
 
-async def server_history(server: Any, protocol: str, thread: str, headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """Every committed message of ``thread`` at the server's ``protocol`` history route (``ag-ui`` or ``ai-sdk``)."""
+async def server_history(server: Any, protocol: str, thread: str, headers: dict[str, str] | None = None,
+                         branch: int | None = None) -> list[dict[str, Any]]:
+    """Every committed message of ``thread`` at the server's ``protocol`` history route (``ag-ui`` or ``ai-sdk``):
+    the active path, or the path of ``branch``."""
     async with server.client(**({"headers": headers} if headers else {})) as client:
-        return await read_history(client, f"/v1/{protocol}/threads/{thread}/messages")
+        return await read_history(client, f"/v1/{protocol}/threads/{thread}/messages", branch)
 
 
 async def send(tab: Tab, text: str) -> None:

@@ -96,13 +96,15 @@ export function threadsPage(cursor: string | null, limit: number, agent: string)
   return get(`/v1/threads?${q}`);
 }
 
-/** A thread's whole committed history at a protocol's history route, page by page. */
-export async function readHistory(protocol: "ai-sdk" | "ag-ui", threadId: string): Promise<any[]> {
+/** A thread's whole committed history at a protocol's history route, page by page: the active path,
+ * or the path of ``branch`` (`?branch=N`, docs/branches.md). */
+export async function readHistory(protocol: "ai-sdk" | "ag-ui", threadId: string, branch: number | null = null): Promise<any[]> {
   const items: any[] = [];
   let cursor = "";
   for (let page = 0; page < 10000; page++) {
     const q = new URLSearchParams({ limit: "100" });
     if (cursor) q.set("cursor", cursor);
+    if (branch !== null) q.set("branch", String(branch));
     const body = await get(`/v1/${protocol}/threads/${encodeURIComponent(threadId)}/messages?${q}`);
     if (body.items.length === 0) break;
     for (const item of body.items) {

@@ -3,9 +3,15 @@
 // buttons, its state, stop and delete, and each run's trace as a timeline (timeline.ts). While a run streams the view follows it live through the
 // rejoin stream (text as it is written), and re-reads the committed history when the stream ends;
 // otherwise (or when the stream is refused) it re-reads every two seconds and redraws only what changed.
+// A thread that branched (a regenerate, an edit: docs/branches.md) shows, where its conversation went
+// more than one way, a "‹ 2 / 3 ›" navigator that reads the other branches through the history route's
+// `?branch=N` (the branch read is in the page's address: #/sessions/{id}?branch=N), and lists its
+// branches; every message has a "Fork from here" action (POST /v1/threads/{id}/fork) that opens the new
+// thread.
 
 import { ApiError, call, get, readHistory } from "./api";
 import { agents, clientTools } from "./agents";
+import { anchorOf, type BranchInfo, branchFor, forkPoints, lastMessageOf } from "./branches";
 import { AiSdkChat } from "./clients";
 import { duration, h, json, time } from "./dom";
 import { followRun } from "./live";
@@ -28,6 +34,17 @@ function runsTable(runs: any[]): HTMLElement {
       h("td", { class: "num", "data-label": "took" }, duration(Math.max(0, r.updatedAt - r.createdAt)))))));
 }
 
+/** The branch the page's address asks for (#/sessions/{id}?branch=N), or null. */
+function branchInAddress(): number | null {
+  const value = new URLSearchParams(location.hash.split("?")[1] ?? "").get("branch");
+  return value !== null && /^\d+$/.test(value) ? Number(value) : null;
+}
+
+/** The ids of a path's messages one by one (the AG-UI history: one item per committed message). */
+async function messageIds(threadId: string, branch: number | null): Promise<string[]> {
+  return (await readHistory("ag-ui", threadId, branch)).filter((m) => m.role !== "reasoning").map((m) => m.id);
+}
+
 export async function sessionPage(view: HTMLElement, threadId: string, signal: AbortSignal): Promise<void> {
   const { agents: list } = await agents();
   const header = h("div", { class: "session-head" });
@@ -35,11 +52,12 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
   const pendingBox = h("section", { id: "pending" });
   const history = h("section", { id: "history" });
   const runs = h("section", { id: "runs" });
+  const branchList = h("section", { id: "branches" });
   const state = h("section", { id: "state" });
   const trace = h("section", { id: "timeline" });
   view.replaceChildren(header, notice, pendingBox,
     h("div", { class: "session-grid" }, h("div", {}, h("h2", {}, "Conversation"), history),
-      h("div", {}, h("h2", {}, "Runs"), runs, h("h2", {}, "State"), state)),
+      h("div", {}, h("h2", {}, "Runs"), runs, branchList, h("h2", {}, "State"), state)),
     h("h2", {}, "Timeline"), trace);
   view.dataset.thread = threadId;
 
@@ -48,6 +66,10 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
   let confirming = false;
   let detail: any = null;
   let items: any[] = [];
+  // the branch read (null: the active one, whichever it is) and, for a thread that branched, the ids of
+  // that path's messages one by one (where a fork point sits inside an assistant turn)
+  let viewing: number | null = branchInAddress();
+  let ledgerIds: string[] | null = null;
   // the active run's text as it streams, by message id (shown after the committed history)
   const live = new Map<string, { role: string; text: string }>();
   let following = false;
@@ -98,15 +120,89 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
     return settle(toolCallId, (c) => c.answer(tool, toolCallId, text));
   }
 
+  const branches = (): BranchInfo[] => detail?.branches ?? [];
+  const activeBranch = (): number => detail?.activeBranch ?? 0;
+  /** The branch the conversation shown is on. */
+  const shownBranch = (): number => viewing ?? activeBranch();
+  const onActive = (): boolean => shownBranch() === activeBranch();
+
+  /** Read branch ``branch`` (the active one: follow it, whichever it becomes). */
+  function show(branch: number): void {
+    viewing = branch === activeBranch() ? null : branch;
+    const base = location.hash.split("?")[0];
+    window.history.replaceState(null, "", viewing === null ? base : `${base}?branch=${viewing}`);
+    last = "";
+    void refresh();
+  }
+
+  function navigator(point: ReturnType<typeof forkPoints>[number]): HTMLElement {
+    const at = point.alternatives.indexOf(point.current);
+    const go = (to: number) => show(branchFor(branches(), activeBranch(), point.alternatives[to], point.forkSeq));
+    return h("div", { class: "branch-nav", role: "group", "aria-label": "alternatives here",
+                      "data-fork-seq": point.forkSeq, "data-current": point.current,
+                      "data-alternatives": point.alternatives.join(",") },
+      h("button", { class: "branch-prev", type: "button", "aria-label": "previous alternative", disabled: at <= 0 || busy,
+                    onclick: () => go(at - 1) }, "‹"),
+      h("span", { class: "branch-count" }, `${at + 1} / ${point.alternatives.length}`),
+      h("button", { class: "branch-next", type: "button", "aria-label": "next alternative",
+                    disabled: at >= point.alternatives.length - 1 || busy, onclick: () => go(at + 1) }, "›"));
+  }
+
+  /** Start a new thread holding this path up to and including the UIMessage ``m`` (an assistant turn:
+   * all of it), and open it. */
+  function fork(m: any): Promise<void> {
+    return act(async () => {
+      const messageId = m.role === "assistant"
+        ? lastMessageOf(m.id, items, ledgerIds ?? await messageIds(threadId, viewing)) : m.id;
+      const body: Record<string, unknown> = { messageId };
+      if (!onActive()) body.branch = shownBranch();
+      const made = await call("POST", `/v1/threads/${encodeURIComponent(threadId)}/fork`, body);
+      location.hash = `#/sessions/${encodeURIComponent(made.threadId)}`;
+    }, "Forked.");
+  }
+
   function drawHistory(): void {
-    const streaming = [...live].filter(([id]) => !items.some((m) => m.id === id))
+    const streaming = !onActive() ? [] : [...live].filter(([id]) => !items.some((m) => m.id === id))
       .map(([id, m]) => ({ id, role: m.role, parts: [{ type: "text", text: m.text, state: "streaming" }] }));
     const open = new Set([...history.querySelectorAll("details[open]")].map((d) => d.closest("[data-id]")?.getAttribute("data-id")));
-    history.replaceChildren(uiMessages([...items, ...streaming], clientTools(list, detail.agentId)));
+    const ol = uiMessages([...items, ...streaming], clientTools(list, detail.agentId));
+    const rows = [...ol.children] as HTMLElement[];
+    // under each committed message: the alternatives that start there, and "fork from here"
+    const feet = rows.map((row, i) => i < items.length
+      ? h("div", { class: "message-foot" }, h("button", { class: "fork", type: "button", disabled: busy,
+        title: "Start a new thread with the conversation up to here", onclick: () => fork(items[i]) }, "Fork from here"))
+      : null);
+    for (const point of forkPoints(branches(), shownBranch())) {
+      const at = anchorOf(point, items, ledgerIds);
+      if (at < items.length) feet[at]?.prepend(navigator(point));
+      else ol.append(h("li", { class: "message branch-end", "data-role": "none" }, h("div", { class: "message-foot" },
+        navigator(point), h("span", { class: "muted" }, "nothing here on this branch yet"))));
+    }
+    rows.forEach((row, i) => { if (feet[i]) row.append(feet[i] as HTMLElement); });
+    history.replaceChildren(ol);
     for (const d of history.querySelectorAll("details")) {
       if (open.has(d.closest("[data-id]")?.getAttribute("data-id"))) d.setAttribute("open", "");
     }
     history.dataset.live = streaming.length ? "true" : "false";
+    history.dataset.branch = String(shownBranch());
+  }
+
+  function drawBranches(): void {
+    const all = branches();
+    if (all.length < 2) {
+      branchList.replaceChildren();
+      return;
+    }
+    branchList.replaceChildren(h("h2", {}, "Branches"),
+      h("ul", { class: "branch-list" }, all.map((b) => h("li", { "data-branch": b.branch,
+        "data-active": b.branch === activeBranch() ? "true" : "false", "data-shown": b.branch === shownBranch() ? "true" : "false" },
+        h("button", { class: "show-branch", type: "button", disabled: b.branch === shownBranch(), onclick: () => show(b.branch) },
+          `Branch ${b.branch}`),
+        b.branch === activeBranch() ? h("span", { class: "badge status-running" }, "active") : null,
+        h("span", { class: "muted" }, b.parent === null ? " the first conversation"
+          : ` ${b.reason === "edit" ? "an edit" : b.reason === "regenerate" ? "a new answer" : b.reason} after `
+            + (b.forkSeq === 0 ? "nothing (from the start)" : `message ${b.forkMessageId}`) + ` · ${time(b.createdAt)}`,
+          b.messageCount === undefined ? null : ` · ${b.messageCount} messages`)))));
   }
 
   function onRunEvent(event: any): void {
@@ -119,7 +215,7 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
     } else {
       return;
     }
-    if (!signal.aborted && detail) drawHistory();
+    if (!signal.aborted && detail && onActive()) drawHistory();
   }
 
   // Follow the active run until its stream ends, then read what it committed.
@@ -146,7 +242,12 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
       h("h1", {}, detail.title || "(no text)"),
       h("div", { class: "meta" }, h("code", { class: "id" }, detail.threadId),
         h("span", { class: `badge status-${status}`, id: "session-status", "data-status": status }, status),
-        h("span", { class: "muted" }, `agent ${detail.agentId ?? "?"} · ${detail.messageCount} messages · updated ${time(detail.updatedAt)}`)),
+        h("span", { class: "muted" }, `agent ${detail.agentId ?? "?"} · ${detail.messageCount} messages · updated ${time(detail.updatedAt)}`),
+        branches().length > 1 ? h("span", { class: "badge", id: "session-branch", "data-branch": shownBranch() },
+          `branch ${shownBranch()} of ${branches().length}`) : null),
+      onActive() ? null : h("p", { class: "branch-note", id: "branch-note" },
+        `You are reading branch ${shownBranch()}; the conversation continues on branch ${activeBranch()}. `,
+        h("button", { id: "show-active", type: "button", onclick: () => show(activeBranch()) }, "Show the active branch")),
       h("div", { class: "toolbar" },
         h("button", { id: "stop", type: "button", disabled: !running || busy, onclick: () => act(
           () => call("POST", `/v1/threads/${encodeURIComponent(threadId)}/stop`), "Stopped.") }, "Stop run"),
@@ -164,7 +265,7 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
           : h("button", { id: "delete", class: "danger", type: "button", disabled: running || busy,
             onclick: () => { confirming = true; draw(); (document.getElementById("confirm-delete") as HTMLElement)?.focus(); } },
           "Delete…")));
-    pendingBox.replaceChildren(...(detail.pending.length === 0 ? [] : [
+    pendingBox.replaceChildren(...(detail.pending.length === 0 || !onActive() ? [] : [
       h("h2", {}, "Waiting on a person"),
       h("ul", { class: "pending" }, detail.pending.map((p: any) => {
         if (decided.has(p.toolCallId)) {
@@ -187,28 +288,38 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
       })),
     ]));
     drawHistory();
+    drawBranches();
     runs.replaceChildren(detail.runs.length ? runsTable(detail.runs) : h("p", { class: "muted" }, "No runs."));
     state.replaceChildren(h("pre", { class: "value state" }, json(detail.state ?? {})));
     trace.replaceChildren(timelines(detail.runs));
   }
 
   async function refresh(): Promise<void> {
+    const want = viewing;
     try {
       const [d, messages] = await Promise.all([
-        get(`/v1/threads/${encodeURIComponent(threadId)}`), readHistory("ai-sdk", threadId)]);
-      if (signal.aborted) return;
-      const key = JSON.stringify([d, messages]);
+        get(`/v1/threads/${encodeURIComponent(threadId)}`), readHistory("ai-sdk", threadId, want)]);
+      // a thread that branched: where its fork points sit when one is inside an assistant turn
+      const ids = (d.branches ?? []).length > 1 ? await messageIds(threadId, want) : null;
+      if (signal.aborted || want !== viewing) return;
+      const key = JSON.stringify([d, messages, ids]);
       if (key === last) return;
       last = key;
       detail = d;
       items = messages;
+      ledgerIds = ids;
       view.dataset.loaded = "true";
       draw();
       if (d.runs.at(-1)?.status === "running" && !following && !streamRefused && Date.now() >= followAfter) {
         void follow();
       }
     } catch (err) {
-      if (signal.aborted) return;
+      if (signal.aborted || want !== viewing) return;
+      if (err instanceof ApiError && err.status === 400 && want !== null) {
+        notice.textContent = `${err.code}: ${err.message} Showing the active branch.`; // a branch this thread does not have
+        show(detail?.activeBranch ?? 0);
+        return;
+      }
       if (err instanceof ApiError && err.status === 404) {
         view.dataset.loaded = "missing";
         view.replaceChildren(h("h1", {}, "No such session"),

@@ -69,12 +69,14 @@ def answers(out: dict[str, Any]) -> list[str]:
     return [m["content"] for m in out["messages"] if m["role"] == "assistant" and "content" in m]
 
 
-async def paged_history(client, thread_id: str, limit: int = 2) -> list[dict[str, Any]]:
-    """The whole committed history, read page by page with the returned cursors."""
+async def paged_history(client, thread_id: str, limit: int = 2, branch: int | None = None) -> list[dict[str, Any]]:
+    """The whole committed history (the active path, or the path of ``branch``), read page by page with
+    the returned cursors."""
     items: list[dict[str, Any]] = []
     cursor = None
     while True:
-        params = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+        params = {"limit": limit, **({"cursor": cursor} if cursor else {}),
+                  **({"branch": branch} if branch is not None else {})}
         page = (await client.get(f"/v1/ag-ui/threads/{thread_id}/messages", params=params)).json()
         if not page["items"]:
             assert page["cursor"] == cursor
@@ -99,6 +101,36 @@ async def test_multi_turn_text_conversation(package, server, client):
     assert await paged_history(client, thread) == out["messages"]
     runs = await server.ctx.ledger.list_runs(thread)
     assert [r.status for r in runs] == [RunStatus.COMPLETED] * 3
+
+
+async def test_regenerate_and_edit_through_forwarded_props_branch_the_thread(package, server, client):
+    """Issue 33 (docs/branches.md): one HttpAgent, two turns; then it regenerates the last answer (the
+    history up to the last user message again, a new run id, ``forwardedProps: {awaken: {regenerate:
+    true}}``) and edits the first message (its id with new content, ``{awaken: {edit: true}}``). Each
+    continues on a new branch: the history route shows the active path, which is what the client holds,
+    and every earlier path stays readable with ``?branch=N``."""
+    thread = f"branches-{package}"
+    out = await drive(server.base_url, package, "branches", thread)
+    assert run_types(out) == [TEXT_RUN] * 4
+    assert all(run["errors"] == [] for run in out["runs"])
+    _, second, regenerated, edited = (run["after"] for run in out["runs"])
+    assert [m["content"] for m in second] == ["first", 'You said: "first".', "second", 'You said: "second".']
+    assert regenerated[:3] == second[:3]
+    assert regenerated[3]["content"] == 'You said: "second".' and regenerated[3]["id"] != second[3]["id"]
+    assert [(m["id"], m["content"]) for m in edited] == [(second[0]["id"], "first, edited"),
+                                                         (edited[1]["id"], 'You said: "first, edited".')]
+    assert edited[1]["id"] not in {m["id"] for m in second + regenerated}
+    assert await paged_history(client, thread) == out["messages"] == edited
+    assert await paged_history(client, thread, branch=0) == second
+    assert await paged_history(client, thread, branch=1) == regenerated
+    assert await paged_history(client, thread, branch=2) == edited
+    listing = (await client.get(f"/v1/threads/{thread}/branches")).json()
+    assert listing["activeBranch"] == 2
+    assert [(b["branch"], b["parent"], b["forkSeq"], b["forkMessageId"], b["reason"]) for b in listing["items"]] == [
+        (0, None, 0, None, "root"), (1, 0, 3, second[2]["id"], "regenerate"), (2, 0, 0, None, "edit")]
+    runs = await server.ctx.ledger.list_runs(thread)
+    assert [(r.status, r.branch) for r in runs] == [(RunStatus.COMPLETED, 0)] * 2 + [(RunStatus.COMPLETED, 1),
+                                                                                     (RunStatus.COMPLETED, 2)]
 
 
 async def test_a_long_history_resent_every_turn_is_parsed_only_past_what_the_server_parsed_before(

@@ -136,6 +136,64 @@ async def test_history_reload_shows_the_conversation(browser, cross_origin_serve
     assert await tab.page_errors() == []
 
 
+async def answered_again(tab: Tab, count: int, before: str) -> dict[str, Any]:
+    """The page's state once it holds ``count`` messages again, the last one no longer ``before``."""
+    state = await tab.wait_for_state(f"s => s.status === 'ready' && s.messages.length === {count}"
+                                     f" && s.messages.at(-1).id !== {before!r}")
+    assert state["error"] is None
+    return state
+
+
+def texts(messages: list[dict[str, Any]]) -> list[str]:
+    return ["".join(p["text"] for p in m["parts"] if p["type"] == "text") for m in messages]
+
+
+@pytest.mark.parametrize("page", PAGES)
+async def test_regenerate_and_edit_branch_the_thread(browser, cross_origin_server, page):
+    """Issue 33 (docs/branches.md), one page: ``regenerate()`` (the last answer), ``regenerate({messageId})``
+    (an earlier answer) and ``sendMessage({text, messageId})`` (an earlier user message) each continue on a
+    new branch. After each, the history route's active path is what useChat holds, every earlier path
+    is still readable with ``?branch=N``, and the thread lists its branches; a reload shows the active path."""
+    server, thread = cross_origin_server, f"uc-branches-{page}"
+    tab = await open_chat(browser, server, thread, page=page)
+    await send(tab, "first")
+    await settled(tab, 2)
+    await send(tab, "second")
+    paths = [(await settled(tab, 4))["messages"]]
+    # regenerate() the last answer: a new answer to "second"
+    await tab.click("#regenerate-last")
+    paths.append((await answered_again(tab, 4, paths[0][3]["id"]))["messages"])
+    assert paths[1][:3] == paths[0][:3] and texts(paths[1])[3] == 'You said: "second".'
+    # regenerate({messageId}) an earlier answer: the conversation goes on from "first"
+    await tab.click(f"#controls li[data-id='{paths[0][1]['id']}'] button.regenerate")
+    paths.append((await answered_again(tab, 2, paths[0][1]["id"]))["messages"])
+    assert paths[2][0] == paths[0][0] and texts(paths[2]) == ["first", 'You said: "first".']
+    await send(tab, "third")
+    paths[2] = (await settled(tab, 4))["messages"]
+    # sendMessage({text, messageId}) on "third": the same id, new words, a new answer
+    edited = paths[2][2]["id"]
+    await tab.click(f"#controls li[data-id='{edited}'] button.edit")
+    await tab.fill(f"#controls li[data-id='{edited}'] input.edit-text", "third, edited")
+    await tab.click(f"#controls li[data-id='{edited}'] button.edit-save")
+    paths.append((await answered_again(tab, 4, paths[2][3]["id"]))["messages"])
+    assert paths[3][:2] == paths[2][:2] and paths[3][2]["id"] == edited
+    assert texts(paths[3])[2:] == ["third, edited", 'You said: "third, edited".']
+    assert paths[3] == await server_history(server, "ai-sdk", thread)
+    for branch, path in enumerate(paths):
+        assert await server_history(server, "ai-sdk", thread, branch=branch) == path, branch
+    async with server.client() as client:
+        listing = (await client.get(f"/v1/threads/{thread}/branches")).json()
+    assert listing["activeBranch"] == 3
+    assert [(b["branch"], b["parent"], b["forkSeq"], b["forkMessageId"], b["reason"]) for b in listing["items"]] == [
+        (0, None, 0, None, "root"), (1, 0, 3, paths[0][2]["id"], "regenerate"),
+        (2, 0, 1, paths[0][0]["id"], "regenerate"), (3, 2, 6, paths[2][1]["id"], "edit")]
+    await tab.reload()
+    state = await tab.wait_for_state("s => s.historyStatus === 200 && s.messages.length === 4")
+    assert state["messages"] == paths[3]
+    await tab.screenshot(f"{page}-branches")
+    assert await tab.page_errors() == []
+
+
 async def test_a_page_on_an_origin_not_allowed_is_blocked(browser, tmp_path):
     """The same page against a server whose cors_origins lacks the page's origin: Chromium itself
     refuses to hand the page the answer, so CORS is what the tests above pass through."""

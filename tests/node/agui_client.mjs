@@ -195,6 +195,27 @@ const scenarios = {
     }
     return agent;
   },
+  // Threads that branch (docs/branches.md): two turns; then a regenerate (the history up to the last
+  // user message again, a new run id, forwardedProps {awaken: {regenerate: true}}); then an edit of the
+  // first message (its id with new content, forwardedProps {awaken: {edit: true}}). Each run records
+  // the client's messages after it (`after`).
+  async branches() {
+    const agent = makeAgent("/v1/ag-ui");
+    const after = () => { runs.at(-1).after = structuredClone(agent.messages); };
+    for (const text of ["first", "second"]) {
+      say(agent, text);
+      await run(agent);
+      after();
+    }
+    const lastUser = agent.messages.map((m) => m.role).lastIndexOf("user");
+    agent.setMessages(agent.messages.slice(0, lastUser + 1));
+    await run(agent, { forwardedProps: { awaken: { regenerate: true } } });
+    after();
+    agent.setMessages([{ ...agent.messages[0], content: "first, edited" }]);
+    await run(agent, { forwardedProps: { awaken: { edit: true } } });
+    after();
+    return agent;
+  },
   // First half of a resume across a restart: leave a call waiting at its gate.
   async suspend() {
     const agent = makeAgent("/v1/ag-ui/agents/guarded");

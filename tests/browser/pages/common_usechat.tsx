@@ -2,7 +2,10 @@
 // usechat7.tsx: ai@7 + @ai-sdk/react 4). On another origin than the server: DefaultChatTransport posts to
 // /v1/ai-sdk/agents/{agent}/chat; the chat id is the thread id. On load it reads the thread's history
 // and starts from it, so a reload shows the conversation. Approvals (agent `guarded`) and the
-// browser-executed `ask_user` (agent `frontend`) are answered with buttons.
+// browser-executed `ask_user` (agent `frontend`) are answered with buttons. Each answer has a
+// "Regenerate" button (`regenerate({ messageId })`), the page a "Regenerate the last answer" one
+// (`regenerate()`), and each user message an "Edit" one (`sendMessage({ text, messageId })`): threads
+// that branch (docs/branches.md).
 import { useEffect, useMemo, useState } from "react";
 import { createRoot } from "react-dom/client";
 
@@ -67,13 +70,14 @@ function Chat({ initial, historyStatus }: { initial: UIMessage[]; historyStatus:
     agentId === "guarded" ? lib.lastAssistantMessageIsCompleteWithApprovalResponses
     : agentId === "frontend" ? lib.lastAssistantMessageIsCompleteWithToolCalls
     : undefined;
-  const { messages, sendMessage, status, error, addToolApprovalResponse, addToolOutput } = lib.useChat({
+  const { messages, sendMessage, regenerate, status, error, addToolApprovalResponse, addToolOutput } = lib.useChat({
     id: thread,
     messages: initial,
     transport,
     sendAutomaticallyWhen: resendWhen,
   });
   const [input, setInput] = useState("");
+  const [editing, setEditing] = useState<{ id: string; text: string } | null>(null);
   const actions: Actions = {
     approve: (id, approved) => void addToolApprovalResponse({ id, approved }),
     answer: (tool, toolCallId, answer) => void addToolOutput({ tool: tool as never, toolCallId, output: { answer } }),
@@ -94,6 +98,34 @@ function Chat({ initial, historyStatus }: { initial: UIMessage[]; historyStatus:
           </li>
         ))}
       </ol>
+      {/* outside #messages, so what #messages reads stays the conversation alone */}
+      <ul id="controls">
+        {messages.map((m: UIMessage) => (
+          <li key={m.id} data-id={m.id} data-role={m.role}>
+            {m.role === "assistant" && (
+              <button className="regenerate" disabled={status !== "ready"}
+                onClick={() => void regenerate({ messageId: m.id })}>Regenerate {m.id}</button>
+            )}
+            {m.role === "user" && editing?.id !== m.id && (
+              <button className="edit" disabled={status !== "ready"} onClick={() => setEditing({ id: m.id,
+                text: m.parts.filter((p: any) => p.type === "text").map((p: any) => p.text).join("") })}>Edit {m.id}</button>
+            )}
+            {m.role === "user" && editing?.id === m.id && (
+              <form className="edit-form" onSubmit={(e) => {
+                e.preventDefault();
+                void sendMessage({ text: editing.text, messageId: m.id });
+                setEditing(null);
+              }}>
+                <input className="edit-text" value={editing.text}
+                  onChange={(e) => setEditing({ id: m.id, text: e.target.value })} />
+                <button className="edit-save" type="submit">Save</button>
+              </form>
+            )}
+          </li>
+        ))}
+      </ul>
+      <button id="regenerate-last" type="button" disabled={status !== "ready" || messages.length === 0}
+        onClick={() => void regenerate()}>Regenerate the last answer</button>
       <form id="composer" onSubmit={(e) => {
         e.preventDefault();
         void sendMessage({ text: input });
