@@ -1,4 +1,4 @@
-"""The JSON forms of runs and pending calls inside file-ledger records (written and replayed)."""
+"""The JSON forms of runs, pending calls and branches inside file-ledger records (written and replayed)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import attrs
 from awaken.core.messages import Usage
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import (
+    Branch,
     PendingCall,
     RunRecord,
     tools_from_json,
@@ -32,6 +33,7 @@ def run_to_json(run: RunRecord) -> dict[str, Any]:
         "steps": run.steps,
         "cause": run.cause,
         **({"tools": tools_to_json(run.tools)} if run.tools else {}),
+        **({"branch": run.branch} if run.branch else {}),  # a run of branch 0 is written as it always was
     }
 
 
@@ -59,6 +61,7 @@ def run_from_json(d: dict[str, Any], thread_id: str | None = None) -> RunRecord:
         steps=d.get("steps", 0),
         cause=d.get("cause"),
         tools=tools_from_json(d.get("tools")),
+        branch=d.get("branch", 0),
     )
 
 
@@ -82,6 +85,18 @@ def pending_from_json(
         kind=sys.intern(d["kind"]),
         message_id=ids.get(d["message_id"], d["message_id"]) if ids else d["message_id"],
     )
+
+
+def branch_to_json(b: Branch) -> dict[str, Any]:
+    return {"branch": b.branch, "parent": b.parent, "fork_seq": b.fork_seq, "created_at": b.created_at,
+            "run_id": b.run_id, "reason": b.reason}
+
+
+def branch_from_json(d: dict[str, Any]) -> Branch:
+    branch, parent, fork_seq = d["branch"], d["parent"], d["fork_seq"]
+    if type(branch) is not int or type(parent) is not int or type(fork_seq) is not int:
+        raise CorruptRecord(f"branch {branch!r} is not a branch record")
+    return Branch(branch, parent, fork_seq, d["created_at"], d.get("run_id"), sys.intern(d.get("reason", "root")))
 
 
 class CorruptRecord(Exception):
