@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.utils import floatToGoString
 
 from awaken.telemetry import logs
 
@@ -93,7 +96,108 @@ _BUCKETS = {
     "gen_ai_client_token_usage": GEN_AI_TOKEN_BUCKETS,
     "gen_ai_client_operation_duration_seconds": GEN_AI_DURATION_BUCKETS,
 }
-_KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
+
+
+# -- the instruments ------------------------------------------------------------------------------
+#
+# prometheus-client's own metric objects take a lock on every increment (a histogram's observation:
+# two) and rebuild their key on every ``labels`` call: several microseconds per run here, against
+# nothing for these. Every instrument is touched from the event loop's thread only (the ledger's
+# writes are timed around their ``await``, the gauges' functions read at a scrape), so a series is a
+# plain number; prometheus-client still writes the text format, from ``Family.collect``.
+
+
+class Series:
+    """One series of a counter or gauge (one set of label values): a number."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+    def dec(self, amount: float = 1.0) -> None:
+        self.value -= amount
+
+
+class HistogramSeries:
+    """One series of a histogram: a count per bucket (the last one: above every bound) and the sum."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1  # the first bound >= value: Prometheus's ``le``
+        self.sum += value
+
+
+class Family:
+    """One metric: its name, kind, help text and label names, and its series by label values. A metric
+    without labels is its own one series (``inc``, ``dec``; a gauge may be read from ``set_function``)."""
+
+    def __init__(self, name: str, kind: str, help_text: str, labelnames: tuple[str, ...],
+                 buckets: tuple[float, ...] = ()) -> None:
+        self.name, self.kind, self.help, self.labelnames = name, kind, help_text, labelnames
+        self.bounds = tuple(float(b) for b in buckets)
+        self.series: dict[tuple[str, ...], Any] = {}
+        self.function: Callable[[], float] | None = None
+        self._only = self.labels() if not labelnames else None
+
+    def labels(self, *values: str) -> Any:
+        """The series of these label values (made on first use)."""
+        found = self.series.get(values)
+        if found is None:
+            found = self.series[values] = HistogramSeries(self.bounds) if self.kind == "histogram" else Series()
+        return found
+
+    def inc(self, amount: float = 1.0) -> None:
+        self._only.value += amount  # type: ignore[union-attr]
+
+    def dec(self, amount: float = 1.0) -> None:
+        self._only.value -= amount  # type: ignore[union-attr]
+
+    def set_function(self, read: Callable[[], float]) -> None:
+        """A gauge whose value is ``read()`` at each scrape."""
+        self.function = read
+
+    def collect(self) -> Metric:
+        """The metric as prometheus-client's exposition writes it."""
+        labels = list(self.labelnames)
+        if self.kind == "histogram":
+            family: Any = HistogramMetricFamily(self.name, self.help, labels=labels)
+            les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+            for values, series in self.series.items():
+                running, buckets = 0, []
+                for le, count in zip(les, series.counts, strict=True):
+                    running += count
+                    buckets.append((le, running))
+                family.add_metric([str(v) for v in values], buckets, series.sum)
+            return family
+        make = CounterMetricFamily if self.kind == "counter" else GaugeMetricFamily
+        family = make(self.name, self.help, labels=labels)
+        if self.function is not None:
+            family.add_metric([], float(self.function()))
+        else:
+            for values, series in self.series.items():
+                family.add_metric([str(v) for v in values], series.value)
+        return family
+
+
+class _Families:
+    """The registry's one collector: every family of a server."""
+
+    def __init__(self, families: Iterable[Family]) -> None:
+        self.families = tuple(families)
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.families:
+            yield family.collect()
 
 
 def provider_and_model(model: str) -> tuple[str, str]:
@@ -116,38 +220,33 @@ class ServerMetrics:
     """One server's metrics, in its own registry (``registry``); ``render`` is the text ``/metrics`` serves."""
 
     def __init__(self, backend: str = "") -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
         self.backend = backend
-        made: dict[str, Any] = {}
-        for name, (kind, help_text, labels) in METRICS.items():
-            options: dict[str, Any] = {"registry": self.registry}
-            if name in _BUCKETS:
-                options["buckets"] = _BUCKETS[name]
-            made[name] = _KINDS[kind](name, help_text, labels, **options)
-        self.started: Counter = made["awaken_runs_started"]
-        self.ended: Counter = made["awaken_runs_ended"]
-        self.active: Gauge = made["awaken_runs_active"]
-        self.waiting: Gauge = made["awaken_runs_waiting"]
-        self.streams: Gauge = made["awaken_streams_open"]
-        self.watchers: Gauge = made["awaken_stream_watchers"]
-        self.first_delta: Histogram = made["awaken_run_first_delta_seconds"]
-        self.duration: Histogram = made["awaken_run_duration_seconds"]
-        self.tokens: Counter = made["awaken_tokens"]
-        self.tool_calls: Counter = made["awaken_tool_calls"]
-        self.gates: Counter = made["awaken_gate_decisions"]
-        self.commits: Histogram = made["awaken_ledger_commit_seconds"]
-        self.refusals: Counter = made["awaken_refusals"]
-        self.requests: Counter = made["awaken_http_requests"]
-        self.token_usage: Histogram = made["gen_ai_client_token_usage"]
-        self.operation_duration: Histogram = made["gen_ai_client_operation_duration_seconds"]
+        made = {name: Family(name, kind, help_text, labels, _BUCKETS.get(name, ()))
+                for name, (kind, help_text, labels) in METRICS.items()}
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(_Families(made.values()))  # type: ignore[arg-type]
+        self.started: Family = made["awaken_runs_started"]
+        self.ended: Family = made["awaken_runs_ended"]
+        self.active: Family = made["awaken_runs_active"]
+        self.waiting: Family = made["awaken_runs_waiting"]
+        self.streams: Family = made["awaken_streams_open"]
+        self.watchers: Family = made["awaken_stream_watchers"]
+        self.first_delta: Family = made["awaken_run_first_delta_seconds"]
+        self.duration: Family = made["awaken_run_duration_seconds"]
+        self.tokens: Family = made["awaken_tokens"]
+        self.tool_calls: Family = made["awaken_tool_calls"]
+        self.gates: Family = made["awaken_gate_decisions"]
+        self.commits: Family = made["awaken_ledger_commit_seconds"]
+        self.refusals: Family = made["awaken_refusals"]
+        self.requests: Family = made["awaken_http_requests"]
+        self.token_usage: Family = made["gen_ai_client_token_usage"]
+        self.operation_duration: Family = made["gen_ai_client_operation_duration_seconds"]
         #: runs this process put in waiting minus those taken out of it (clamped at 0 when read: a run
         #: that waited before a restart may be resumed after it)
         self._waiting = 0
         self.waiting.set_function(lambda: max(0, self._waiting))
         self.watchers.set_function(lambda: 0)
         self._commit_timer = self.commits.labels(backend) if backend else None
-        #: the labelled children made so far, by metric and label values (``child``)
-        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text format."""
@@ -168,21 +267,11 @@ class ServerMetrics:
         for name in ("start_run", "commit"):
             setattr(ledger, name, _timed(getattr(ledger, name), timer))
 
-    def child(self, metric: Any, *labels: str) -> Any:
-        """``metric.labels(*labels)``, made once and kept: every label's values are few (agents, models,
-        outcomes, tools, codes, route templates, statuses; a path no route serves is ``other``), and
-        prometheus-client's own lookup takes a lock and rebuilds the key on every call."""
-        key = (metric, labels)
-        found = self._children.get(key)
-        if found is None:
-            found = self._children[key] = metric.labels(*labels)
-        return found
-
     def refused(self, code: str) -> None:
-        self.child(self.refusals, code).inc()
+        self.refusals.labels(code).inc()
 
     def request(self, method: str, route: str, status: int) -> None:
-        self.child(self.requests, method, route, str(status)).inc()
+        self.requests.labels(method, route, str(status)).inc()
 
     def run(self, run: RunView, subject: str | None) -> RunMetrics:
         """The metrics of one admitted run, started by ``subject`` (its ``RunState`` reports to them)."""
@@ -230,7 +319,7 @@ class RunMetrics:
             return
         self._began = time.perf_counter()
         self._input = self._output = 0
-        metrics.child(metrics.started, self._run().agent.id).inc()
+        metrics.started.labels(self._run().agent.id).inc()
         metrics.active.inc()
 
     def first_output(self) -> None:
@@ -239,7 +328,7 @@ class RunMetrics:
             return
         self._first = True
         metrics = self._metrics
-        metrics.child(metrics.first_delta, self._run().agent.id).observe(time.perf_counter() - self._began)
+        metrics.first_delta.labels(self._run().agent.id).observe(time.perf_counter() - self._began)
 
     def ended(self, outcome: str, cause: str | None = None, error_code: str | None = None) -> None:
         """The run stopped executing with ``outcome`` (a status: completed, waiting, failed, interrupted)."""
@@ -250,8 +339,8 @@ class RunMetrics:
         seconds = time.perf_counter() - began
         run = self._run()
         agent = run.agent.id
-        metrics.child(metrics.ended, agent, outcome).inc()
-        metrics.child(metrics.duration, agent, outcome).observe(seconds)
+        metrics.ended.labels(agent, outcome).inc()
+        metrics.duration.labels(agent, outcome).observe(seconds)
         metrics.active.dec()
         logs.run_line(thread=run.thread_id, run=run.run_id, agent=agent, outcome=outcome, cause=cause,
                       error_code=error_code, seconds=seconds, input_tokens=self._input,
@@ -296,15 +385,15 @@ class RunMetrics:
         finally:
             if watch is not None and output.sink is watch:
                 output.sink = original
-            metrics.child(metrics.operation_duration, "chat", provider, model, error).observe(time.perf_counter() - started)
+            metrics.operation_duration.labels("chat", provider, model, error).observe(time.perf_counter() - started)
             if not error:
                 usage = output.step_usage
                 agent = self._run().agent
                 self._input += usage.input_tokens
                 self._output += usage.output_tokens
                 for direction, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
-                    metrics.child(metrics.token_usage, "chat", provider, model, direction).observe(count)
-                    metrics.child(metrics.tokens, agent.id, agent.config.model, direction).inc(count)
+                    metrics.token_usage.labels("chat", provider, model, direction).observe(count)
+                    metrics.tokens.labels(agent.id, agent.config.model, direction).inc(count)
 
     def committed(self, commit: Any) -> None:
         """A step was committed: count its tool results (by outcome) and gate decisions."""
@@ -315,9 +404,9 @@ class RunMetrics:
             part = message.tool_result
             if part is None:
                 continue
-            metrics.child(metrics.tool_calls, part.name, part.status).inc()
+            metrics.tool_calls.labels(part.name, part.status).inc()
             if part.approval is not None:
-                metrics.child(metrics.gates, part.name, part.approval).inc()
+                metrics.gates.labels(part.name, part.approval).inc()
 
 
 #: the run metrics of a run no server counts (a bare engine in a test, crash recovery)
