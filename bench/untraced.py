@@ -17,14 +17,15 @@ server starts, which is what a build without telemetry would run:
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from awaken.http import metrics as edge
 from awaken.telemetry import metrics, tracing
 
 
-def cut_telemetry() -> None:
-    """Replace the telemetry seams with no-ops (this process only)."""
+def cut_telemetry() -> Callable[[], None]:
+    """Replace the telemetry seams with no-ops (this process only); returns what puts them back."""
 
     def no_trace(*_args: Any, **_kwargs: Any) -> Any:
         return tracing.NO_SPAN
@@ -32,13 +33,21 @@ def cut_telemetry() -> None:
     def nothing(*_args: Any, **_kwargs: Any) -> None:
         return None
 
-    tracing.run = no_trace
-    tracing.identify = nothing
-    tracing.ended = nothing
-    metrics.ServerMetrics.run = lambda self, run, subject: metrics.NO_RUN_METRICS  # type: ignore[method-assign]
-    metrics.ServerMetrics.time_commits = nothing  # type: ignore[method-assign]
-    metrics.ServerMetrics.count_watchers = nothing  # type: ignore[method-assign]
-    edge.observe = lambda app, _metrics, _routes: app
+    cuts: list[tuple[Any, str, Any]] = [
+        (tracing, "run", no_trace), (tracing, "identify", nothing), (tracing, "ended", nothing),
+        (metrics.ServerMetrics, "run", lambda self, run, subject: metrics.NO_RUN_METRICS),
+        (metrics.ServerMetrics, "time_commits", nothing), (metrics.ServerMetrics, "count_watchers", nothing),
+        (edge, "observe", lambda app, _metrics, _routes: app),
+    ]
+    saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in cuts]
+    for owner, name, replacement in cuts:
+        setattr(owner, name, replacement)
+
+    def restore() -> None:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+    return restore
 
 
 def run() -> int:
