@@ -15,7 +15,7 @@ import trio
 
 from awaken.core.errors import StoreUnavailable
 from tests.browser_harness import Tab, read_history
-from tests.builders import agui_body, held, live_server, parse_sse, post_agui, release
+from tests.builders import agui_body, call, held, live_server, parse_sse, post_agui, release, user
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 COMBOS = [("ai-sdk", "sse"), ("ai-sdk", "ws"), ("ag-ui", "sse"), ("ag-ui", "ws"), ("managed", "sse")]
@@ -544,3 +544,92 @@ async def test_agents_page_shows_mcp_tools_with_their_server_kind_and_permission
                                            ("demo__echo", "mcp", "via demo", "allow"),
                                            ("gated__pid", "mcp", "via gated", "ask")]
         await tab.screenshot("agents-mcp-1280")
+
+
+#: each alternatives navigator of the conversation shown: the message it sits under, and its count
+NAVIGATORS = ("[...document.querySelectorAll('#history .branch-nav')]"
+              ".map((n) => [n.closest('[data-id]')?.dataset.id ?? null, n.querySelector('.branch-count').textContent])")
+
+
+async def shown_branch(tab: Tab, branch: int) -> None:
+    await tab.wait_for("(b) => document.querySelector('#history')?.dataset.branch === String(b)"
+                       " && document.querySelector('#view')?.dataset.loaded === 'true'", arg=branch)
+
+
+@pytest.mark.slow
+async def test_a_session_that_branched_shows_its_alternatives_and_forks_from_a_message(browser, server):
+    """Issue 33 (docs/branches.md): a thread whose answer to "second" was regenerated (branch 1) and whose
+    "second" was then edited (branch 2, active). Its session shows a "‹ 2 / 2 ›" navigator under the edited
+    message; "previous" reads the branch that went the other way (branch 1, the newest), where the
+    regenerated answer has its own navigator, and "previous" there reads branch 0; each view equals the
+    history route with ?branch=N. "Fork from here" on a message of branch 1 (not the active one) and on an
+    answer with a tool call (all of its turn) each open a new thread holding that path up to there."""
+    tab = browser.tab("console")
+    await tab.command("viewport", width=1280, height=900)
+    thread = "t-branches"
+    async with server.client() as client:
+        await post_agui(client, agui_body(thread, "r1", [user("u1", call("calculator", expression="6*7"))]))
+        await post_agui(client, agui_body(thread, "r2", [user("u2", "second")]))
+        before = await read_history(client, f"/v1/ag-ui/threads/{thread}/messages")
+        upto = [m["id"] for m in before].index("u2") + 1
+        regenerate = {"awaken": {"regenerate": True}}
+        await post_agui(client, agui_body(thread, "r3", before[:upto], forwardedProps=regenerate))
+        edit = {"awaken": {"edit": True}}
+        await post_agui(client, agui_body(thread, "r4", [*before[:upto - 1], user("u2", "second, edited")],
+                                          forwardedProps=edit))
+        paths = [await read_history(client, f"/v1/ai-sdk/threads/{thread}/messages", branch) for branch in range(3)]
+        ag_ui = [await read_history(client, f"/v1/ag-ui/threads/{thread}/messages", branch) for branch in range(3)]
+        listing = (await client.get(f"/v1/threads/{thread}/branches")).json()
+    assert listing["activeBranch"] == 2
+    answer = [m["id"] for m in paths[0]][1]  # the first answer: a tool call, its result and a text
+    assert [(b["branch"], b["parent"], b["reason"]) for b in listing["items"]] == [
+        (0, None, "root"), (1, 0, "regenerate"), (2, 0, "edit")]
+    assert [m["id"] for m in paths[2]][:3] == ["u1", answer, "u2"] and [m["id"] for m in paths[1]][:3] == ["u1", answer, "u2"]
+    await goto(tab, server, f"/sessions/{thread}")
+    await shown_branch(tab, 2)
+    assert await tab.command("eval", expression=READ_VIEW) == _visible(paths[2])
+    assert await tab.command("eval", expression=NAVIGATORS) == [["u2", "2 / 2"]]
+    assert await tab.text("#session-branch") == "branch 2 of 3"
+    assert await tab.command("eval", expression="document.querySelector('#branch-note')") is None
+    # previous, under "second, edited": the branch that kept "second" (the newest: the regenerated answer)
+    await tab.click("#history li[data-id=u2] .branch-prev")
+    await shown_branch(tab, 1)
+    assert await tab.command("eval", expression=READ_VIEW) == _visible(paths[1])
+    assert await tab.command("eval", expression=NAVIGATORS) == [["u2", "1 / 2"], [paths[1][3]["id"], "2 / 2"]]
+    assert (await tab.text("#branch-note")).startswith("You are reading branch 1; the conversation continues on branch 2.")
+    assert await tab.command("eval", expression="location.hash") == f"#/sessions/{thread}?branch=1"
+    await tab.command("eval", expression="document.activeElement.blur()")
+    await tab.screenshot("branches-1280")
+    await tab.command("viewport", width=390, height=844)
+    await tab.screenshot("branches-390")
+    await tab.command("viewport", width=1280, height=900)
+    # previous, under the regenerated answer: the first answer, on branch 0
+    await tab.click(f"#history li[data-id='{paths[1][3]['id']}'] .branch-prev")
+    await shown_branch(tab, 0)
+    assert await tab.command("eval", expression=READ_VIEW) == _visible(paths[0])
+    assert await tab.command("eval", expression=NAVIGATORS) == [["u2", "1 / 2"], [paths[0][3]["id"], "1 / 2"]]
+    await tab.click("#show-active")
+    await shown_branch(tab, 2)
+    assert await tab.command("eval", expression="location.hash") == f"#/sessions/{thread}"
+    # fork from "second" as branch 1 has it: a new thread of that path up to there
+    await tab.click("#history li[data-id=u2] .branch-prev")
+    await shown_branch(tab, 1)
+    await tab.click("#history li[data-id=u2] .fork")
+    forked = await tab.wait_for("(t) => { const v = document.querySelector('#view');"
+                                " return v.dataset.thread !== t && v.dataset.loaded === 'true' ? v.dataset.thread : null; }",
+                                arg=thread)
+    async with server.client() as client:
+        assert await read_history(client, f"/v1/ag-ui/threads/{forked}/messages") == ag_ui[1][:[m["id"] for m in ag_ui[1]].index("u2") + 1]
+        assert [b["branch"] for b in (await client.get(f"/v1/threads/{forked}/branches")).json()["items"]] == [0]
+    assert await tab.command("eval", expression=READ_VIEW) == _visible(paths[1][:3])
+    # fork from the first answer on the active branch: its whole turn (call, result, text) comes along
+    await goto(tab, server, f"/sessions/{thread}")
+    await shown_branch(tab, 2)
+    await tab.click(f"#history li[data-id='{answer}'] .fork")
+    second_fork = await tab.wait_for("(seen) => { const v = document.querySelector('#view');"
+                                     " return !seen.includes(v.dataset.thread) && v.dataset.loaded === 'true'"
+                                     " ? v.dataset.thread : null; }", arg=[thread, forked])
+    async with server.client() as client:
+        assert await read_history(client, f"/v1/ag-ui/threads/{second_fork}/messages") == ag_ui[2][:[m["id"] for m in ag_ui[2]].index("u2")]
+    assert await tab.command("eval", expression=READ_VIEW) == _visible(paths[2][:2])
+    assert await tab.page_errors() == []
