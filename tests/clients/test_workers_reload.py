@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.ledger.test_scaleout import awaken_serve, postgres_config
+from tests.ledger.test_scaleout import LEASE_SECONDS, awaken_serve, postgres_config
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 ROUNDS = 20
@@ -28,10 +28,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 DETACHED = '\n[agents.detached]\nmodel = "scripted"\non_disconnect = "continue"\n'
 
 
-def detached_config(tmp_path: Path, workers: int) -> Path:
-    """The Postgres test config with ``workers`` and an agent whose runs outlive their connection."""
+def detached_config(tmp_path: Path, workers: int, lease_seconds: int = LEASE_SECONDS) -> Path:
+    """The Postgres test config with ``workers``, ``lease_seconds`` and an agent whose runs outlive their
+    connection."""
     config = postgres_config(tmp_path / "pg.toml", tmp_path, workers=workers)
-    config.write_text(config.read_text() + DETACHED)
+    text = config.read_text().replace(f"lease_seconds = {LEASE_SECONDS}", f"lease_seconds = {lease_seconds}", 1)
+    config.write_text(text + DETACHED)
     return config
 
 
