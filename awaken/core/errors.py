@@ -14,6 +14,8 @@ HTTP 200); a run code is committed on the run that failed.
 * ``StoreUnavailable`` — the ledger cannot be read or written (503).
 * ``BadCursor`` — a history cursor that is not in the thread's committed page sequence (400).
 * ``BadLimit`` — a history or listing ``limit`` that is not an integer in range (400).
+* ``UnknownBranch`` / ``UnknownMessage`` — a history read or a fork naming a branch the thread does not
+  have, or a message not on the chosen path (400).
 * ``UnknownThread`` — a thread the ledger has never seen, or one the caller may not see (404).
 * ``Unauthenticated`` — no credentials, or bad ones, on a ``/v1/`` route (401).
 
@@ -83,6 +85,13 @@ CODES: dict[str, Code] = {
     "INVALID_ID": Code("input", 400, "A thread, run or message id breaks the id rule (1-256 printable characters, "
                        "no surrounding whitespace, no leading /, not . or ..)."),
     "INVALID_LIMIT": Code("input", 400, "History or the thread listing: limit is not an integer from 1 to 500."),
+    "UNKNOWN_BRANCH": Code("input", 400, "History or a fork: branch is not one of the thread's branches (an integer "
+                           "GET /v1/threads/{id}/branches lists)."),
+    "UNKNOWN_MESSAGE": Code("input", 400, "Fork: messageId names no message on the chosen path of the thread (its "
+                            "active branch's, or the branch the body names)."),
+    "BRANCHES_UNSUPPORTED": Code("input", 501, "A regenerate or an edit (a run on a new branch) on a ledger backend "
+                                 "that does not keep branches (a third-party backend not updated yet); nothing was "
+                                 "started."),
     "NOT_FOUND": Code("input", 404, "No route has this path (always answered as JSON)."),
     "METHOD_NOT_ALLOWED": Code("input", 405, "The route exists but not for this method (with Allow)."),
     "NESTING_TOO_DEEP": Code("input", 400, "The request body nests arrays and objects deeper than 64 levels."),
@@ -212,6 +221,18 @@ class BadLimit(AwakenError):
     """A history or listing ``limit`` that is not an integer in range (HTTP 400)."""
 
     code = "INVALID_LIMIT"
+
+
+class UnknownBranch(AwakenError):
+    """A history read or a fork named a branch the thread does not have (HTTP 400)."""
+
+    code = "UNKNOWN_BRANCH"
+
+
+class UnknownMessage(AwakenError):
+    """A fork named a message that is not on the chosen path of the thread (HTTP 400)."""
+
+    code = "UNKNOWN_MESSAGE"
 
 
 class UnknownThread(AwakenError):

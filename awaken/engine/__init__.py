@@ -14,6 +14,7 @@ General layout (one job per module):
 
 * ``admission`` — ``RunApplication``: the thread claim, the registry of active runs, ``admit``
   (everything that can refuse a request), ``stop``; the fresh run's first write.
+* ``branching`` — where a regenerate or an edit forks the active path, and the history its run starts from.
 * ``limits`` — ``RunLimiter``: the caps per caller (``[limits]``) that ``admit`` checks first.
 * ``run`` — ``AdmittedRun``: one admitted run's execution, its own cancel scope and nursery, ``cancel``.
 * ``steps`` — the step loop and ``StepBuilder`` (a model step's output, streamed and assembled); a

@@ -70,6 +70,7 @@ from awaken.core.messages import Message
 from awaken.core.principal import Principal
 from awaken.engine.access import may_see
 from awaken.engine.agents import Agent, AgentRegistry
+from awaken.engine.branching import fork_history, fork_seq
 from awaken.engine.commit import write
 from awaken.engine.dedup import admission_view
 from awaken.engine.limits import RunLimiter
@@ -79,13 +80,13 @@ from awaken.engine.reconcile import settle_late
 from awaken.engine.run import AdmittedRun
 from awaken.engine.rundata import Broadcast, RunSpec
 from awaken.engine.state import Cause, RunState, RunStatus
-from awaken.ledger.interface import Commit, Ledger, PendingCall, ThreadView
+from awaken.ledger.interface import Commit, Fork, Ledger, PendingCall, ThreadView
 from awaken.models import ToolSpec
 from awaken.runtime.tuning import OFF_LOOP_MESSAGES
 from awaken.telemetry import tracing
 from awaken.telemetry.metrics import ServerMetrics
 from awaken.tools import ToolRegistry
-from awaken.wires.protocol import Asks, RunRequest, ToolDecision, new_id
+from awaken.wires.protocol import Asks, ForkAt, RunRequest, ToolDecision, new_id
 
 log = logging.getLogger("awaken.engine")
 
@@ -469,6 +470,10 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView, agent
     client_state = request.state is not None and request.state != state
     if client_state:  # the client's state differs from the committed one: it is committed first
         state = dict(request.state or {})
+
+    A request that forks (``request.fork``: a regenerate, which needs no new input, or an edit) is a
+    fresh run on a new branch: its history is the active path up to the fork point, and a waiting run
+    on the path it leaves is closed as superseded first (its calls are never executed later).
     spec = RunSpec(request, run.agent, run.thread_id, state=state, client_state=client_state)
     history = list(view.messages)
     pending = list(view.pending)
@@ -476,10 +481,15 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView, agent
         spec = _prepare_replay(run, spec)
     elif request.decisions:
         spec = await _prepare_resume(run, spec, pending, history, agents)
-    elif request.inputs:
+    elif request.inputs or request.fork is not None:
+        fork = None
+        if request.fork is not None:  # a regenerate or an edit: the run starts from the path up to the fork
+            fork, history = await _forked(run, request.fork, view)
         if pending:
-            history.extend(await _supersede(run, pending))
-        spec = _prepare_fresh(run, spec)
+            closed = await _supersede(run, pending)
+            if fork is None:  # closed on the path the run continues (a fork leaves that path behind)
+                history.extend(closed)
+        spec = attrs.evolve(_prepare_fresh(run, spec), fork=fork)
         if off_loop:
             history.extend(await trio.to_thread.run_sync(_stamped, request.inputs, spec.run_id))
         else:
@@ -515,6 +525,20 @@ def _prepare_fresh(run: AdmittedRun, spec: RunSpec) -> RunSpec:
 def _stamped(inputs: tuple[Message, ...] | list[Message], run_id: str) -> list[Message]:
     """The new input messages as the run's history holds them: carrying the run's id."""
     return [attrs.evolve(m, run_id=run_id) for m in inputs]
+
+
+async def _forked(run: AdmittedRun, at: ForkAt, view: ThreadView) -> tuple[Fork, list[Message]]:
+    """The ledger's ``Fork`` for a run on a new branch, and the committed history it starts from (the
+    active path up to the fork point). Reads only; nothing is written before the run's first write."""
+    if not run.ledger.supports_branches:
+        raise InputRejected(f"this server's ledger ({type(run.ledger).__name__}) does not keep branches: a "
+                            f"{at.reason} needs one that does", code="BRANCHES_UNSUPPORTED")
+    if view.thread is None:
+        raise InputRejected(f"message {at.message_id!r} is not on the thread's active path; nothing to {at.reason}",
+                            code="UNKNOWN_MESSAGE")
+    budget = run.agent.config.history_messages
+    after = await fork_seq(run.ledger, view, at, budget)
+    return Fork(after, at.reason), list(await fork_history(run.ledger, view, after, budget))
 
 
 async def _supersede(run: AdmittedRun, pending: list[PendingCall]) -> tuple[Message, ...]:

@@ -37,7 +37,7 @@ async def write_start(run: RunBase) -> None:
     run. It runs in the run's nursery beside the first model step; the first step waits for it
     (``run.started``) before anything names the run. If the store fails, the error is kept in
     ``run.start_error`` and raised there. A run id the client reused gets a fresh one (the run's
-    spec is replaced with it).
+    spec is replaced with it). A run on a new branch (``spec.fork``) forks the thread in the same write.
     """
     assert run.start is not None
     run_id = run.run_id
@@ -50,7 +50,11 @@ async def write_start(run: RunBase) -> None:
                                    tools=run.client_tools)
                 try:
                     with tracing.commit("start", len(inputs), type(run.ledger).__name__):
-                        committed = await run.ledger.start_run(record, inputs, owner=run.owner)
+                        if run.spec.fork is None:
+                            committed = await run.ledger.start_run(record, inputs, owner=run.owner)
+                        else:
+                            committed = await run.ledger.start_run(record, inputs, owner=run.owner,
+                                                                   fork=run.spec.fork)
                     break
                 except DuplicateRun:  # the client reused a run id: the ledger gets a fresh one
                     run_id = new_id("run")

@@ -26,7 +26,7 @@ from awaken.core.messages import Message, Usage
 from awaken.core.principal import Principal
 from awaken.engine.limits import UNLIMITED, Slot
 from awaken.engine.state import Cause, Change, RunState, RunStatus
-from awaken.ledger.interface import PendingCall
+from awaken.ledger.interface import Fork, PendingCall
 from awaken.models import ToolSpec
 from awaken.wires.protocol import RunRequest, ToolDecision, new_id
 
@@ -77,6 +77,8 @@ class RunSpec:
 class Streaming(Protocol):
     """The model step a run is streaming now (``steps.StepBuilder``), as the run's early end sees it."""
 
+    #: a fresh run on a new branch (a regenerate, an edit): its first write forks the thread with it
+    fork: Fork | None = None
     def partial(self, run_id: str, reason: str) -> Message | None:
         """What the step streamed so far (text and reasoning), marked incomplete for ``reason``; None
         when it streamed neither."""

@@ -22,11 +22,12 @@ Routes (from ``POST /v1/ag-ui`` on, the shipped wires' as they declare them):
     GET  /v1/agents                                  the published agents, the wires with their capabilities
     GET  /v1/ag-ui/agents/{agentId}/capabilities     the agent's AG-UI AgentCapabilities
     GET  /v1/threads, /v1/threads/{threadId}         the caller's threads, one thread (threads_api.py)
+    GET  /v1/threads/{threadId}/branches             its branches; POST /v1/threads/{threadId}/fork: a new thread
     DELETE /v1/threads/{threadId}                    delete a thread (204; 409 THREAD_BUSY)
     POST /v1/threads/{threadId}/stop                 stop its active run (200 {runId, status}; 204)
     GET  /console                                    the console (awaken/http/console/, built assets)
     POST /v1/ag-ui, /v1/ag-ui/agents/{agentId}       AG-UI runs (SSE)
-    GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor}
+    GET  /v1/ag-ui/threads/{threadId}/messages       AG-UI history page {items, cursor} (?branch=N: that path)
     POST /v1/ai-sdk/chat, /v1/ai-sdk/agents/{agentId}/chat   AI SDK UI Message Stream runs (SSE)
     GET  /v1/ai-sdk/threads/{threadId}/messages      AI SDK history page {items: UIMessage[], cursor}
     GET  /v1/ag-ui/threads/{threadId}/stream         rejoin the thread's active run (AG-UI, Last-Event-ID)
@@ -47,6 +48,7 @@ another user 404 ``UNKNOWN_THREAD`` (``access.visible_thread``; runs check it at
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import re
@@ -66,6 +68,7 @@ from awaken.core.errors import (
     InputRejected,
     ServerDraining,
     StoreUnavailable,
+    UnknownBranch,
     UnknownThread,
 )
 from awaken.core.ids import id_problem
@@ -76,7 +79,7 @@ from awaken.http import threads as threads_api
 from awaken.http.auth import AuthMiddleware, principal_of
 from awaken.http.context import ServerContext
 from awaken.http.errors import quart_error, write_error
-from awaken.ledger.paging import parse_limit
+from awaken.ledger.paging import parse_branch, parse_limit
 from awaken.runtime import memory
 from awaken.streams.exchange import sse_route, ws_route
 from awaken.streams.rejoin import rejoin_route
@@ -165,7 +168,8 @@ def build_quart(ctx: ServerContext, wires: dict[str, Wire]) -> QuartTrio:
         return jsonify(agui_capabilities_of(agent))
 
     def history_route(read: PageReader) -> Callable[[str], Awaitable[Any]]:
-        """``GET …/threads/{threadId}/messages?cursor=&limit=`` → ``{items, cursor}`` (400/404/503)."""
+        """``GET …/threads/{threadId}/messages?cursor=&limit=&branch=`` → ``{items, cursor}`` (400/404/503)."""
+        reads_branches = "branch" in inspect.signature(read).parameters  # a plugin's reader may read none
 
         async def history(thread_id: str):  # noqa: ANN202
             try:
@@ -173,8 +177,14 @@ def build_quart(ctx: ServerContext, wires: dict[str, Wire]) -> QuartTrio:
                     raise UnknownThread(f"no thread {thread_id[:64]!r}")
                 await visible_thread(ctx.app, principal_of(request.scope), thread_id)
                 limit = parse_limit(request.args.get("limit"))
-                items, cursor = await read(ctx.ledger, thread_id, request.args.get("cursor"), limit)
-            except (BadCursor, BadLimit, UnknownThread, StoreUnavailable) as exc:  # 400, 404, 503
+                branch = parse_branch(request.args.get("branch"))
+                if branch is None:
+                    items, cursor = await read(ctx.ledger, thread_id, request.args.get("cursor"), limit)
+                elif not reads_branches:
+                    raise UnknownBranch("this history route reads the active path only; leave out branch")
+                else:
+                    items, cursor = await read(ctx.ledger, thread_id, request.args.get("cursor"), limit, branch=branch)
+            except (BadCursor, BadLimit, UnknownBranch, UnknownThread, StoreUnavailable) as exc:  # 400, 404, 503
                 return quart_error(exc)
             # orjson: a page of 500 long messages is megabytes, which the stdlib encoder behind
             # ``jsonify`` takes tens of milliseconds to write, on the event loop (``bench.stall``)

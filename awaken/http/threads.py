@@ -14,7 +14,9 @@ Routes (JSON; times in ms since the epoch; errors ``{"error": {"code", "message"
                  usage: {inputTokens, outputTokens}, error: {code, message} | null,
                  timeline: {spans: [{id, parentId, kind, name, start, end, durationMs, attributes,
                                      error}], dropped} | null}],
-         pending: [{toolCallId, runId, name, arguments, kind}], state}
+         pending: [{toolCallId, runId, name, arguments, kind}], state,
+         activeBranch, branches: [{branch, parent, forkSeq, forkMessageId, createdAt, runId, reason}]}
+        (the branches as ``GET /v1/threads/{id}/branches`` lists them: awaken/http/branches.py, with the fork)
     DELETE /v1/threads/{id}
         204; the whole thread goes in one ledger transaction; 409 ``THREAD_BUSY`` while a run is
         active. Afterwards its history is 404 and the id can start a new thread.
@@ -46,6 +48,7 @@ from awaken.core.errors import (
     UnknownThread,
 )
 from awaken.engine.access import sees_every_thread, visible_thread
+from awaken.http import branches as branches_api
 from awaken.http.auth import principal_of
 from awaken.http.context import ServerContext
 from awaken.http.errors import quart_error
@@ -109,6 +112,8 @@ def _answering(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitabl
 def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) -> None:
     """The threads API on ``app``; ``protocols``: the registered wires' (a deleted thread's last request
     bytes leave their replay memos)."""
+    branches_api.add_routes(app, ctx)  # /v1/threads/{id}/branches and /fork
+
     @app.get("/v1/threads")
     @_answering
     async def threads() -> Any:
@@ -135,7 +140,8 @@ def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) ->
         runs = await ctx.ledger.list_runs(thread_id)
         pending = await ctx.ledger.pending_calls(thread_id)
         return jsonify({**detail, "runs": [{**run_detail(r), "timeline": timeline(thread_id, r.run_id)} for r in runs],
-                        "pending": [pending_call(p) for p in pending], "state": record.state})
+                        "pending": [pending_call(p) for p in pending], "state": record.state,
+                        **await branches_api.branches_of(ctx.ledger, record)})
 
     @app.delete("/v1/threads/<path:thread_id>")
     @_answering

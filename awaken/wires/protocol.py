@@ -61,6 +61,20 @@ class ToolDecision:
 
 
 @attrs.frozen
+class ForkAt:
+    """A run that continues on a new branch of its thread (a regenerate, an edit), as an adapter read it.
+
+    ``message_id`` names a message of the thread's active path: the new branch keeps the path up to and
+    including it (``keep``: a regenerate, its answer is made again) or up to the message before it (an
+    edit: the request's version of it is the run's input). The engine finds its seq
+    (``awaken.engine.branching``) and starts the run with a ``Fork`` of the ledger."""
+
+    message_id: str
+    keep: bool
+    reason: Literal["regenerate", "edit"]
+
+
+@attrs.frozen
 class RunRequest:
     thread_id: str
     agent_id: str | None
@@ -78,6 +92,9 @@ class RunRequest:
     #: the request only repeats decisions already committed (an idempotent resume): nothing runs,
     #: the stream just starts and finishes
     replay: bool = attrs.field(default=False, kw_only=True)
+    #: the run continues on a new branch (a regenerate: no input needed; an edit: its input is the
+    #: edited message); None: it continues the active path
+    fork: ForkAt | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen

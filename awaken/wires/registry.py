@@ -17,7 +17,8 @@ cross-site checks, CORS, authentication) as every other ``/v1/`` route:
 * ``sockets``: WebSocket paths, one run per text message;
 * ``rejoins``: ``GET`` paths that rejoin the thread's active run (``Last-Event-ID``; 204 when idle);
 * ``history``: ``GET`` paths answering ``{items, cursor}`` pages read by ``read_history``, with the
-  visibility rule and the 400/404/503 of every history route;
+  visibility rule and the 400/404/503 of every history route (``?branch=N`` reads another branch's path:
+  ``read_history(..., branch=N)``);
 * ``extra``: anything else, as ``Route``s whose handler does its own I/O: the edge builds it with
   ``serve(protocol)`` (the wire's protocol as this server serves it, its replay memo included, or None)
   and calls it with the server's context as its ``host`` argument.
@@ -38,14 +39,14 @@ from typing import Any, Literal
 import attrs
 
 from awaken.core.errors import ConfigError
-from awaken.ledger.interface import Ledger
 from awaken.wires.protocol import Protocol
 
 WIRE_GROUP = "awaken.wires"
 
 Method = Literal["GET", "POST", "WEBSOCKET"]
-#: a wire's history page: (ledger, thread id, cursor, limit) -> (items, the cursor after them)
-PageReader = Callable[[Ledger, str, "str | None", int], Awaitable[tuple[list, str]]]
+#: a wire's history page: (ledger, thread id, cursor, limit) -> (items, the cursor after them); a reader
+#: that reads another branch's path takes ``branch=N`` too (the route passes it only when asked: ``?branch=``)
+PageReader = Callable[..., Awaitable[tuple[list, str]]]
 #: an extra route's ASGI handler: ``handler(host, scope, receive, send, params)``; ``params`` are the
 #: path template's parts (``agent``, ``thread``, ``rest``), ``host`` the server's context
 Handler = Callable[[Any, dict, Any, Any, dict[str, str]], Awaitable[None]]

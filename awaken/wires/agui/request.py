@@ -1,8 +1,9 @@
 """Parse an AG-UI ``RunAgentInput`` POST body (sans-IO): bytes in, ``AguiInput`` or ``InputRejected``.
 
 What is accepted follows CONTRACT §3 and ``reference/agui.md`` §3/§9: ``forwardedProps`` may be
-absent, null or empty (what ``HttpAgent`` sends by default); a non-empty one, or any ``parentRunId``,
-is ``UNSUPPORTED_FIELD``. ``tools``, ``context`` and ``state`` are the page's per-run declarations,
+absent, null or empty (what ``HttpAgent`` sends by default) or carry only the documented branching flags
+(``{"awaken": {"regenerate": true}}``, ``{"awaken": {"edit": true}}``: ``Branching``, CONTRACT §10); any
+other key of it, or any ``parentRunId``, is ``UNSUPPORTED_FIELD``. ``tools``, ``context`` and ``state`` are the page's per-run declarations,
 parsed by ``frontend.py``. ``resume`` is a list of ``{interruptId, status: "resolved"|"cancelled",
 payload?, metadata?}`` entries (``interrupts.py`` maps them to decisions). Unknown keys are ignored.
 User content may be a string or parts: ``text`` and ``image`` (URL or inline base64) are input;
@@ -20,7 +21,7 @@ gave (the first bad message in request order).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from itertools import compress
 from operator import itemgetter, not_
 from typing import Any, Literal
@@ -76,16 +77,6 @@ def _string(data: dict[str, Any], key: str, where: str, *, required: bool = True
     if not isinstance(value, str) or (required and not value):
         raise reject(f"{where}{key} must be a non-empty string")
     return value
-
-
-def _unsupported_if_set(data: dict[str, Any], key: str, empty: type) -> None:
-    value = data.get(key)
-    if value is None:
-        return
-    if not isinstance(value, empty):
-        raise reject(f"{key} must be {'an array' if empty is list else 'an object'}")
-    if value:
-        raise reject(f"{key} is not supported by this server; send it empty", "UNSUPPORTED_FIELD")
 
 
 def parse_image(part: dict[str, Any], where: str) -> ImagePart:
@@ -149,6 +140,47 @@ def _tool_content(content: Any, where: str) -> str:
     raise reject(f"{where}.content must be a string")
 
 
+@attrs.frozen
+class Branching:
+    """The documented ``forwardedProps`` keys: ``{"awaken": {"regenerate": true}}`` (the messages end with
+    the history up to a committed user message: its answer is made again, on a new branch) and
+    ``{"awaken": {"edit": true}}`` (opt-in: an earlier user message the thread holds with other content
+    is an edit, continued from on a new branch; without it the committed message wins, as always)."""
+
+    regenerate: bool = False
+    edit: bool = False
+
+
+NO_BRANCHING = Branching()
+#: the keys of ``forwardedProps.awaken`` this server reads
+BRANCHING_KEYS = ("regenerate", "edit")
+
+
+def parse_forwarded(value: Any) -> Branching:
+    """``forwardedProps``: absent, null or ``{}`` (what ``HttpAgent`` sends), or only the documented
+    ``awaken`` key (``Branching``). Any other key is ``UNSUPPORTED_FIELD``; a documented one of the wrong
+    type ``INVALID_REQUEST``."""
+    if value is None:
+        return NO_BRANCHING
+    if not isinstance(value, dict):
+        raise reject("forwardedProps must be an object")
+    if not value:
+        return NO_BRANCHING
+    if set(value) != {"awaken"}:
+        raise reject("forwardedProps: only the documented key awaken ({\"regenerate\": true} or {\"edit\": "
+                     "true}) is supported by this server", "UNSUPPORTED_FIELD")
+    flags = value["awaken"]
+    if not isinstance(flags, dict):
+        raise reject("forwardedProps.awaken must be an object")
+    if unknown := sorted(set(flags) - set(BRANCHING_KEYS)):
+        raise reject(f"forwardedProps.awaken.{unknown[0]} is not supported by this server (documented: "
+                     "regenerate, edit)", "UNSUPPORTED_FIELD")
+    for key in BRANCHING_KEYS:
+        if key in flags and type(flags[key]) is not bool:
+            raise reject(f"forwardedProps.awaken.{key} must be a boolean")
+    return Branching(flags.get("regenerate", False), flags.get("edit", False))
+
+
 @attrs.frozen(eq=False)
 class Scan:
     """The messages of a scanned body (``scan_run_input``): every message's shape is checked, the
@@ -201,6 +233,17 @@ class AguiInput:
     resume: tuple[ResumeEntry, ...] = ()
     #: the input and tool messages scanned but not decoded (``scan_run_input``), else None
     scan: Scan | None = None
+    #: the documented ``forwardedProps`` flags (regenerate, edit)
+    branching: Branching = attrs.field(default=NO_BRANCHING, kw_only=True)
+
+    def inputs_in_order(self) -> list[tuple[str, str, Callable[[], InputMessage | ToolMessage]]]:
+        """``(id, role, decode)`` of each input and tool message, in request order; ``decode`` validates and
+        decodes its content (``InputRejected`` as ``fresh`` would)."""
+        if self.scan is None:
+            return [(m.id, m.role if isinstance(m, InputMessage) else "tool", lambda m=m: m) for m in self.messages]
+        scan = self.scan
+        return [(mid, scan.raw[i]["role"], lambda k=k: scan.decode(k))
+                for k, (i, mid) in enumerate(zip(scan.positions, scan.ids, strict=True))]
 
     @property
     def modern(self) -> bool:
@@ -282,9 +325,9 @@ def scan_run_input(body: bytes, content_type: str | None, memo: ReplayMemo[Known
 
 
 def _envelope(data: dict[str, Any]) -> tuple[str, str, str | None, tuple[ResumeEntry, ...], tuple[ToolSpec, ...],
-                                           tuple[ContextEntry, ...], dict[str, Any] | None]:
+                                           tuple[ContextEntry, ...], dict[str, Any] | None, Branching]:
     """The request's fields but ``messages``, validated: (threadId, runId, protocolVersion, resume,
-    tools, context, state)."""
+    tools, context, state, the documented forwardedProps)."""
     thread_id = _string(data, "threadId", "")
     run_id = _string(data, "runId", "")
     version = data.get("protocolVersion")
@@ -292,12 +335,12 @@ def _envelope(data: dict[str, Any]) -> tuple[str, str, str | None, tuple[ResumeE
         raise reject("protocolVersion must be a string")
     if data.get("parentRunId") is not None:
         raise reject("parentRunId is not supported by this server", "UNSUPPORTED_FIELD")
-    _unsupported_if_set(data, "forwardedProps", dict)
+    branching = parse_forwarded(data.get("forwardedProps"))
     resume = parse_resume(data.get("resume"))
     tools, context, state = parse_tools(data.get("tools")), parse_context(data.get("context")), \
         parse_state(data.get("state"))
     assert thread_id is not None and run_id is not None
-    return thread_id, run_id, version, resume, tools, context, state
+    return thread_id, run_id, version, resume, tools, context, state, branching
 
 
 def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo[KnownScan], *,
@@ -312,7 +355,7 @@ def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo
         return None
     data, prefix, tail = split.data, split.prefix, split.tail
     check_split(body, data, prefix.count + len(tail), split.containers)
-    thread_id, run_id, version, resume, tools, context, state = _envelope(data)
+    thread_id, run_id, version, resume, tools, context, state, branching = _envelope(data)
     fast = _shapes(tail) if tail else ((), (), (), ())
     if fast is None:
         return None
@@ -324,7 +367,8 @@ def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo
     scan = Scan(PrefixedList(prefix, tail), known.positions + tuple(shift + p for p in fast[1]),
                 known.input_ids + fast[2], known.calls + fast[3], id_set=known.input_set.union(fast[2]),
                 tool_ids=known.tool_ids.union(added_tools) if added_tools else known.tool_ids)
-    parsed = AguiInput(thread_id, run_id, version, (), known.ids + fast[0], state, tools, context, resume, scan)
+    parsed = AguiInput(thread_id, run_id, version, (), known.ids + fast[0], state, tools, context, resume, scan,
+                       branching=branching)
     # the thread's set of every id is grown in place, not copied: a parse still holding the previous
     # prefix then sees a superset of its ids, which can only make it fall back to the plain parse
     known.all_ids.update(fast[0])
@@ -368,7 +412,7 @@ def _memo_scan(parsed: AguiInput, all_ids: set[str] | None = None) -> KnownScan:
 def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
     check_content_type(content_type)
     data = load_json_object(body, messages_deep=eager)
-    thread_id, run_id, version, resume, tools, context, state = _envelope(data)
+    thread_id, run_id, version, resume, tools, context, state, branching = _envelope(data)
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list):
         raise reject("messages must be an array")
@@ -389,7 +433,7 @@ def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
     fast = _shapes(raw_messages)
     if fast is not None:
         return AguiInput(thread_id, run_id, version, (), fast[0], state, tools, context, resume,
-                         Scan(raw_messages, *fast[1:]))
+                         Scan(raw_messages, *fast[1:]), branching=branching)
     # One pass, no per-message allocation beyond what is kept: only ids, roles and tool call ids are
     # read; the field path for an error message is built only when a message is refused.
     append_id, append_position, append_input, append_call = ids.append, positions.append, input_ids.append, \
@@ -424,7 +468,8 @@ def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
     if len(set(ids)) != len(ids):
         raise refuse(reject("message ids must be unique within a request"))
     scan = Scan(raw_messages, tuple(positions), tuple(input_ids), tuple(calls))
-    return AguiInput(thread_id, run_id, version, (), tuple(ids), state, tools, context, resume, scan)
+    return AguiInput(thread_id, run_id, version, (), tuple(ids), state, tools, context, resume, scan,
+                     branching=branching)
 
 
 _INPUT_ROLES = frozenset({"user", "system", "developer", "tool"})

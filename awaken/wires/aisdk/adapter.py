@@ -13,6 +13,12 @@ result (replayed history) — and turns the rest of the continued assistant mess
 * A decision for a call that is not pending reaches the engine, which refuses it
   (``TOOL_CALL_NOT_PENDING`` / ``NO_PENDING_RUN``): one ``error`` + ``finish{error}`` stream, nothing
   committed.
+* Branches (``useChat``'s ``regenerate()`` and ``sendMessage({text, messageId})``, ai 6 and 7 alike):
+  ``trigger: "regenerate-message"`` with nothing new is a run on a new branch that keeps the active path
+  up to the user message before the answer it names (``regenerated``); ``trigger: "submit-message"``
+  whose ``messageId`` names a committed user message of the request is an edit: a new branch from the
+  message before it, with the request's version as input (``edited``). A regenerate that carries a new
+  message (one that never reached the thread) is an ordinary turn.
 
 ``PROTOCOL`` is what the SSE and WebSocket routes serve; ``read_history`` answers the history route (``{items, cursor}``,
 paging that never splits one run's assistant UIMessage); ``WIRE`` declares the routes (the ``ai-sdk``
@@ -26,14 +32,14 @@ import orjson
 from awaken.core.errors import InputRejected
 from awaken.core.messages import Message
 from awaken.ledger.interface import Ledger, ThreadView
-from awaken.ledger.paging import encode_cursor, read_page
+from awaken.ledger.paging import encode_cursor, read_page, read_path
 from awaken.wires.aisdk.encoder import AiSdkEncoder
 from awaken.wires.aisdk.history import project_history, same_group
 from awaken.wires.aisdk.request import AiSdkInput, ToolPartAnswer, scan_chat_request, scan_known_chat_request
 from awaken.wires.aisdk.wire import DONE, approval_id
 from awaken.wires.encoding import WireEvent
 from awaken.wires.memo import Parses
-from awaken.wires.protocol import Asks, Protocol, RunRequest, ToolDecision
+from awaken.wires.protocol import Asks, ForkAt, Protocol, RunRequest, ToolDecision
 from awaken.wires.registry import Wire
 
 #: ``UI_MESSAGE_STREAM_HEADERS`` beyond what the SSE transport sends itself
@@ -89,17 +95,48 @@ class AiSdkProtocol(Protocol):
                     "answer the approval request the server sent",
                     code="TOOL_CALL_NOT_PENDING",
                 )
-        if not inputs and not answers and parsed.trigger == "regenerate-message":
-            raise InputRejected("regenerating a committed answer is not supported; send the question again "
-                                "as a new message", code="NO_NEW_INPUT")
+        if parsed.trigger == "regenerate-message" and not inputs:
+            return RunRequest(thread_id, agent_id, fork=regenerated(parsed, committed))
+        if parsed.trigger == "submit-message" and (edit := edited(parsed, committed)) is not None:
+            edits = tuple(Message(m.id, m.role, m.parts) for m in parsed.fresh_inputs(committed - {edit}) if m.parts)
+            if edits and edits[0].id == edit:
+                return RunRequest(thread_id, agent_id, edits, fork=ForkAt(edit, False, "edit"))
         return RunRequest(thread_id, agent_id, inputs, tuple(decision_of(a) for a in answers))
+
+
+def regenerated(parsed: AiSdkInput, committed: frozenset[str]) -> ForkAt:
+    """Where ``regenerate()`` forks: after the last user (or system) message before the assistant message
+    it names (``messageId``; absent: the end of the request, as ``useChat`` sliced its messages before
+    that answer). That message must be committed on the thread's active path."""
+    order = parsed.roles()
+    ids = [mid for mid, _ in order]
+    if parsed.message_id is not None and parsed.message_id in ids:
+        named = ids.index(parsed.message_id)
+        order = order[: named + 1 if order[named][1] != "assistant" else named]
+    point = next((mid for mid, role in reversed(order) if role != "assistant"), None)
+    if point is None or point not in committed:
+        raise InputRejected("nothing to regenerate: the request holds no question this thread committed (send "
+                            "the history up to the user message whose answer is made again)", code="NO_NEW_INPUT")
+    return ForkAt(point, True, "regenerate")
+
+
+def edited(parsed: AiSdkInput, committed: frozenset[str]) -> str | None:
+    """The id of the user message ``sendMessage({text, messageId})`` replaced: ``messageId`` names a user
+    message of the request that the thread's active path holds (a tool continuation names an assistant
+    message: not an edit). The run then continues from the message before it, on a new branch, with the
+    request's version of it as input (whatever its content: an edit is what the person asked for)."""
+    target = parsed.message_id
+    if target is None or target == parsed.continued_id or target not in committed:
+        return None
+    return target if (target, "user") in parsed.roles() else None
 
 
 PROTOCOL = AiSdkProtocol()
 
 
-async def read_history(ledger: Ledger, thread_id: str, cursor: str | None, limit: int) -> tuple[list[dict], str]:
-    """One page of UIMessages and the cursor after it.
+async def read_history(ledger: Ledger, thread_id: str, cursor: str | None, limit: int,
+                       branch: int | None = None) -> tuple[list[dict], str]:
+    """One page of UIMessages of the path of ``branch`` (None: the active one) and the cursor after it.
 
     Paging never splits one run's assistant UIMessage: a page that would end inside one is
     **extended** forward to the run's boundary (so a page may hold more than ``limit`` messages;
@@ -108,11 +145,11 @@ async def read_history(ledger: Ledger, thread_id: str, cursor: str | None, limit
     UIMessage **whole**, with the same id: a client replaces messages by id. The cursor still marks the
     last committed message the page holds, with the AG-UI route's 400/404/503 rules.
     """
-    messages, next_cursor = await read_page(ledger, thread_id, cursor, limit)
+    messages, next_cursor = await read_page(ledger, thread_id, cursor, limit, branch)
     if messages and messages[-1].role in ("assistant", "tool"):
         run_id = messages[-1].run_id
         while True:
-            more = await ledger.read_messages(thread_id, messages[-1].seq, _EXTEND_BATCH)
+            more = await read_path(ledger, thread_id, messages[-1].seq, _EXTEND_BATCH, branch)
             taken = 0
             for m in more:
                 if not same_group(m, run_id):
@@ -123,21 +160,23 @@ async def read_history(ledger: Ledger, thread_id: str, cursor: str | None, limit
                 break
         next_cursor = encode_cursor(thread_id, messages[-1].seq)
     if messages and messages[0].role in ("assistant", "tool"):
-        messages = await _group_head(ledger, thread_id, messages[0]) + messages
+        messages = await _group_head(ledger, thread_id, messages[0], branch) + messages
     pending = await ledger.pending_calls(thread_id)
     usage = {r.run_id: r.usage for r in await ledger.list_runs(thread_id)}
     thread = await ledger.get_thread(thread_id)
-    last = thread is not None and bool(messages) and messages[-1].seq == thread.last_seq
+    # the thread's state is its active path's: only a page ending that path carries it
+    last = thread is not None and bool(messages) and messages[-1].seq == thread.last_seq and (
+        branch is None or branch == thread.active_branch)
     return project_history(messages, pending, usage, thread.state if last and thread else None), next_cursor
 
 
-async def _group_head(ledger: Ledger, thread_id: str, first: Message) -> list[Message]:
+async def _group_head(ledger: Ledger, thread_id: str, first: Message, branch: int | None) -> list[Message]:
     """The earlier messages of the assistant UIMessage ``first`` belongs to (read backward in windows)."""
     head: list[Message] = []
     end = first.seq - 1
     while end > 0:
         start = max(0, end - _EXTEND_BATCH)
-        window = [m for m in await ledger.read_messages(thread_id, start, end - start) if m.seq <= end]
+        window = [m for m in await read_path(ledger, thread_id, start, end - start, branch) if m.seq <= end]
         for m in reversed(window):
             if not same_group(m, first.run_id):
                 return head

@@ -110,6 +110,21 @@ class AiSdkInput:
     continued_id: str | None
     #: the messages scanned but not decoded (``scan_chat_request``), else None
     scan: UiScan | None = None
+    #: the body's ``messageId``: with ``regenerate-message`` the assistant message to make again, with
+    #: ``submit-message`` the user message ``sendMessage({text, messageId})`` replaced (or the assistant
+    #: message a tool continuation continues)
+    message_id: str | None = attrs.field(default=None, kw_only=True)
+
+    def roles(self) -> list[tuple[str, str]]:
+        """``(id, role)`` of the messages in request order: every message's when scanned (a continued
+        last assistant one included), else the input messages' (a full parse keeps no assistant one)."""
+        if self.scan is not None:
+            pairs = list(zip(self.scan.ids, self.scan.roles, strict=True))
+        else:
+            pairs = [(m.id, m.role) for m in self.inputs]
+        if self.continued_id is not None:
+            pairs.append((self.continued_id, "assistant"))
+        return pairs
 
     def message_ids(self) -> frozenset[str]:
         """The ids dedup asks about: every message's but a continued last assistant one's."""
@@ -292,7 +307,7 @@ def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayM
     shift = prefix.count
     try:
         check_split(body, data, shift + len(tail), split.containers)
-        thread_id, agent_id, trigger = _envelope(data)
+        thread_id, agent_id, trigger, message_id = _envelope(data)
         every, positions, ids, roles, answers, continued_id = _message_shapes(tail, eager=False, offset=shift)
     except InputRejected:
         return None
@@ -302,7 +317,7 @@ def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayM
     # every message of the prefix is a position: none of them is the body's last
     scan = UiScan(PrefixedList(prefix, tail), tuple(range(shift)) + positions, known.ids + ids,
                   known.roles + roles, id_set=known.id_set.union(ids))
-    parsed = AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan)
+    parsed = AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan, message_id=message_id)
     all_ids, all_roles = scan.ids, scan.roles
     if continued_id is not None:
         all_ids, all_roles = all_ids + (continued_id,), all_roles + ("assistant",)
@@ -318,19 +333,19 @@ def _thread_of(data: dict[str, Any]) -> str | None:
     return None
 
 
-def _envelope(data: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
-    """``(thread, agentId, trigger)`` of a request, its other keys validated (``messageId``)."""
+def _envelope(data: dict[str, Any]) -> tuple[str | None, str | None, str | None, str | None]:
+    """``(thread, agentId, trigger, messageId)`` of a request."""
     thread_id = _optional_id(data, "threadId") or _optional_id(data, "id")
     agent_id = _optional_id(data, "agentId")
     trigger = _optional_string(data, "trigger", "body")
-    _optional_string(data, "messageId", "body")
-    return thread_id, agent_id, trigger
+    message_id = _optional_string(data, "messageId", "body")
+    return thread_id, agent_id, trigger, message_id or None
 
 
 def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AiSdkInput:
     check_content_type(content_type)
     data = load_json_object(body, messages_deep=eager)
-    thread_id, agent_id, trigger = _envelope(data)
+    thread_id, agent_id, trigger, message_id = _envelope(data)
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list):
         raise reject("messages must be an array of UIMessages")
@@ -342,7 +357,7 @@ def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AiSdkInput:
             for i in scan.positions:
                 _decode(raw_messages[i], i, last=False)
         raise reject("message ids must be unique within a request")
-    return AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan)
+    return AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan, message_id=message_id)
 
 
 def _message_shapes(raw_messages: list[Any], *, eager: bool, offset: int = 0) -> tuple[
