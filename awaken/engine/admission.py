@@ -465,15 +465,15 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView, agent
     A fresh run's record and input are written by ``execute`` beside its first step; a resume only
     validates its decisions here (``execute`` applies them, so a slow tool never delays the response
     head). Only superseding a waiting run writes before the stream starts.
+
+    A request that forks (``request.fork``: a regenerate, which needs no new input, or an edit) is a
+    fresh run on a new branch: its history is the active path up to the fork point, and a waiting run
+    on the path it leaves is closed as superseded first (its calls are never executed later).
     """
     state = dict(view.thread.state) if view.thread else {}
     client_state = request.state is not None and request.state != state
     if client_state:  # the client's state differs from the committed one: it is committed first
         state = dict(request.state or {})
-
-    A request that forks (``request.fork``: a regenerate, which needs no new input, or an edit) is a
-    fresh run on a new branch: its history is the active path up to the fork point, and a waiting run
-    on the path it leaves is closed as superseded first (its calls are never executed later).
     spec = RunSpec(request, run.agent, run.thread_id, state=state, client_state=client_state)
     history = list(view.messages)
     pending = list(view.pending)
@@ -522,11 +522,6 @@ def _prepare_fresh(run: AdmittedRun, spec: RunSpec) -> RunSpec:
                         answer_message_id=new_id("msg"))
 
 
-def _stamped(inputs: tuple[Message, ...] | list[Message], run_id: str) -> list[Message]:
-    """The new input messages as the run's history holds them: carrying the run's id."""
-    return [attrs.evolve(m, run_id=run_id) for m in inputs]
-
-
 async def _forked(run: AdmittedRun, at: ForkAt, view: ThreadView) -> tuple[Fork, list[Message]]:
     """The ledger's ``Fork`` for a run on a new branch, and the committed history it starts from (the
     active path up to the fork point). Reads only; nothing is written before the run's first write."""
@@ -539,6 +534,11 @@ async def _forked(run: AdmittedRun, at: ForkAt, view: ThreadView) -> tuple[Fork,
     budget = run.agent.config.history_messages
     after = await fork_seq(run.ledger, view, at, budget)
     return Fork(after, at.reason), list(await fork_history(run.ledger, view, after, budget))
+
+
+def _stamped(inputs: tuple[Message, ...] | list[Message], run_id: str) -> list[Message]:
+    """The new input messages as the run's history holds them: carrying the run's id."""
+    return [attrs.evolve(m, run_id=run_id) for m in inputs]
 
 
 async def _supersede(run: AdmittedRun, pending: list[PendingCall]) -> tuple[Message, ...]:

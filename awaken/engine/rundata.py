@@ -72,13 +72,13 @@ class RunSpec:
     #: a resumed run's usage and steps as committed
     usage: Usage = attrs.field(factory=Usage)
     steps_done: int = 0
+    #: a fresh run on a new branch (a regenerate, an edit): its first write forks the thread with it
+    fork: Fork | None = None
 
 
 class Streaming(Protocol):
     """The model step a run is streaming now (``steps.StepBuilder``), as the run's early end sees it."""
 
-    #: a fresh run on a new branch (a regenerate, an edit): its first write forks the thread with it
-    fork: Fork | None = None
     def partial(self, run_id: str, reason: str) -> Message | None:
         """What the step streamed so far (text and reasoning), marked incomplete for ``reason``; None
         when it streamed neither."""
