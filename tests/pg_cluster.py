@@ -23,6 +23,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import attrs
@@ -87,11 +89,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start() -> Cluster:
-    global _tmp
+def _init(tmp: str) -> Cluster:
+    """``initdb`` a cluster in ``tmp`` (its data in ``tmp/data``) on a free port, and start it."""
     run_as: list[str] = []
-    tmp = tempfile.mkdtemp(prefix="awaken-pg-")
-    _tmp = tmp
     if os.geteuid() == 0:  # the server refuses to run as root: hand the directory to `postgres`
         account = pwd.getpwnam("postgres")
         os.chown(tmp, account.pw_uid, account.pw_gid)
@@ -117,10 +117,35 @@ def _start() -> Cluster:
         )
     cluster = Cluster("127.0.0.1", port, tmp, data, run_as)
     cluster.start()
+    return cluster
+
+
+def _start() -> Cluster:
+    global _tmp
+    tmp = tempfile.mkdtemp(prefix="awaken-pg-")
+    _tmp = tmp
+    cluster = _init(tmp)
     os.environ[_ENV] = f"{cluster.host} {cluster.port} {cluster.socket_dir}"
     os.environ[PASSWORD_ENV] = PASSWORD
     atexit.register(stop_cluster)
     return cluster
+
+
+@contextmanager
+def private_cluster() -> Iterator[Cluster]:
+    """A cluster of its own, not the session's: for a test that stops and restarts Postgres under
+    running servers (they log in as ``USER`` with ``PASSWORD`` from ``PASSWORD_ENV``, which is set)."""
+    tmp = tempfile.mkdtemp(prefix="awaken-pg-own-")
+    try:
+        own = _init(tmp)
+        os.environ[PASSWORD_ENV] = PASSWORD
+        try:
+            yield own
+        finally:
+            subprocess.run([*own.run_as, pg_bin("pg_ctl"), "-D", str(own.data_dir), "stop", "-m", "immediate", "-w"],
+                           check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def cluster() -> Cluster:
