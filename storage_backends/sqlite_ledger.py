@@ -62,10 +62,14 @@ from awaken.ledger.groupsync import GroupSync
 from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThreads, cached_facts, entry_for
 from awaken.ledger.interface import (
     ALL_OWNERS,
+    MAX_SEQ,
     NO_THREAD,
     AdmissionFacts,
+    Branch,
+    BranchPath,
     Commit,
     DuplicateRun,
+    Fork,
     Ledger,
     OwnerFilter,
     PendingCall,
@@ -77,11 +81,14 @@ from awaken.ledger.interface import (
     ThreadView,
     WriteClock,
     answered_in,
+    branch_path,
+    check_import_branches,
     check_limit,
     decode_cursor,
     encode_cursor,
     imported_updated_at,
     last_run_of,
+    path_of,
     thread_title,
     tools_from_json,
     tools_to_json,
@@ -102,30 +109,45 @@ def _unwritable(exc: BaseException) -> str:
         return f"the database or its directory cannot be written: {text}"
     return text
 
+#: a message is stored on one branch; ids are unique per (thread, branch) here, per path by the ledger
+_MESSAGES_TABLE = """
+CREATE TABLE IF NOT EXISTS messages (
+    thread_id TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, role TEXT NOT NULL,
+    run_id TEXT, parts TEXT NOT NULL, created_at INTEGER NOT NULL, branch INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (thread_id, seq), UNIQUE (thread_id, id, branch)
+);
+"""
+
+#: branch 0 of every thread is implicit: a thread that never branched has no row here
+_BRANCHES_TABLE = """
+CREATE TABLE IF NOT EXISTS branches (
+    thread_id TEXT NOT NULL, branch INTEGER NOT NULL, parent INTEGER NOT NULL, fork_seq INTEGER NOT NULL,
+    created_at INTEGER NOT NULL, run_id TEXT, reason TEXT NOT NULL,
+    PRIMARY KEY (thread_id, branch)
+);
+"""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
     id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, state TEXT NOT NULL, last_seq INTEGER NOT NULL,
     owner TEXT, title TEXT, agent_id TEXT, updated_at INTEGER NOT NULL DEFAULT 0,
-    message_count INTEGER NOT NULL DEFAULT 0
+    message_count INTEGER NOT NULL DEFAULT 0,
+    active_branch INTEGER NOT NULL DEFAULT 0, last_branch INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, agent_id TEXT NOT NULL, status TEXT NOT NULL,
     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, error_code TEXT, error_message TEXT,
     input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
-    steps INTEGER NOT NULL DEFAULT 0, cause TEXT, tools TEXT
+    steps INTEGER NOT NULL DEFAULT 0, cause TEXT, tools TEXT, branch INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, status);
-CREATE TABLE IF NOT EXISTS messages (
-    thread_id TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, role TEXT NOT NULL,
-    run_id TEXT, parts TEXT NOT NULL, created_at INTEGER NOT NULL,
-    PRIMARY KEY (thread_id, seq), UNIQUE (thread_id, id)
-);
+""" + _MESSAGES_TABLE + """
 CREATE TABLE IF NOT EXISTS pending (
     thread_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, run_id TEXT NOT NULL, name TEXT NOT NULL,
     arguments TEXT NOT NULL, kind TEXT NOT NULL, message_id TEXT NOT NULL, ord INTEGER NOT NULL,
     PRIMARY KEY (thread_id, tool_call_id)
 );
-"""
+""" + _BRANCHES_TABLE
 
 _INDEXES = """
 CREATE INDEX IF NOT EXISTS threads_updated ON threads (updated_at, id);
@@ -143,7 +165,23 @@ _MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     lambda conn: _add_thread_summaries(conn),
     # 3: the tools a client declared for a run
     lambda conn: conn.execute("ALTER TABLE runs ADD COLUMN tools TEXT"),
+    # 4: threads that branch
+    lambda conn: _add_branches(conn),
 )
+
+
+def _add_branches(conn: sqlite3.Connection) -> None:
+    """Migration 4: every existing message, run and thread is on branch 0 (the thread never branched);
+    the messages table is rebuilt for its ``(thread_id, id, branch)`` uniqueness."""
+    conn.execute("ALTER TABLE threads ADD COLUMN active_branch INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE threads ADD COLUMN last_branch INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE runs ADD COLUMN branch INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE messages RENAME TO messages_before_branches")
+    conn.execute(_MESSAGES_TABLE)
+    conn.execute("INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at, branch) "
+                 "SELECT thread_id, seq, id, role, run_id, parts, created_at, 0 FROM messages_before_branches")
+    conn.execute("DROP TABLE messages_before_branches")
+    conn.execute(_BRANCHES_TABLE)
 
 
 def _add_thread_summaries(conn: sqlite3.Connection) -> None:
@@ -228,6 +266,9 @@ class SqliteLedger(Ledger):
         #: a thread never seen before needs no read at admission. Only this object writes threads, so
         #: an id it holds is always in the filter; a false "maybe" costs the read.
         self._threads = KnownThreads()
+        #: the threads that may have branched (every one that did, maybe a few more: a fork whose commit
+        #: failed): a read of any other thread takes every message, with no branch read or filter
+        self._branched: set[str] = set()
         #: the descriptor holding ``<db>.lock``: one process owns a ledger (recovery at open marks the
         #: runs another live process is streaming as interrupted, so two owners would corrupt history)
         self._lock_fd: int | None = None
@@ -441,8 +482,11 @@ class SqliteLedger(Ledger):
     def _load_known(self, conn: sqlite3.Connection) -> None:
         """The thread ids (``_threads``) and the write clock, from the database just opened."""
         self._threads.clear()
-        for (thread_id,) in conn.execute("SELECT id FROM threads"):
+        self._branched.clear()
+        for thread_id, last_branch in conn.execute("SELECT id, last_branch FROM threads"):
             self._threads.add(thread_id)
+            if last_branch:
+                self._branched.add(thread_id)
         self._clock.advance_to(conn.execute("SELECT coalesce(max(updated_at), 0) FROM threads").fetchone()[0])
 
     def _writable(self, db: sqlite_utils.Database) -> sqlite_utils.Database:
@@ -497,10 +541,8 @@ class SqliteLedger(Ledger):
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         def q(db: sqlite_utils.Database) -> ThreadRecord | None:
-            row = db.conn.execute(
-                "SELECT id, created_at, state, last_seq, owner FROM threads WHERE id = ?", (thread_id,)
-            ).fetchone()
-            return None if row is None else ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4])
+            row = db.conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+            return None if row is None else _thread(row)
 
         return await self._call(q)
 
@@ -532,10 +574,10 @@ class SqliteLedger(Ledger):
         return await self._call(q)
 
     async def thread_view(self, thread_id: str) -> ThreadView:
-        """One worker-thread round trip: the thread, its history and its pending calls.
+        """One worker-thread round trip: the thread, its active path and its pending calls.
 
         All calls share one connection behind a limiter of one, so no commit can land between the
-        three reads.
+        reads.
         """
 
         if thread_id not in self._threads:
@@ -543,43 +585,41 @@ class SqliteLedger(Ledger):
 
         def q(db: sqlite_utils.Database) -> ThreadView:
             conn = db.conn
-            row = conn.execute("SELECT id, created_at, state, last_seq, owner FROM threads WHERE id = ?",
-                               (thread_id,)).fetchone()
+            row = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
             if row is None:
                 return ThreadView(None, (), ())
-            thread = ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4])
+            thread = _thread(row)
+            where, args = _filter(_active_path(conn, row))
             messages = tuple(
-                Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5])
+                _message(r)
                 for r in conn.execute(
-                    "SELECT id, role, parts, run_id, seq, created_at FROM messages WHERE thread_id = ? ORDER BY seq",
-                    (thread_id,),
+                    f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = ?{where} ORDER BY seq", (thread_id, *args)
                 )
             )
-            pending = tuple(
-                PendingCall(*r)
-                for r in conn.execute(
-                    "SELECT tool_call_id, run_id, thread_id, name, arguments, kind, message_id "
-                    "FROM pending WHERE thread_id = ? ORDER BY ord",
-                    (thread_id,),
-                )
-            )
-            return ThreadView(thread, messages, pending)
+            return ThreadView(thread, messages, _pending(conn, thread_id))
 
         return await self._call(q)
 
     async def committed_ids(self, thread_id: str, ids: Collection[str]) -> frozenset[str]:
-        """From the ``(thread_id, id)`` index: no message body is read."""
+        """From the ``(thread_id, id, branch)`` index: no message body is read (a thread that branched
+        also reads the branch and seq of the hits, to keep those on its active path)."""
         if not ids or thread_id not in self._threads:
             return frozenset()
 
         def q(db: sqlite_utils.Database) -> frozenset[str]:
-            return _committed_ids(db.conn, thread_id, ids)
+            conn = db.conn
+            if thread_id in self._branched:
+                row = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+                if row is None:
+                    return frozenset()
+                return _committed_ids(conn, thread_id, ids, _active_path(conn, row))
+            return _committed_ids(conn, thread_id, ids, None)
 
         return await self._call(q)
 
     async def admission_facts(self, thread_id: str, ids: frozenset[str], tail: int) -> AdmissionFacts:
-        """One worker-thread round trip: the thread, its latest ``tail`` messages, its pending calls,
-        and the asked ids looked up in the ``(thread_id, id)`` index.
+        """One worker-thread round trip: the thread, the latest ``tail`` messages of its active path,
+        its pending calls, and the asked ids looked up in the ``(thread_id, id, branch)`` index.
 
         A hot thread is answered from the cache without a round trip (unless the last call to the
         store failed: then the admission is refused ``StoreUnavailable`` before its stream starts); a cold one (after a restart,
@@ -596,32 +636,17 @@ class SqliteLedger(Ledger):
 
         def q(db: sqlite_utils.Database) -> AdmissionFacts:
             conn = db.conn
-            row = conn.execute("SELECT id, created_at, state, last_seq, owner FROM threads WHERE id = ?",
-                               (thread_id,)).fetchone()
+            row = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
             if row is None:
                 return NO_THREAD
-            thread = ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4])
-            if self._hot.fits(thread.last_seq):
-                facts = self._load_hot(conn, thread, ids, tail)
+            thread = _thread(row)
+            path = _active_path(conn, row)
+            if self._hot.fits(row[_MESSAGE_COUNT] if path is not None else thread.last_seq):
+                facts = self._load_hot(conn, thread, path, ids, tail)
                 if facts is not None:
                     return facts
-            messages = tuple(
-                Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5])
-                for r in conn.execute(
-                    "SELECT id, role, parts, run_id, seq, created_at FROM messages WHERE thread_id = ? AND seq > ? "
-                    "ORDER BY seq",
-                    (thread_id, thread.last_seq - max(0, tail)),
-                )
-            )
-            pending = tuple(
-                PendingCall(*r)
-                for r in conn.execute(
-                    "SELECT tool_call_id, run_id, thread_id, name, arguments, kind, message_id "
-                    "FROM pending WHERE thread_id = ? ORDER BY ord",
-                    (thread_id,),
-                )
-            )
-            return AdmissionFacts(thread, messages, pending, _committed_ids(conn, thread_id, ids))
+            messages = _path_tail(conn, thread, path, tail)
+            return AdmissionFacts(thread, messages, _pending(conn, thread_id), _committed_ids(conn, thread_id, ids, path))
 
         return await self._call(q)
 
@@ -631,72 +656,115 @@ class SqliteLedger(Ledger):
             return frozenset()
 
         def q(db: sqlite_utils.Database) -> frozenset[str]:
+            conn = db.conn
+            path = None
+            if thread_id in self._branched:
+                row = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+                if row is None:
+                    return frozenset()
+                path = _active_path(conn, row)
+            where, args = _filter(path)
             results = (
                 answered_in([Message("", "tool", parts_from_json(json.loads(r[0])))])
-                for r in db.conn.execute("SELECT parts FROM messages WHERE thread_id = ? AND role = 'tool'",
-                                         (thread_id,))
+                for r in conn.execute(f"SELECT parts FROM messages WHERE thread_id = ? AND role = 'tool'{where}",
+                                      (thread_id, *args))
             )
             return frozenset().union(*results) & wanted
 
         return await self._call(q)
 
-    def _load_hot(self, conn: sqlite3.Connection, thread: ThreadRecord, ids: frozenset[str],
-                  tail: int) -> AdmissionFacts | None:
-        """Load a cold thread into the cache (in the worker thread) and answer from it."""
+    def _load_hot(self, conn: sqlite3.Connection, thread: ThreadRecord, path: BranchPath | None,
+                  ids: frozenset[str], tail: int) -> AdmissionFacts | None:
+        """Load a cold thread into the cache (in the worker thread) and answer from it: its active
+        path's latest messages and ids (``path`` None: a thread that never branched, every message)."""
         keep = max(MIN_KEEP, tail)
         thread_id = thread.thread_id
-        messages = [
-            Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5])
-            for r in conn.execute(
-                "SELECT id, role, parts, run_id, seq, created_at FROM messages WHERE thread_id = ? AND seq > ? "
-                "ORDER BY seq", (thread_id, thread.last_seq - keep))
-        ]
-        pending = [PendingCall(*r) for r in conn.execute(
-            "SELECT tool_call_id, run_id, thread_id, name, arguments, kind, message_id "
-            "FROM pending WHERE thread_id = ? ORDER BY ord", (thread_id,))]
-        held = [r[0] for r in conn.execute("SELECT id FROM messages WHERE thread_id = ?", (thread_id,))]
-        entry = entry_for(thread, messages, keep, pending, held)
+        messages = _path_tail(conn, thread, path, keep)
+        where, args = _filter(path)
+        held = [r[0] for r in conn.execute(f"SELECT id FROM messages WHERE thread_id = ?{where}", (thread_id, *args))]
+        entry = entry_for(thread, messages, keep, _pending(conn, thread_id), held,
+                          None if path is None else len(held))
         self._hot.put(thread_id, entry)
         return cached_facts(entry, ids, tail)
 
-    async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
+    async def read_messages(
+        self, thread_id: str, after_seq: int, limit: int, branch: int | None = None
+    ) -> list[Message]:
+        if branch is not None and (isinstance(branch, bool) or not isinstance(branch, int)):
+            raise ValueError(f"a branch is a non-negative integer, not {branch!r}")
+
         def q(db: sqlite_utils.Database) -> list[Message]:
-            rows = db.conn.execute(
-                "SELECT id, role, parts, run_id, seq, created_at FROM messages "
-                "WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (thread_id, after_seq, limit),
+            conn = db.conn
+            path = None
+            if thread_id in self._branched:
+                row = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+                if row is None:
+                    return []
+                path = _active_path(conn, row, branch)
+            elif branch:
+                if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone() is None:
+                    return []
+                raise ValueError(f"no branch {branch} on thread {thread_id!r}")
+            where, args = _filter(path)
+            rows = conn.execute(
+                f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = ? AND seq > ?{where} ORDER BY seq LIMIT ?",
+                (thread_id, after_seq, *args, limit),
             )
-            return [Message(r[0], r[1], parts_from_json(json.loads(r[2])), r[3], r[4], r[5]) for r in rows]
+            return [_message(r) for r in rows]
+
+        return await self._call(q)
+
+    async def list_branches(self, thread_id: str) -> list[Branch]:
+        def q(db: sqlite_utils.Database) -> list[Branch]:
+            conn = db.conn
+            row = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+            if row is None:
+                return []
+            return _branches(conn, thread_id, row[1]) if row[_LAST_BRANCH] else [Branch(0, None, 0, row[1])]
 
         return await self._call(q)
 
     async def list_threads(self) -> list[ThreadRecord]:
         def q(db: sqlite_utils.Database) -> list[ThreadRecord]:
-            rows = db.conn.execute("SELECT id, created_at, state, last_seq, owner FROM threads ORDER BY created_at, id")
-            return [ThreadRecord(r[0], r[1], json.loads(r[2]), r[3], r[4]) for r in rows]
+            rows = db.conn.execute(f"SELECT {_THREAD_COLS} FROM threads ORDER BY created_at, id")
+            return [_thread(r) for r in rows]
 
         return await self._call(q)
 
     # -- writes ---------------------------------------------------------------------------------
 
     async def start_run(
-        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None, *, fork: Fork | None = None
     ) -> list[Message]:
+        if fork is not None:
+            _check_fork(fork)
+
         def body(conn: sqlite3.Connection) -> tuple[list[Message], bool]:
             if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.run_id,)).fetchone():
                 raise DuplicateRun(run.run_id)
-            new = conn.execute(
-                "INSERT OR IGNORE INTO threads (id, created_at, state, last_seq, owner) VALUES (?, ?, '{}', 0, ?)",
-                (run.thread_id, run.created_at, owner),
-            ).rowcount == 1
-            _insert_run(conn, run)
-            appended = _append(conn, run.thread_id, inputs)
+            if fork is not None:
+                branch, path = self._fork(conn, run, fork)
+                new = False
+            else:
+                new = conn.execute(
+                    "INSERT OR IGNORE INTO threads (id, created_at, state, last_seq, owner) VALUES (?, ?, '{}', 0, ?)",
+                    (run.thread_id, run.created_at, owner),
+                ).rowcount == 1
+                branch, path = 0, None
+                if not new and run.thread_id in self._branched:
+                    row = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (run.thread_id,)).fetchone()
+                    branch, path = row[_ACTIVE], _active_path(conn, row)
+            _insert_run(conn, run, branch)
+            appended = _append(conn, run.thread_id, inputs, branch, path, on_active=True)
             conn.execute("UPDATE threads SET agent_id = ?, updated_at = ? WHERE id = ?",
                          (run.agent_id, self._clock.now(), run.thread_id))
             return appended, new
 
         def apply(result: tuple[list[Message], bool]) -> None:
             appended, new = result
+            if fork is not None:  # the active path changed: the entry is read again at the next admission
+                self._hot.drop(run.thread_id)
+                return
             thread = ThreadRecord(run.thread_id, run.created_at, {}, len(appended), owner)
             self._hot.started(thread, appended, new)
 
@@ -704,12 +772,48 @@ class SqliteLedger(Ledger):
         self._threads.add(run.thread_id)
         return committed
 
+    def _fork(self, conn: sqlite3.Connection, run: RunRecord, fork: Fork) -> tuple[int, BranchPath]:
+        """``start_run``'s fork, inside its transaction: check ``after_seq`` is on the active path,
+        create the branch, make it active; its number and path."""
+        thread_id = run.thread_id
+        row = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        if row is None:
+            raise ValueError(f"cannot fork thread {thread_id!r}: it does not exist")
+        branches = _branches(conn, thread_id, row[1]) if row[_LAST_BRANCH] else [Branch(0, None, 0, row[1])]
+        active = branch_path(branches, row[_ACTIVE])
+        parent = 0
+        if fork.after_seq:
+            held = conn.execute("SELECT branch FROM messages WHERE thread_id = ? AND seq = ?",
+                                (thread_id, fork.after_seq)).fetchone()
+            if held is None or dict(active).get(held[0], -1) < fork.after_seq:
+                raise ValueError(f"cannot fork thread {thread_id!r} after seq {fork.after_seq}: "
+                                 "no message of its active path has that seq")
+            parent = held[0]
+        number = row[_LAST_BRANCH] + 1
+        created = Branch(number, parent, fork.after_seq, run.created_at, run.run_id, fork.reason)
+        where, args = _filter(active if row[_LAST_BRANCH] else None)
+        kept = conn.execute(f"SELECT count(*) FROM messages WHERE thread_id = ? AND seq <= ?{where}",
+                            (thread_id, fork.after_seq, *args)).fetchone()[0]
+        self._branched.add(thread_id)  # before it commits: a thread taken as branched is only read slower
+        conn.execute(
+            "INSERT INTO branches (thread_id, branch, parent, fork_seq, created_at, run_id, reason) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (thread_id, number, parent, fork.after_seq, created.created_at, created.run_id, created.reason),
+        )
+        conn.execute("UPDATE threads SET active_branch = ?, last_branch = ?, message_count = ? WHERE id = ?",
+                     (number, number, kept, thread_id))
+        return number, branch_path([*branches, created], number)
+
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
         def body(conn: sqlite3.Connection) -> list[Message]:
-            owner = conn.execute("SELECT thread_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+            owner = conn.execute("SELECT thread_id, branch FROM runs WHERE id = ?", (run_id,)).fetchone()
             if owner is None or owner[0] != thread_id:
                 raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
-            appended = _append(conn, thread_id, commit.messages)
+            branch, path, on_active = owner[1], None, True
+            if thread_id in self._branched:
+                row = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+                path, on_active = _active_path(conn, row, branch), branch == row[_ACTIVE]
+            appended = _append(conn, thread_id, commit.messages, branch, path, on_active)
             if commit.resolved:
                 conn.executemany(
                     "DELETE FROM pending WHERE thread_id = ? AND tool_call_id = ?",
@@ -764,6 +868,7 @@ class SqliteLedger(Ledger):
         messages: Sequence[Message],
         pending: Sequence[PendingCall],
         updated_at: int | None = None,
+        branches: Sequence[Branch] = (),
     ) -> None:
         thread_id = thread.thread_id
         if updated_at is None:
@@ -774,31 +879,43 @@ class SqliteLedger(Ledger):
             raise ValueError(f"import of thread {thread_id!r}: a run or pending call is of another thread")
         if any(not 0 < m.seq <= thread.last_seq for m in messages):
             raise ValueError(f"import of thread {thread_id!r}: a message seq is outside 1..{thread.last_seq}")
+        if len({m.seq for m in messages}) != len(messages):
+            raise ValueError(f"import of thread {thread_id!r}: a message seq repeats")
+        tree = check_import_branches(thread, runs, messages, branches)
+        last_branch = tree[-1].branch
+        on_active = path_of(branch_path(tree, thread.active_branch), ordered) if last_branch else ordered
 
         def body(conn: sqlite3.Connection) -> None:
             if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone():
                 raise ValueError(f"thread {thread_id!r} already exists in the ledger")
             conn.execute(
                 "INSERT INTO threads (id, created_at, state, last_seq, owner, title, agent_id, updated_at, "
-                "message_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "message_count, active_branch, last_branch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (thread_id, thread.created_at, _dumps(thread.state), thread.last_seq, thread.owner,
-                 thread_title(ordered), latest.agent_id if latest else None, updated_at, len(messages)),
+                 thread_title(ordered), latest.agent_id if latest else None, updated_at, len(on_active),
+                 thread.active_branch, last_branch),
             )
             for run in runs:
                 if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.run_id,)).fetchone():
                     raise DuplicateRun(run.run_id)
-                _insert_run(conn, run)
+                _insert_run(conn, run, run.branch)
             rows = [
-                (thread_id, m.seq, m.id, m.role, m.run_id, _dumps(parts_to_json(m.parts)), m.created_at)
+                (thread_id, m.seq, m.id, m.role, m.run_id, _dumps(parts_to_json(m.parts)), m.created_at, m.branch)
                 for m in messages
             ]
             try:
                 conn.executemany(
-                    "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at) VALUES (?,?,?,?,?,?,?)",
+                    "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at, branch) "
+                    "VALUES (?,?,?,?,?,?,?,?)",
                     rows,
                 )
             except sqlite3.IntegrityError:
                 raise ValueError(f"import of thread {thread_id!r}: a message id or seq repeats") from None
+            conn.executemany(
+                "INSERT INTO branches (thread_id, branch, parent, fork_seq, created_at, run_id, reason) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(thread_id, b.branch, b.parent, b.fork_seq, b.created_at, b.run_id, b.reason) for b in tree[1:]],
+            )
             _insert_pending(
                 conn,
                 [
@@ -807,6 +924,8 @@ class SqliteLedger(Ledger):
                 ],
             )
 
+        if last_branch:
+            self._branched.add(thread_id)
         await self._call(lambda db: self._write(db, thread_id, body, lambda _: self._hot.drop(thread_id)))
         self._threads.add(thread.thread_id)
         self._clock.advance_to(updated_at)
@@ -849,11 +968,12 @@ class SqliteLedger(Ledger):
 
     async def delete_thread(self, thread_id: str) -> bool:
         def body(conn: sqlite3.Connection) -> bool:
-            for table, column in (("messages", "thread_id"), ("pending", "thread_id"), ("runs", "thread_id")):
-                conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (thread_id,))
+            for table in ("messages", "pending", "runs", "branches"):
+                conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
             return conn.execute("DELETE FROM threads WHERE id = ?", (thread_id,)).rowcount > 0
 
         deleted = await self._call(lambda db: self._write(db, thread_id, body, lambda _: self._hot.drop(thread_id)))
+        self._branched.discard(thread_id)
         return deleted
 
 
@@ -871,8 +991,83 @@ def _lock(path: Path) -> int:
 
 _RUN_COLS = (
     "id, thread_id, agent_id, status, created_at, updated_at, error_code, error_message, "
-    "input_tokens, output_tokens, steps, cause, tools"
+    "input_tokens, output_tokens, steps, cause, tools, branch"
 )
+
+_THREAD_COLS = "id, created_at, state, last_seq, owner, active_branch, last_branch, message_count"
+#: positions in a ``_THREAD_COLS`` row
+_ACTIVE, _LAST_BRANCH, _MESSAGE_COUNT = 5, 6, 7
+
+_MESSAGE_COLS = "id, role, parts, run_id, seq, created_at, branch"
+
+
+def _thread(row: tuple[Any, ...]) -> ThreadRecord:
+    return ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4], row[_ACTIVE])
+
+
+def _message(row: tuple[Any, ...]) -> Message:
+    return Message(row[0], row[1], parts_from_json(json.loads(row[2])), row[3], row[4], row[5], row[6])
+
+
+def _pending(conn: sqlite3.Connection, thread_id: str) -> tuple[PendingCall, ...]:
+    return tuple(PendingCall(*r) for r in conn.execute(
+        "SELECT tool_call_id, run_id, thread_id, name, arguments, kind, message_id FROM pending WHERE thread_id = ? "
+        "ORDER BY ord", (thread_id,)))
+
+
+def _branches(conn: sqlite3.Connection, thread_id: str, created_at: int) -> list[Branch]:
+    """Every branch of a thread that branched, branch 0 first."""
+    rows = conn.execute("SELECT branch, parent, fork_seq, created_at, run_id, reason FROM branches "
+                        "WHERE thread_id = ? ORDER BY branch", (thread_id,))
+    return [Branch(0, None, 0, created_at), *(Branch(*r) for r in rows)]
+
+
+def _active_path(conn: sqlite3.Connection, row: tuple[Any, ...], branch: int | None = None) -> BranchPath | None:
+    """The path of ``branch`` (None: the active one) of the thread ``row`` (a ``_THREAD_COLS`` row); None
+    for a thread that never branched (every message is on branch 0's path: no branch read, no filter).
+    A branch the thread does not have raises ``ValueError``."""
+    if not row[_LAST_BRANCH]:
+        if branch:
+            raise ValueError(f"no branch {branch} on thread {row[0]!r}")
+        return None
+    return branch_path(_branches(conn, row[0], row[1]), row[_ACTIVE] if branch is None else branch)
+
+
+def _filter(path: BranchPath | None) -> tuple[str, tuple[int, ...]]:
+    """The SQL condition (``AND …``, on ``branch`` and ``seq``) and its arguments keeping the messages
+    on ``path``; nothing for None (a thread that never branched)."""
+    if path is None:
+        return "", ()
+    clauses: list[str] = []
+    args: list[int] = []
+    for branch, max_seq in path:
+        if max_seq == MAX_SEQ:
+            clauses.append("branch = ?")
+            args.append(branch)
+        else:
+            clauses.append("(branch = ? AND seq <= ?)")
+            args += [branch, max_seq]
+    return f" AND ({' OR '.join(clauses)})", tuple(args)
+
+
+def _path_tail(conn: sqlite3.Connection, thread: ThreadRecord, path: BranchPath | None,
+               count: int) -> tuple[Message, ...]:
+    """The latest ``count`` messages on ``path``, oldest first."""
+    if path is None:  # seqs are gapless on a thread that never branched: a range of the primary key
+        rows = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = ? AND seq > ? ORDER BY seq",
+                            (thread.thread_id, thread.last_seq - max(0, count)))
+        return tuple(_message(r) for r in rows)
+    where, args = _filter(path)
+    rows = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = ?{where} ORDER BY seq DESC LIMIT ?",
+                        (thread.thread_id, *args, max(0, count))).fetchall()
+    return tuple(_message(r) for r in reversed(rows))
+
+
+def _check_fork(fork: Fork) -> None:
+    if isinstance(fork.after_seq, bool) or not isinstance(fork.after_seq, int) or fork.after_seq < 0:
+        raise ValueError(f"a fork's after_seq is a seq of the active path or 0, not {fork.after_seq!r}")
+    if fork.reason not in ("regenerate", "edit"):
+        raise ValueError(f'a fork\'s reason is "regenerate" or "edit", not {fork.reason!r}')
 
 
 _SUMMARY_COLS = (
@@ -914,12 +1109,13 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
         steps=row[10],
         cause=row[11],
         tools=tools_from_json(json.loads(row[12])) if row[12] else (),
+        branch=row[13],
     )
 
 
-def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
+def _insert_run(conn: sqlite3.Connection, run: RunRecord, branch: int) -> None:
     conn.execute(
-        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             run.run_id,
             run.thread_id,
@@ -934,6 +1130,7 @@ def _insert_run(conn: sqlite3.Connection, run: RunRecord) -> None:
             run.steps,
             run.cause,
             json.dumps(tools_to_json(run.tools)) if run.tools else None,
+            branch,
         ),
     )
 
@@ -949,20 +1146,30 @@ def _insert_pending(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> No
         raise ValueError("a pending tool call id is already pending on the thread") from None
 
 
-def _committed_ids(conn: sqlite3.Connection, thread_id: str, ids: Collection[str]) -> frozenset[str]:
-    """Which of ``ids`` are committed on the thread, by the ``(thread_id, id)`` index."""
+def _committed_ids(conn: sqlite3.Connection, thread_id: str, ids: Collection[str],
+                   path: BranchPath | None) -> frozenset[str]:
+    """Which of ``ids`` are committed on ``path`` (None: a thread that never branched), by the
+    ``(thread_id, id, branch)`` index."""
     if not ids:
         return frozenset()
+    where, args = _filter(path)
     rows = conn.execute(
-        "SELECT id FROM messages WHERE thread_id = ? AND id IN (SELECT value FROM json_each(?))",
-        (thread_id, json.dumps(list(ids))),
+        f"SELECT id FROM messages WHERE thread_id = ? AND id IN (SELECT value FROM json_each(?)){where}",
+        (thread_id, json.dumps(list(ids)), *args),
     )
     return frozenset(r[0] for r in rows)
 
 
-def _append(conn: sqlite3.Connection, thread_id: str, messages: Sequence[Message]) -> list[Message]:
+def _append(conn: sqlite3.Connection, thread_id: str, messages: Sequence[Message], branch: int,
+            path: BranchPath | None, on_active: bool) -> list[Message]:
+    """Append ``messages`` to ``branch`` (whose path is ``path``; None: a thread that never branched)."""
     if not messages:
         return []
+    if path is not None:  # the index holds ids per branch; the path may hold one on an older branch
+        taken = _committed_ids(conn, thread_id, [m.id for m in messages], path)
+        if taken:
+            raise ValueError(f"message id {sorted(taken)[0]!r} is already committed on the path of branch {branch} "
+                             f"of thread {thread_id!r}")
     last = conn.execute("SELECT last_seq FROM threads WHERE id = ?", (thread_id,)).fetchone()[0]
     out: list[Message] = []
     now = _now_ms()
@@ -971,14 +1178,15 @@ def _append(conn: sqlite3.Connection, thread_id: str, messages: Sequence[Message
         created = m.created_at or now
         try:
             conn.execute(
-                "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at) VALUES (?,?,?,?,?,?,?)",
-                (thread_id, last, m.id, m.role, m.run_id, _dumps(parts_to_json(m.parts)), created),
+                "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at, branch) "
+                "VALUES (?,?,?,?,?,?,?,?)",
+                (thread_id, last, m.id, m.role, m.run_id, _dumps(parts_to_json(m.parts)), created, branch),
             )
         except sqlite3.IntegrityError:
             raise ValueError(f"message id {m.id!r} is already committed on thread {thread_id!r}") from None
-        out.append(Message(m.id, m.role, m.parts, m.run_id, last, created))
+        out.append(Message(m.id, m.role, m.parts, m.run_id, last, created, branch))
     conn.execute(
         "UPDATE threads SET last_seq = ?, message_count = message_count + ?, title = coalesce(title, ?) WHERE id = ?",
-        (last, len(out), thread_title(out), thread_id),
+        (last, len(out) if on_active else 0, thread_title(out), thread_id),
     )
     return out

@@ -16,10 +16,19 @@ from .interface import (
     AllOwners as AllOwners,
 )
 from .interface import (
+    Branch as Branch,
+)
+from .interface import (
+    BranchesUnsupported as BranchesUnsupported,
+)
+from .interface import (
     Commit as Commit,
 )
 from .interface import (
     DuplicateRun as DuplicateRun,
+)
+from .interface import (
+    Fork as Fork,
 )
 from .interface import (
     Ledger as Ledger,
@@ -58,6 +67,9 @@ from .interface import (
     answered_in as answered_in,
 )
 from .interface import (
+    branch_path as branch_path,
+)
+from .interface import (
     check_limit as check_limit,
 )
 from .interface import (
@@ -80,6 +92,9 @@ from .interface import (
 )
 from .interface import (
     model_window as model_window,
+)
+from .interface import (
+    on_path as on_path,
 )
 from .interface import (
     run_summary as run_summary,

@@ -1,8 +1,9 @@
 """``awaken ledger copy --from CONFIG_A --to CONFIG_B``: move the whole history between backends.
 
 Every thread of the source ledger (its owner, runs, messages with their ids and sequence numbers,
-pending calls, agent state and last-update time) is written to the destination in one ``import_thread`` transaction per
-thread; then the counts are read back from both and compared. A thread that already exists in
+pending calls, agent state, last-update time, and its branches: every branch's messages, the active
+branch, each run's branch) is written to the destination in one ``import_thread`` transaction per
+thread; then every branch's path and the counts are read back from both and compared. A thread that already exists in
 the destination stops the copy before anything is written for it.
 
 What it refuses before writing anything (exit 1, one line saying why): a source ledger that does not
@@ -25,7 +26,8 @@ import trio
 from awaken.config import AppConfig, load_config
 from awaken.config.paths import FILE_BACKENDS
 from awaken.core.errors import ConfigError, StoreUnavailable
-from awaken.ledger.interface import Ledger
+from awaken.core.messages import Message
+from awaken.ledger.interface import Branch, Ledger
 from awaken.ledger.registry import build_ledger
 
 _ALL = 1_000_000_000
@@ -76,14 +78,19 @@ async def copy_ledger(source: Ledger, dest: Ledger, progress=None) -> CopyReport
         if await dest.get_thread(thread.thread_id) is not None:
             raise ValueError(f"thread {thread.thread_id!r} already exists in the destination ledger")
         thread_runs = await source.list_runs(thread.thread_id)
-        thread_messages = await source.read_messages(thread.thread_id, 0, _ALL)
+        branches = await source.list_branches(thread.thread_id)
+        thread_messages = await _every_message(source, thread.thread_id, branches)
         thread_pending = await source.pending_calls(thread.thread_id)
         summary = await source.thread_summary(thread.thread_id)
         updated_at = summary.updated_at if summary is not None else None
-        await dest.import_thread(thread, thread_runs, thread_messages, thread_pending, updated_at)
-        copied = await dest.read_messages(thread.thread_id, 0, _ALL)
-        if [m.id for m in copied] != [m.id for m in thread_messages]:
-            raise ValueError(f"thread {thread.thread_id!r}: the copied messages differ from the source")
+        await dest.import_thread(thread, thread_runs, thread_messages, thread_pending, updated_at, branches=branches)
+        if await dest.list_branches(thread.thread_id) != branches:
+            raise ValueError(f"thread {thread.thread_id!r}: the copied branches differ from the source")
+        for b in branches:
+            copied = await dest.read_messages(thread.thread_id, 0, _ALL, branch=b.branch)
+            original = await source.read_messages(thread.thread_id, 0, _ALL, branch=b.branch)
+            if [(m.id, m.seq) for m in copied] != [(m.id, m.seq) for m in original]:
+                raise ValueError(f"thread {thread.thread_id!r}: the copied messages differ from the source")
         if len(await dest.list_runs(thread.thread_id)) != len(thread_runs):
             raise ValueError(f"thread {thread.thread_id!r}: the copied runs differ from the source")
         if await dest.thread_summary(thread.thread_id) != summary:
@@ -96,6 +103,16 @@ async def copy_ledger(source: Ledger, dest: Ledger, progress=None) -> CopyReport
     if len(await dest.list_threads()) < len(threads):
         raise ValueError("the destination holds fewer threads than were copied")
     return CopyReport(len(threads), runs, messages, pending)
+
+
+async def _every_message(source: Ledger, thread_id: str, branches: list[Branch]) -> list[Message]:
+    """Every message of the thread on any branch, by seq: each branch's own messages, read from its path."""
+    if len(branches) <= 1:
+        return await source.read_messages(thread_id, 0, _ALL)
+    out: list[Message] = []
+    for b in branches:
+        out += [m for m in await source.read_messages(thread_id, 0, _ALL, branch=b.branch) if m.branch == b.branch]
+    return sorted(out, key=lambda m: m.seq)
 
 
 def _progress(done: int, total: int) -> None:

@@ -3,7 +3,10 @@ nothing from the store at admission (issue 18).
 
 What one entry holds is exactly what ``Ledger.admission_facts`` answers from: the thread record, its
 latest messages (at least the ``tail`` admission asks for), its pending calls and the set of every
-committed message id (the dedup of a replayed history is then a set intersection, no SQL). It is
+committed message id (the dedup of a replayed history is then a set intersection, no SQL). A thread
+that branched is cached for its **active path** (``ThreadRecord.active_branch``): the tail and the ids
+are that path's, and a write to another branch (a superseded run closing on the path a fork left)
+moves only ``last_seq``; a fork changes the path, so a ledger drops the thread's entry when it forks. It is
 the one hot-thread cache of the single-writer ledgers: a ledger that owns its store alone (SQLite:
 one process holds the file; the file ledger: one process holds the directory's lock) keeps entries
 exact by applying every write to them right after it committed (SQLite: in the same worker-thread
@@ -65,17 +68,25 @@ class HotThread:
     ids: set[str]
     tail_costs: list[int]
     ids_cost: int
+    #: the number of messages on the active path (None: ``thread.last_seq``, a thread that never branched)
+    length: int | None = None
 
     @property
     def cost(self) -> int:
         return 200 + self.ids_cost + sum(self.tail_costs)
 
+    @property
+    def path_length(self) -> int:
+        return self.thread.last_seq if self.length is None else self.length
+
 
 def entry_for(thread: ThreadRecord, tail: Sequence[Message], keep: int, pending: Iterable[PendingCall],
-              ids: Iterable[str]) -> HotThread:
+              ids: Iterable[str], length: int | None = None) -> HotThread:
+    """An entry for ``thread``: ``tail``, ``ids`` and ``length`` are its active path's (``length`` None: a
+    thread that never branched, every message is on it)."""
     held = set(ids)
     return HotThread(thread, list(tail), keep, tuple(pending), held, [message_cost(m) for m in tail],
-                     sum(id_cost(i) for i in held))
+                     sum(id_cost(i) for i in held), length)
 
 
 class HotThreads:
@@ -141,15 +152,22 @@ class HotThreads:
         if entry is None:
             return
         if appended:
-            entry.tail.extend(appended)
-            entry.tail_costs.extend(message_cost(m) for m in appended)
+            # only a message on the active branch is on the active path (another branch's is past its fork)
+            active = entry.thread.active_branch
+            on_path = [m for m in appended if m.branch == active]
+            entry.tail.extend(on_path)
+            entry.tail_costs.extend(message_cost(m) for m in on_path)
             over = len(entry.tail) - entry.keep
             if over > 0:
                 del entry.tail[:over]
                 del entry.tail_costs[:over]
-            for m in appended:
+            for m in on_path:
                 entry.ids.add(m.id)
                 entry.ids_cost += id_cost(m.id)
+            if entry.length is not None:
+                entry.length += len(on_path)
+            elif len(on_path) < len(appended):  # the path is no longer every message
+                entry.length = entry.thread.last_seq + len(on_path)
             entry.thread = attrs.evolve(entry.thread, last_seq=appended[-1].seq)
         if state is not None:
             entry.thread = attrs.evolve(entry.thread, state=dict(state))
@@ -174,7 +192,7 @@ class HotThreads:
 def cached_facts(entry: HotThread, ids: Collection[str], tail: int) -> AdmissionFacts | None:
     """``Ledger.admission_facts`` answered from ``entry``, or None when the entry keeps fewer of the
     latest messages than ``tail`` asks for."""
-    if tail > len(entry.tail) and len(entry.tail) < entry.thread.last_seq:
+    if tail > len(entry.tail) and len(entry.tail) < entry.path_length:
         return None
     messages = tuple(entry.tail[max(0, len(entry.tail) - tail):]) if tail > 0 else ()
     asked = ids if isinstance(ids, frozenset) else frozenset(ids)

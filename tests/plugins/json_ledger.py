@@ -5,7 +5,9 @@ under the ``awaken.ledgers`` entry-point group by a test (``tests/test_ledger_pl
 runs the importable conformance suite and crash test against it. It is durable: every write builds
 the new state in memory, writes it to a temporary file, fsyncs it, renames it over ``ledger.json``
 and fsyncs the directory, and only then becomes visible; a kill leaves the old file or the new one.
-Not fast (each write costs the size of the whole ledger); small on purpose.
+Not fast (each write costs the size of the whole ledger); small on purpose. It keeps branches the
+simplest way: every message is stored with its branch, and each read keeps those on the path asked for
+(``branch_path`` and ``path_of`` from the interface).
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ from awaken.core.messages import Message, Usage, message_from_json, message_to_j
 from awaken.engine.state import Cause, RunStatus, recovery
 from awaken.ledger.interface import (
     ALL_OWNERS,
+    Branch,
+    BranchPath,
     Commit,
     DuplicateRun,
+    Fork,
     Ledger,
     OwnerFilter,
     PendingCall,
@@ -36,11 +41,14 @@ from awaken.ledger.interface import (
     ThreadRecord,
     ThreadSummary,
     WriteClock,
+    branch_path,
+    check_import_branches,
     check_limit,
     decode_cursor,
     encode_cursor,
     imported_updated_at,
     last_run_of,
+    path_of,
     run_summary,
     thread_title,
     tools_from_json,
@@ -69,6 +77,24 @@ def _run_from_json(d: dict[str, Any]) -> RunRecord:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _branches(thread: dict[str, Any]) -> list[Branch]:
+    return [Branch(0, None, 0, thread["created_at"]), *(Branch(**b) for b in thread.get("branches", []))]
+
+
+def _path(thread: dict[str, Any], branch: int | None = None) -> BranchPath:
+    """The path of ``branch`` (None: the active one); an unknown branch raises ValueError."""
+    return branch_path(_branches(thread), thread.get("active_branch", 0) if branch is None else branch)
+
+
+def _on(state: State, thread_id: str, path: BranchPath) -> list[Message]:
+    return path_of(path, (message_from_json(m) for m in state["messages"].get(thread_id, [])))
+
+
+def _record(thread_id: str, t: dict[str, Any]) -> ThreadRecord:
+    return ThreadRecord(thread_id, t["created_at"], copy.deepcopy(t["state"]), t["last_seq"], t["owner"],
+                        t.get("active_branch", 0))
 
 
 class JsonFileLedger(Ledger):
@@ -153,7 +179,7 @@ class JsonFileLedger(Ledger):
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         await trio.lowlevel.checkpoint()
         t = self._require()["threads"].get(thread_id)
-        return None if t is None else ThreadRecord(thread_id, t["created_at"], copy.deepcopy(t["state"]), t["last_seq"], t["owner"])
+        return None if t is None else _record(thread_id, t)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         await trio.lowlevel.checkpoint()
@@ -170,34 +196,45 @@ class JsonFileLedger(Ledger):
         await trio.lowlevel.checkpoint()
         return [PendingCall(**p) for p in self._require()["pending"].get(thread_id, [])]
 
-    async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
+    async def read_messages(self, thread_id: str, after_seq: int, limit: int, branch: int | None = None) -> list[Message]:
         await trio.lowlevel.checkpoint()
-        found = [m for m in self._require()["messages"].get(thread_id, []) if m["seq"] > after_seq]
-        return [message_from_json(m) for m in (found if limit < 0 else found[:limit])]
+        state = self._require()
+        thread = state["threads"].get(thread_id)
+        if thread is None:
+            return []
+        found = [m for m in _on(state, thread_id, _path(thread, branch)) if m.seq > after_seq]
+        return found if limit < 0 else found[:limit]
+
+    async def list_branches(self, thread_id: str) -> list[Branch]:
+        await trio.lowlevel.checkpoint()
+        thread = self._require()["threads"].get(thread_id)
+        return [] if thread is None else _branches(thread)
 
     async def list_threads(self) -> list[ThreadRecord]:
         await trio.lowlevel.checkpoint()
         threads = self._require()["threads"]
         ordered = sorted(threads, key=lambda tid: (threads[tid]["created_at"], tid))
-        return [ThreadRecord(tid, threads[tid]["created_at"], copy.deepcopy(threads[tid]["state"]),
-                             threads[tid]["last_seq"], threads[tid]["owner"]) for tid in ordered]
+        return [_record(tid, threads[tid]) for tid in ordered]
 
     # -- writes -----------------------------------------------------------------------------------
 
     async def start_run(
-        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None, *, fork: Fork | None = None
     ) -> list[Message]:
         def change(state: State) -> list[Message]:
             if run.run_id in state["runs"]:
                 raise DuplicateRun(run.run_id)
+            if fork is not None:
+                _fork(state, run, fork)
             thread = state["threads"].setdefault(
                 run.thread_id, {"created_at": run.created_at, "state": {}, "last_seq": 0, "runs": [],
                                 "owner": owner, "title": None}
             )
             thread.update(agent_id=run.agent_id, updated_at=self._clock.now())
             state["messages"].setdefault(run.thread_id, [])
-            appended = _append(state, run.thread_id, inputs)
-            state["runs"][run.run_id] = _run_to_json(run)
+            branch = thread.get("active_branch", 0)
+            appended = _append(state, run.thread_id, inputs, branch)
+            state["runs"][run.run_id] = _run_to_json(attrs.evolve(run, branch=branch))
             thread["runs"].append(run.run_id)
             return appended
 
@@ -208,7 +245,7 @@ class JsonFileLedger(Ledger):
             run = state["runs"].get(run_id)
             if run is None or run["thread_id"] != thread_id:
                 raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
-            appended = _append(state, thread_id, commit.messages)
+            appended = _append(state, thread_id, commit.messages, run.get("branch", 0))
             calls = [p for p in state["pending"].get(thread_id, []) if p["tool_call_id"] not in commit.resolved]
             for p in commit.pending:
                 if any(c["tool_call_id"] == p.tool_call_id for c in calls):
@@ -239,6 +276,7 @@ class JsonFileLedger(Ledger):
         messages: Sequence[Message],
         pending: Sequence[PendingCall],
         updated_at: int | None = None,
+        branches: Sequence[Branch] = (),
     ) -> None:
         tid = thread.thread_id
         latest = last_run_of(runs)
@@ -253,16 +291,21 @@ class JsonFileLedger(Ledger):
                 if run.thread_id != tid:
                     raise ValueError("a run of another thread")
             seqs = [m.seq for m in messages]
-            if len(set(seqs)) != len(seqs) or len({m.id for m in messages}) != len(messages):
-                raise ValueError("a message id or seq repeats")
+            if len(set(seqs)) != len(seqs):
+                raise ValueError("a message seq repeats")
             if any(not 0 < s <= thread.last_seq for s in seqs):
                 raise ValueError("a message seq lies outside 1..last_seq")
+            tree = check_import_branches(thread, runs, messages, branches)
+            if len(tree) == 1 and len({m.id for m in messages}) != len(messages):
+                raise ValueError("a message id repeats")
             if any(p.thread_id != tid for p in pending) or len({p.tool_call_id for p in pending}) != len(pending):
                 raise ValueError("a pending call repeats or is of another thread")
             state["threads"][tid] = {"created_at": thread.created_at, "state": copy.deepcopy(thread.state),
                                      "last_seq": thread.last_seq, "runs": [r.run_id for r in runs],
                                      "owner": thread.owner, "agent_id": latest.agent_id if latest else None,
-                                     "updated_at": at, "title": thread_title(sorted(messages, key=lambda m: m.seq))}
+                                     "updated_at": at, "title": thread_title(sorted(messages, key=lambda m: m.seq)),
+                                     "active_branch": thread.active_branch,
+                                     "branches": [attrs.asdict(b) for b in tree[1:]]}
             state["messages"][tid] = [message_to_json(m) for m in sorted(messages, key=lambda m: m.seq)]
             state["pending"][tid] = [attrs.asdict(p) for p in pending]
             for run in runs:
@@ -277,7 +320,7 @@ class JsonFileLedger(Ledger):
         t = state["threads"][tid]
         return ThreadSummary(
             thread_id=tid, title=t["title"], agent_id=t["agent_id"], created_at=t["created_at"],
-            updated_at=t["updated_at"], message_count=len(state["messages"][tid]),
+            updated_at=t["updated_at"], message_count=len(_on(state, tid, _path(t))),
             last_run=run_summary(last_run_of(_run_from_json(state["runs"][r]) for r in t["runs"])),
             waiting=bool(state["pending"].get(tid)), owner=t["owner"],
         )
@@ -317,19 +360,36 @@ class JsonFileLedger(Ledger):
         return await self._write(change)
 
 
-def _append(state: State, thread_id: str, messages: Sequence[Message]) -> list[Message]:
+def _fork(state: State, run: RunRecord, fork: Fork) -> None:
+    """A new branch keeping the active path up to ``fork.after_seq``, made active."""
+    thread = state["threads"].get(run.thread_id)
+    if thread is None:
+        raise ValueError(f"cannot fork thread {run.thread_id!r}: it does not exist")
+    if fork.reason not in ("regenerate", "edit"):
+        raise ValueError(f"a fork's reason is regenerate or edit, not {fork.reason!r}")
+    kept = {m.seq: m for m in _on(state, run.thread_id, _path(thread))}
+    if fork.after_seq != 0 and fork.after_seq not in kept:
+        raise ValueError(f"no message of the active path has seq {fork.after_seq!r}")
+    number = len(thread.get("branches", [])) + 1
+    branch = Branch(number, kept[fork.after_seq].branch if fork.after_seq else 0, fork.after_seq, run.created_at,
+                    run.run_id, fork.reason)
+    thread.setdefault("branches", []).append(attrs.asdict(branch))
+    thread["active_branch"] = number
+
+
+def _append(state: State, thread_id: str, messages: Sequence[Message], branch: int) -> list[Message]:
     thread = state["threads"].get(thread_id)
     if thread is None:
         raise ValueError(f"no thread {thread_id!r}")
-    taken = {m["id"] for m in state["messages"][thread_id]}
+    taken = {m.id for m in _on(state, thread_id, _path(thread, branch))}
     out: list[Message] = []
     now = _now_ms()
     for m in messages:
         if m.id in taken:
-            raise ValueError(f"message id {m.id!r} is already committed on thread {thread_id!r}")
+            raise ValueError(f"message id {m.id!r} is already committed on the path of branch {branch}")
         taken.add(m.id)
         thread["last_seq"] += 1
-        out.append(attrs.evolve(m, seq=thread["last_seq"], created_at=m.created_at or now))
+        out.append(attrs.evolve(m, seq=thread["last_seq"], created_at=m.created_at or now, branch=branch))
     state["messages"][thread_id].extend(message_to_json(m) for m in out)
     if thread["title"] is None:
         thread["title"] = thread_title(out)

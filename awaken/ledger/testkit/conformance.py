@@ -1043,3 +1043,8 @@ async def _check_gone(ledger: Ledger, thread_id: str, run_ids: Sequence[str]) ->
         assert await ledger.get_run(run_id) is None
     assert thread_id not in {t.thread_id for t in await ledger.list_threads()}
     assert thread_id not in await _page_through(ledger, ALL_OWNERS, limit=50)
+
+
+# -- threads that branch (``awaken.ledger.testkit.branches``) -----------------------------------
+
+from awaken.ledger.testkit.branches import *  # noqa: E402, F403 - the branch promises are part of the suite

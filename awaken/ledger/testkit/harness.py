@@ -113,12 +113,14 @@ def strip(messages: Iterable[Message]) -> list[Message]:
 # -- reads and invariants -----------------------------------------------------------------------
 
 
-async def read_all(ledger: Ledger, thread_id: str, page: int = 100) -> list[Message]:
-    """Every committed message of the thread, read through cursor pages of ``page``."""
+async def read_all(ledger: Ledger, thread_id: str, page: int = 100, branch: int | None = None) -> list[Message]:
+    """Every committed message of the path of ``branch`` (None: the active one), read through cursor
+    pages of ``page``."""
     out: list[Message] = []
     after = 0
     while True:
-        batch = await ledger.read_messages(thread_id, after, page)
+        batch = await ledger.read_messages(thread_id, after, page) if branch is None else (
+            await ledger.read_messages(thread_id, after, page, branch=branch))
         out.extend(batch)
         if len(batch) < page:
             return out
@@ -126,17 +128,30 @@ async def read_all(ledger: Ledger, thread_id: str, page: int = 100) -> list[Mess
 
 
 async def snapshot(ledger: Ledger) -> dict[str, Any]:
-    """Everything observable through the Ledger interface, for before/after comparisons."""
+    """Everything observable through the Ledger interface, for before/after comparisons (the active
+    path's messages, and every other branch's path)."""
     threads: list[ThreadRecord] = await ledger.list_threads()
     out: dict[str, Any] = {"threads": threads}
     for t in threads:
+        branches = await ledger.list_branches(t.thread_id)
         out[t.thread_id] = {
             "messages": await read_all(ledger, t.thread_id),
             "runs": await ledger.list_runs(t.thread_id),
             "pending": await ledger.pending_calls(t.thread_id),
             "summary": await ledger.thread_summary(t.thread_id),
+            "branches": branches,
+            "paths": {b.branch: await read_all(ledger, t.thread_id, branch=b.branch) for b in branches if b.branch},
         }
     return out
+
+
+async def every_message(ledger: Ledger, thread_id: str) -> list[Message]:
+    """Every message of the thread, on any branch, by seq (the union of every branch's path)."""
+    by_seq: dict[int, Message] = {}
+    for b in await ledger.list_branches(thread_id):
+        for m in await read_all(ledger, thread_id, branch=b.branch):
+            by_seq.setdefault(m.seq, m)
+    return [by_seq[seq] for seq in sorted(by_seq)]
 
 
 async def check_thread_invariants(ledger: Ledger, thread_id: str) -> list[Message]:
