@@ -85,6 +85,7 @@ from awaken.models import ToolSpec
 from awaken.runtime.tuning import OFF_LOOP_MESSAGES
 from awaken.telemetry import tracing
 from awaken.telemetry.metrics import ServerMetrics
+from awaken.telemetry.tracing import Timelines
 from awaken.tools import ToolRegistry
 from awaken.wires.protocol import Asks, ForkAt, RunRequest, ToolDecision, new_id
 
@@ -95,10 +96,13 @@ class RunApplication:
     """The only execution authority: admits runs, keeps the active ones, stops them."""
 
     def __init__(self, ledger: Ledger, agents: AgentRegistry, tools: ToolRegistry,
-                 limiter: RunLimiter | None = None, metrics: ServerMetrics | None = None) -> None:
+                 limiter: RunLimiter | None = None, metrics: ServerMetrics | None = None,
+                 timelines: Timelines | None = None) -> None:
         self.ledger = ledger
         #: the server's metrics (None: nothing is counted): each admitted run's ``RunState`` reports to them
         self.metrics = metrics
+        #: where the runs' timelines are kept for the console (None: nowhere)
+        self.timelines = timelines
         #: the caps per principal (``[limits]``): the first thing ``admit`` checks
         self.limiter = limiter or RunLimiter()
         self.agents = agents
@@ -168,7 +172,7 @@ class RunApplication:
             # passes at most, without cancellation): the run's first frames then go out at its first
             # checkpoint (after its first delta), not once its first step is done
             for _ in range(ATTACH_PASSES):
-                if not getattr(out, "holding", False):
+                if not out.holding:
                     break
                 await trio.lowlevel.cancel_shielded_checkpoint()
             try:
@@ -276,7 +280,8 @@ class RunApplication:
         self._active[thread_id] = run
         admitted = False
         # the run's trace: its root spans the admission and the execution, to the committed outcome
-        trace = tracing.run(agent.id, agent.config.description, thread_id, principal.subject).open()
+        trace = tracing.run(agent.id, agent.config.description, thread_id, principal.subject,
+                            self.timelines).open()
         admitting = tracing.admission().open()
         try:
             if not await self.claims.claim(thread_id, run.claim_token):

@@ -26,6 +26,7 @@ from awaken.ledger.registry import build_ledger
 from awaken.models import Model
 from awaken.telemetry import tracing
 from awaken.telemetry.metrics import ServerMetrics
+from awaken.telemetry.tracing import Timelines
 from awaken.transports.body import LARGE_BODY, LargeBodies
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ class ServerContext:
     large_bodies: LargeBodies = attrs.field(factory=lambda: LargeBodies(4, LARGE_BODY))
     #: this server's Prometheus metrics, in a registry of its own (``GET /metrics``)
     metrics: ServerMetrics = attrs.field(factory=ServerMetrics)
+    #: the timelines of the runs this server ran recently (the console's; ``awaken.telemetry.tracing``)
+    timelines: Timelines = attrs.field(factory=Timelines)
 
     @classmethod
     def build(cls, config: AppConfig) -> ServerContext:
@@ -70,10 +73,11 @@ class ServerContext:
         limiter = RunLimiter(Limits(limits.max_concurrent_runs, limits.runs_per_minute, frozenset(limits.roles)))
         metrics = ServerMetrics(config.ledger.backend)
         metrics.time_commits(ledger)
-        app = RunApplication(ledger, agents, tools, limiter, metrics)
+        timelines = Timelines()
+        app = RunApplication(ledger, agents, tools, limiter, metrics, timelines)
         metrics.count_watchers(lambda: watchers(app))
         return cls(config, ledger, agents, app, models, authenticator, mcp,
-                   LargeBodies(config.server.max_large_bodies, LARGE_BODY), metrics)
+                   LargeBodies(config.server.max_large_bodies, LARGE_BODY), metrics, timelines)
 
     async def open(self) -> None:
         # tracing is decided here, once: with no exporter configured no OpenTelemetry object exists

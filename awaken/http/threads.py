@@ -84,10 +84,10 @@ def run_detail(run: RunRecord) -> dict[str, Any]:
             "error": error}
 
 
-def timeline(thread_id: str, run_id: str) -> dict[str, Any] | None:
-    """The run's spans as this process recorded them (awaken/telemetry/tracing.py), None when it holds
-    none (an older run, or one another process ran)."""
-    kept = tracing.TIMELINES.get(thread_id, run_id)
+def timeline(timelines: tracing.Timelines, thread_id: str, run_id: str) -> dict[str, Any] | None:
+    """The run's spans as this server recorded them (``timelines``: awaken/telemetry/tracing.py), None
+    when it holds none (an older run, or one another process ran)."""
+    kept = timelines.get(thread_id, run_id)
     return kept.as_json() if kept is not None else None
 
 
@@ -139,7 +139,7 @@ def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) ->
         del detail["lastRun"]
         runs = await ctx.ledger.list_runs(thread_id)
         pending = await ctx.ledger.pending_calls(thread_id)
-        return jsonify({**detail, "runs": [{**run_detail(r), "timeline": timeline(thread_id, r.run_id)} for r in runs],
+        return jsonify({**detail, "runs": [{**run_detail(r), "timeline": timeline(ctx.timelines, thread_id, r.run_id)} for r in runs],
                         "pending": [pending_call(p) for p in pending], "state": record.state,
                         **await branches_api.branches_of(ctx.ledger, record)})
 

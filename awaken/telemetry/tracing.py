@@ -3,8 +3,12 @@ exporter is configured.
 
 Every run records its spans here (``run`` opens its root, ``child`` the others; ``conventions`` names
 them): admission, each step, each model call, each tool call, each wait at a gate and each ledger
-commit. The spans of recent runs stay in bounded memory (``TIMELINES``: ``MAX_RUNS`` runs of at most
-``MAX_SPANS`` spans each) and are what the console's timeline shows, with no collector anywhere.
+commit. The spans of recent runs stay in bounded memory (a ``Timelines`` store, one per server: its
+context holds it, as it holds the metrics registry; at most ``MAX_RUNS`` runs and ``TIMELINE_BYTES``
+bytes, ``MAX_SPANS`` spans per run) and are what the console's timeline shows, with no collector
+anywhere. A run's spans are objects while it executes; once its execution ended they are kept packed,
+as the JSON the console reads (``Timeline.pack``): a run that ended costs one ``bytes`` object, not a
+span object, an attribute dict and their values per span.
 
 With an exporter configured (``configure``: the standard ``OTEL_*`` variables first, then the
 ``[telemetry]`` table) each span is also an OpenTelemetry span: the SDK's ``BatchSpanProcessor`` hands
@@ -39,6 +43,7 @@ from importlib import metadata
 from typing import Any
 
 import attrs
+import orjson
 import trio
 
 from awaken.core.messages import Message
@@ -49,6 +54,9 @@ log = logging.getLogger("awaken.telemetry")
 #: runs whose timelines are kept (the oldest goes first), and spans kept per run (the rest are counted)
 MAX_RUNS = 256
 MAX_SPANS = 400
+#: the bytes the packed timelines of ended runs may take together (the oldest go first; ``python -m
+#: bench.memtrace``: a run that ends waiting packs 7 spans into about 1.9 KB)
+TIMELINE_BYTES = 256 * 1024
 #: how long ``flush`` waits for queued spans to reach the collector at shutdown
 FLUSH_SECONDS = 2.0
 #: the longest attribute value recorded (content, error texts)
@@ -157,7 +165,6 @@ def configure(settings: TraceSettings) -> None:
     """Start tracing as ``settings`` say (an exporter: the OpenTelemetry SDK, its batch processor and
     exporter; none: nothing). Replaces what an earlier ``configure`` started (stopping its exporter)."""
     shutdown(0.0)
-    TIMELINES.clear()  # a new server: what an earlier one in this process ran is not its history
     STATE.settings = settings
     STATE.capture = settings.capture_content
     if settings.exporter is None:
@@ -327,7 +334,7 @@ class Span:
             self.otel = tracer.start_span(name, context=context, kind=kind or trace.SpanKind.INTERNAL,
                                           attributes={k: v for k, v in attributes.items() if v is not None},
                                           start_time=self.start_ns)
-        if len(timeline.spans) < MAX_SPANS:  # Timeline.add, inlined: every span of every run passes here
+        if len(timeline.spans) + timeline.packed_count < MAX_SPANS:  # Timeline.add, inlined: every span passes here
             timeline.spans.append(self)
         else:
             timeline.dropped += 1
@@ -444,26 +451,29 @@ def child(name: str, attributes: dict[str, Any] | None = None, *, start_ns: int 
 # -- the spans of a run, by what they are -------------------------------------------------------
 
 
-def run(agent_id: str, description: str, thread_id: str, subject: str | None) -> Span:
+def run(agent_id: str, description: str, thread_id: str, subject: str | None,
+        timelines: Timelines | None = None) -> Span:
     """The root of one execution of a run (``invoke_agent <agent>``), not opened yet, for the request
-    of ``subject``. Its run id is named once admission knows it (``identify``); its outcome when it
-    ends (``ended``)."""
+    of ``subject``. Its run id is named once admission knows it (``identify``: its timeline is then
+    kept in ``timelines``, None: nowhere); its outcome when it ends (``ended``)."""
     attributes: dict[str, Any] = {C.GEN_AI_OPERATION_NAME: C.OP_INVOKE_AGENT, C.GEN_AI_AGENT_ID: agent_id,
                                   C.GEN_AI_AGENT_NAME: agent_id, C.GEN_AI_CONVERSATION_ID: thread_id}
     if description:
         attributes[C.GEN_AI_AGENT_DESCRIPTION] = description
-    root = Span(f"{C.OP_INVOKE_AGENT} {agent_id}", None, attributes, None, Timeline())
+    root = Span(f"{C.OP_INVOKE_AGENT} {agent_id}", None, attributes, None, Timeline(timelines))
     root.subject = subject
     return root
 
 
 def identify(root: Span, run_id: str, *, resumed: bool) -> None:
-    """Admission gave the run its id: the root says it, and the run's timeline is kept under it (a
-    resumed run's spans join the timeline of its earlier execution)."""
+    """Admission gave the run its id: the root says it, and the run's timeline is kept under it in the
+    store ``run`` named (a resumed run's spans join the timeline of its earlier execution)."""
     root.set(C.RUN_ID, run_id)
     if resumed:
         root.set(C.RUN_RESUMED, True)
-    TIMELINES.keep(root.attributes[C.GEN_AI_CONVERSATION_ID], run_id, root.timeline, resumed=resumed)
+    store = root.timeline.store
+    if store is not None:
+        store.keep(root.attributes[C.GEN_AI_CONVERSATION_ID], run_id, root.timeline, resumed=resumed)
 
 
 def renamed(run_id: str) -> None:
@@ -495,6 +505,7 @@ def ended(root: Span, status: str, exc: BaseException | None = None) -> None:
     if C.RUN_STATUS not in root.attributes and C.RUN_ID in root.attributes:
         root.set(C.RUN_STATUS, status)
     root.close(exc)
+    root.timeline.pack()
 
 
 def waiting_since(ms: int) -> None:
@@ -625,31 +636,65 @@ def messages_json(messages: Iterable[Message]) -> str:
 
 
 class Timeline:
-    """The spans of one run (all its executions), in the order they started; at most ``MAX_SPANS``."""
+    """The spans of one run (all its executions), in the order they started; at most ``MAX_SPANS``.
 
-    __slots__ = ("dropped", "spans")
+    An execution's spans are objects while it runs (``spans``); once every span is closed (its
+    execution ended: ``ended``) they are packed (``pack``): encoded as the console reads them, one
+    JSON ``bytes`` object for the run, and the span objects dropped. A resumed execution's spans
+    follow the packed ones."""
 
-    def __init__(self) -> None:
+    __slots__ = ("dropped", "key", "packed", "packed_count", "spans", "store")
+
+    def __init__(self, store: Timelines | None = None) -> None:
         self.spans: list[Span] = []
         self.dropped = 0
+        #: the ended executions' spans: the items of a JSON array, comma-separated (b"" when none)
+        self.packed = b""
+        self.packed_count = 0
+        #: the store the run's timeline is kept in once it has its id (None: nowhere), and its key there
+        #: while it is kept (``(thread id, run id)``)
+        self.store = store
+        self.key: tuple[str, str] | None = None
 
     def add(self, span: Span) -> None:
-        if len(self.spans) < MAX_SPANS:
+        if len(self.spans) + self.packed_count < MAX_SPANS:
             self.spans.append(span)
         else:
             self.dropped += 1
 
+    def pack(self) -> None:
+        """Keep the spans as their JSON once none is open any more (an execution still running keeps
+        its spans as objects: a resumed one that started before the one it continues ended)."""
+        spans = self.spans
+        if not spans or any(s.end_ns is None for s in spans):
+            return
+        items = orjson.dumps([s.as_json() for s in spans])[1:-1]
+        grown = len(items) + (1 if self.packed else 0)
+        self.packed = self.packed + b"," + items if self.packed else items
+        self.packed_count += len(spans)
+        self.spans = []
+        if self.key is not None and self.store is not None:
+            self.store.grew(grown)
+
     def as_json(self) -> dict[str, Any]:
-        return {"spans": [s.as_json() for s in self.spans], "dropped": self.dropped}
+        spans = orjson.loads(b"[" + self.packed + b"]") if self.packed else []
+        return {"spans": spans + [s.as_json() for s in self.spans], "dropped": self.dropped}
 
 
 class Timelines:
-    """The timelines of the ``MAX_RUNS`` runs this process ran most recently, by thread and run id.
-    Emptied when a server starts (``configure``)."""
+    """The timelines of the runs this server ran most recently, by thread and run id: at most
+    ``limit`` runs, and at most ``limit_bytes`` of packed spans (the oldest runs go first). One per
+    server (``ServerContext.timelines``), handed to the engine, read by the threads API."""
 
-    def __init__(self, limit: int = MAX_RUNS) -> None:
+    def __init__(self, limit: int = MAX_RUNS, limit_bytes: int = TIMELINE_BYTES) -> None:
         self.limit = limit
+        self.limit_bytes = limit_bytes
+        #: the packed bytes of the timelines kept
+        self.size = 0
         self._runs: OrderedDict[tuple[str, str], Timeline] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._runs)
 
     def keep(self, thread_id: str, run_id: str, timeline: Timeline, *, resumed: bool = False) -> None:
         """Keep ``timeline`` as the run's; a resumed run's earlier execution's spans come first. A fresh
@@ -658,23 +703,42 @@ class Timelines:
         earlier = self._runs.get(key)
         if earlier is not None and earlier is not timeline and not resumed:
             return
-        self._runs.pop(key, None)
+        if timeline.key is not None and timeline.key != key:  # renamed: kept under its new id only
+            self._drop(timeline.key)
         if earlier is not None and earlier is not timeline:
             for span in timeline.spans:
                 span.timeline = earlier
                 earlier.add(span)
-            timeline.spans = earlier.spans
-            timeline.dropped = earlier.dropped
+            timeline.spans = []
             timeline = earlier
+        elif earlier is None:
+            timeline.key = key
+            self.size += len(timeline.packed)
         self._runs[key] = timeline
-        while len(self._runs) > self.limit:
-            self._runs.popitem(last=False)
+        self._runs.move_to_end(key)  # the most recent
+        self._evict()
+
+    def grew(self, size: int) -> None:
+        """A kept timeline packed ``size`` more bytes."""
+        self.size += size
+        self._evict()
+
+    def _evict(self) -> None:
+        runs = self._runs
+        while len(runs) > self.limit or (self.size > self.limit_bytes and len(runs) > 1):
+            self._drop(next(iter(runs)))
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        timeline = self._runs.pop(key, None)
+        if timeline is not None:
+            timeline.key = None
+            self.size -= len(timeline.packed)
 
     def get(self, thread_id: str, run_id: str) -> Timeline | None:
         return self._runs.get((thread_id, run_id))
 
     def clear(self) -> None:
+        for timeline in self._runs.values():
+            timeline.key = None
         self._runs.clear()
-
-
-TIMELINES = Timelines()
+        self.size = 0
