@@ -199,9 +199,10 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
         h("button", { class: "show-branch", type: "button", disabled: b.branch === shownBranch(), onclick: () => show(b.branch) },
           `Branch ${b.branch}`),
         b.branch === activeBranch() ? h("span", { class: "badge status-running" }, "active") : null,
-        h("span", { class: "muted" }, b.parent === null ? " the first conversation"
-          : ` ${b.reason === "edit" ? "an edit" : b.reason === "regenerate" ? "a new answer" : b.reason} after `
-            + (b.forkSeq === 0 ? "nothing (from the start)" : `message ${b.forkMessageId}`) + ` · ${time(b.createdAt)}`,
+        h("span", { class: "muted" }, b.parent === null ? " the conversation as it began"
+          : [` ${b.reason === "edit" ? "an edited message" : b.reason === "regenerate" ? "a new answer" : b.reason}, `,
+            ...(b.forkSeq === 0 ? ["from the start"] : ["after ", h("code", { class: "id" }, b.forkMessageId ?? "")]),
+            ` · ${time(b.createdAt)}`],
           b.messageCount === undefined ? null : ` · ${b.messageCount} messages`)))));
   }
 

@@ -148,6 +148,7 @@ def texts(messages: list[dict[str, Any]]) -> list[str]:
     return ["".join(p["text"] for p in m["parts"] if p["type"] == "text") for m in messages]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 async def test_regenerate_and_edit_branch_the_thread(browser, cross_origin_server, page):
     """Issue 33 (docs/branches.md), one page: ``regenerate()`` (the last answer), ``regenerate({messageId})``

@@ -279,7 +279,8 @@ async def test_stop_in_a_session_stops_its_held_run(browser, server):
     await tab.wait_for("() => document.querySelector('#history .incomplete')?.dataset.incomplete === 'stopped'")
     answer = await tab.command("eval", expression="[...document.querySelectorAll('#history [data-role=assistant]')]"
                                                   ".map(m => m.innerText.split('\\n').filter(Boolean))")
-    assert answer == [["ASSISTANT", "alpha ", "incomplete — stopped"]]  # the role label is set in capitals
+    # the role label is set in capitals; under the answer, its "fork from here"
+    assert answer == [["ASSISTANT", "alpha ", "incomplete — stopped", "Fork from here"]]
 
 
 async def test_a_running_session_streams_live_then_shows_the_committed_history(browser, server):
