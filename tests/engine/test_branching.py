@@ -29,7 +29,7 @@ async def ledger(tmp_path):
     await ledger.aclose()
 
 
-async def turn(ledger: SqliteLedger, n: int, fork: Fork | None = None) -> None:
+async def branch_turn(ledger: SqliteLedger, n: int, fork: Fork | None = None) -> None:
     """Run ``r<n>``: user message ``u<n>``, answer ``a<n>`` (on a new branch with ``fork``)."""
     run = RunRecord(f"r{n}", "t", "assistant", RunStatus.RUNNING, n, n)
     if fork is None:
@@ -41,7 +41,7 @@ async def turn(ledger: SqliteLedger, n: int, fork: Fork | None = None) -> None:
 
 async def test_a_fork_point_in_the_view_costs_no_read(ledger, monkeypatch):
     for n in range(1, 4):
-        await turn(ledger, n)  # u1 a1 u2 a2 u3 a3: seqs 1..6
+        await branch_turn(ledger, n)  # u1 a1 u2 a2 u3 a3: seqs 1..6
     view = await admission_view(ledger, "t", frozenset({"u3"}), {}, 4)
     assert [m.seq for m in view.messages] == [3, 4, 5, 6]
 
@@ -56,7 +56,7 @@ async def test_a_fork_point_in_the_view_costs_no_read(ledger, monkeypatch):
 
 async def test_a_fork_point_older_than_the_tail_is_found_along_the_path(ledger):
     for n in range(1, 5):
-        await turn(ledger, n)  # seqs 1..8
+        await branch_turn(ledger, n)  # seqs 1..8
     view = await admission_view(ledger, "t", frozenset(), {}, 2)
     assert [m.id for m in view.messages] == ["u4", "a4"]
     assert await fork_seq(ledger, view, ForkAt("u2", True, "regenerate"), 2) == 3
@@ -73,9 +73,9 @@ async def test_a_fork_point_older_than_the_tail_is_found_along_the_path(ledger):
 async def test_the_history_of_a_fork_skips_what_other_branches_hold(ledger):
     """u1 a1 u2 a2 on branch 0 (seqs 1-4); a regenerate of u1's answer puts u5 a5 on branch 1 after seq 2
     (seqs 5-6); the history up to a point of branch 1's path reads that path: u1 a1 u5, never u2 a2."""
-    await turn(ledger, 1)
-    await turn(ledger, 2)
-    await turn(ledger, 5, Fork(2, "regenerate"))
+    await branch_turn(ledger, 1)
+    await branch_turn(ledger, 2)
+    await branch_turn(ledger, 5, Fork(2, "regenerate"))
     view = await admission_view(ledger, "t", frozenset(), {}, 2)
     assert [m.id for m in view.messages] == ["u5", "a5"]
     assert await fork_seq(ledger, view, ForkAt("u5", False, "edit"), 2) == 2  # a1, on branch 0's part of the path

@@ -37,12 +37,12 @@ VIEW = committed(("u1", "user", "one"), ("a1", "assistant", 'You said: "one".'),
 A1 = {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": 'You said: "one".'}]}
 
 
-def aisdk(body: dict[str, Any], view: ThreadView = VIEW, *, scanned: bool = True) -> Any:
+def aisdk_outcome(body: dict[str, Any], view: ThreadView = VIEW, *, scanned: bool = True) -> Any:
     parse = scan_chat_request if scanned else parse_chat_request
     return run_request_outcome(AISDK, parse(orjson.dumps({"id": "t", **body}), JSON), view)
 
 
-def agui(messages: list[dict[str, Any]], view: ThreadView = VIEW, *, scanned: bool = True, **extra: Any) -> Any:
+def agui_outcome(messages: list[dict[str, Any]], view: ThreadView = VIEW, *, scanned: bool = True, **extra: Any) -> Any:
     parse = scan_run_input if scanned else parse_run_input
     return run_request_outcome(AGUI, parse(orjson.dumps(agui_body("t", "r9", messages, **extra)), JSON), view)
 
@@ -54,26 +54,26 @@ def agui(messages: list[dict[str, Any]], view: ThreadView = VIEW, *, scanned: bo
 def test_regenerate_forks_after_the_user_message_before_the_answer(scanned):
     """``regenerate()`` (no ``messageId``): the messages end with u2; the run keeps u2 and needs no input."""
     body = {"messages": [aisdk_user("u1", "one"), A1, aisdk_user("u2", "two")], "trigger": "regenerate-message"}
-    assert aisdk(body, scanned=scanned) == RunRequest("t", None, fork=ForkAt("u2", True, "regenerate"))
+    assert aisdk_outcome(body, scanned=scanned) == RunRequest("t", None, fork=ForkAt("u2", True, "regenerate"))
 
 
 def test_regenerate_of_a_named_message():
     """``regenerate({messageId})``: an assistant message sliced off (the request ends before it), one still in
     the request (the fork is before it), a user message (kept)."""
     sliced = {"messages": [aisdk_user("u1", "one")], "trigger": "regenerate-message", "messageId": "a1"}
-    assert aisdk(sliced).fork == ForkAt("u1", True, "regenerate")
+    assert aisdk_outcome(sliced).fork == ForkAt("u1", True, "regenerate")
     inside = {"messages": [aisdk_user("u1", "one"), A1, aisdk_user("u2", "two")], "trigger": "regenerate-message",
               "messageId": "a1"}
-    assert aisdk(inside).fork == ForkAt("u1", True, "regenerate")
+    assert aisdk_outcome(inside).fork == ForkAt("u1", True, "regenerate")
     named = {"messages": [aisdk_user("u1", "one"), A1, aisdk_user("u2", "two")], "trigger": "regenerate-message",
              "messageId": "u2"}
-    assert aisdk(named).fork == ForkAt("u2", True, "regenerate")
+    assert aisdk_outcome(named).fork == ForkAt("u2", True, "regenerate")
 
 
 def test_a_regenerate_with_nothing_to_regenerate_or_with_new_input():
-    nothing = aisdk({"messages": [], "trigger": "regenerate-message"})
+    nothing = aisdk_outcome({"messages": [], "trigger": "regenerate-message"})
     assert nothing[:2] == ("refused", "NO_NEW_INPUT")
-    fresh = aisdk({"messages": [aisdk_user("u1", "one"), A1, aisdk_user("u3", "new")], "trigger": "regenerate-message"})
+    fresh = aisdk_outcome({"messages": [aisdk_user("u1", "one"), A1, aisdk_user("u3", "new")], "trigger": "regenerate-message"})
     assert fresh == RunRequest("t", None, (Message("u3", "user", (TextPart("new"),)),))
 
 
@@ -82,17 +82,17 @@ def test_send_message_with_a_message_id_is_an_edit():
     continues from the message before it."""
     body = {"messages": [aisdk_user("u1", "one"), A1, aisdk_user("u2", "three")], "trigger": "submit-message",
             "messageId": "u2"}
-    assert aisdk(body) == RunRequest("t", None, (Message("u2", "user", (TextPart("three"),)),),
+    assert aisdk_outcome(body) == RunRequest("t", None, (Message("u2", "user", (TextPart("three"),)),),
                                      fork=ForkAt("u2", False, "edit"))
 
 
 def test_a_message_id_naming_an_assistant_message_or_a_new_one_is_no_edit():
     continued = {"messages": [aisdk_user("u1", "one"), A1, aisdk_user("u3", "more")], "trigger": "submit-message",
                  "messageId": "a1"}
-    assert aisdk(continued) == RunRequest("t", None, (Message("u3", "user", (TextPart("more"),)),))
+    assert aisdk_outcome(continued) == RunRequest("t", None, (Message("u3", "user", (TextPart("more"),)),))
     unknown = {"messages": [aisdk_user("u1", "one"), A1, aisdk_user("u3", "more")], "trigger": "submit-message",
                "messageId": "u3"}
-    assert aisdk(unknown).fork is None
+    assert aisdk_outcome(unknown).fork is None
 
 
 def test_message_id_is_parsed():
@@ -134,11 +134,11 @@ EDIT = {"forwardedProps": {"awaken": {"edit": True}}}
 
 @pytest.mark.parametrize("scanned", [True, False])
 def test_agui_regenerate_forks_after_the_last_user_message(scanned):
-    outcome = agui([user("u1", "one"), AG_A1, user("u2", "two")], scanned=scanned, **REGENERATE)
+    outcome = agui_outcome([user("u1", "one"), AG_A1, user("u2", "two")], scanned=scanned, **REGENERATE)
     assert outcome == RunRequest("t", None, (), (), "r9", fork=ForkAt("u2", True, "regenerate"))
     # the answer still in the request: its question is the fork point all the same
-    assert agui([user("u1", "one"), AG_A1], **REGENERATE).fork == ForkAt("u1", True, "regenerate")
-    assert agui([], **REGENERATE)[:2] == ("refused", "NO_NEW_INPUT")
+    assert agui_outcome([user("u1", "one"), AG_A1], **REGENERATE).fork == ForkAt("u1", True, "regenerate")
+    assert agui_outcome([], **REGENERATE)[:2] == ("refused", "NO_NEW_INPUT")
 
 
 @pytest.mark.parametrize("scanned", [True, False])
@@ -146,11 +146,11 @@ def test_agui_edit_is_opt_in(scanned):
     """With the flag the first committed user message with other content is an edit (later new messages are
     input after it); without it the committed message wins."""
     messages = [user("u1", "one"), AG_A1, user("u2", "three"), user("u5", "and more")]
-    assert agui(messages, scanned=scanned, **EDIT) == RunRequest(
+    assert agui_outcome(messages, scanned=scanned, **EDIT) == RunRequest(
         "t", None, (Message("u2", "user", (TextPart("three"),)), Message("u5", "user", (TextPart("and more"),))),
         (), "r9", fork=ForkAt("u2", False, "edit"))
-    assert agui(messages, scanned=scanned) == RunRequest("t", None, (Message("u5", "user", (TextPart("and more"),)),),
+    assert agui_outcome(messages, scanned=scanned) == RunRequest("t", None, (Message("u5", "user", (TextPart("and more"),)),),
                                                          (), "r9")
     unchanged = [user("u1", "one"), AG_A1, user("u2", "two"), user("u5", "next")]
-    assert agui(unchanged, **EDIT).fork is None
+    assert agui_outcome(unchanged, **EDIT).fork is None
     assert AGUI.asks(scan_run_input(orjson.dumps(agui_body("t", "r", messages, **EDIT)), JSON)) is None
