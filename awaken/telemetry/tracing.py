@@ -7,8 +7,8 @@ commit. The spans of recent runs stay in bounded memory (a ``Timelines`` store, 
 context holds it, as it holds the metrics registry; at most ``MAX_RUNS`` runs and ``TIMELINE_BYTES``
 bytes, ``MAX_SPANS`` spans per run) and are what the console's timeline shows, with no collector
 anywhere. A run's spans are objects while it executes; once its execution ended they are kept packed,
-as the JSON the console reads (``Timeline.pack``): a run that ended costs one ``bytes`` object, not a
-span object, an attribute dict and their values per span.
+as compact JSON rows (``Timeline.pack``; ``span_json`` makes a row what the console reads): a run that
+ended costs one ``bytes`` object, not a span object, an attribute dict and their values per span.
 
 With an exporter configured (``configure``: the standard ``OTEL_*`` variables first, then the
 ``[telemetry]`` table) each span is also an OpenTelemetry span: the SDK's ``BatchSpanProcessor`` hands
@@ -37,7 +37,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from importlib import metadata
 from typing import Any
@@ -55,7 +55,7 @@ log = logging.getLogger("awaken.telemetry")
 MAX_RUNS = 256
 MAX_SPANS = 400
 #: the bytes the packed timelines of ended runs may take together (the oldest go first; ``python -m
-#: bench.memtrace``: a run that ends waiting packs 7 spans into about 1.9 KB)
+#: bench.memtrace``: a run that ends waiting packs its 7 spans into about 1 KB)
 TIMELINE_BYTES = 256 * 1024
 #: how long ``flush`` waits for queued spans to reach the collector at shutdown
 FLUSH_SECONDS = 2.0
@@ -391,16 +391,30 @@ class Span:
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
         self.close(exc)
 
+    def row(self) -> tuple[Any, ...]:
+        """The span as the timeline keeps it once packed: ``(id, parent id, name, start ns, end ns, the
+        attributes the console shows under their labels, error)`` (``span_json`` reads it back)."""
+        shown = _SHOWN
+        return (self.id, self.parent.id if self.parent is not None else None, self.name, self.start_ns, self.end_ns,
+                {shown[key]: value for key, value in self.attributes.items() if key in shown}, self.error)
+
     def as_json(self) -> dict[str, Any]:
-        start = self.start_ns / 1e6
-        end = self.end_ns / 1e6 if self.end_ns is not None else None
-        attributes = {label: self.attributes[key] for key, label in C.TIMELINE_ATTRIBUTES.items()
-                      if key in self.attributes}
-        return {"id": self.id, "parentId": self.parent.id if self.parent is not None else None,
-                "kind": C.KINDS.get(self.name.split(" ", 1)[0], "span"), "name": self.name,
-                "start": round(start, 3), "end": round(end, 3) if end is not None else None,
-                "durationMs": round(end - start, 3) if end is not None else None,
-                "attributes": attributes, "error": self.error}
+        return span_json(self.row())
+
+
+#: attribute key -> the label the console's timeline shows it under
+_SHOWN = C.TIMELINE_ATTRIBUTES
+
+
+def span_json(row: Sequence[Any]) -> dict[str, Any]:
+    """A span's ``row`` as the console reads it (times in ms since the epoch)."""
+    span_id, parent_id, name, start_ns, end_ns, attributes, error = row
+    start = start_ns / 1e6
+    end = end_ns / 1e6 if end_ns is not None else None
+    return {"id": span_id, "parentId": parent_id, "kind": C.KINDS.get(name.split(" ", 1)[0], "span"), "name": name,
+            "start": round(start, 3), "end": round(end, 3) if end is not None else None,
+            "durationMs": round(end - start, 3) if end is not None else None,
+            "attributes": attributes, "error": error}
 
 
 class _NoSpan:
@@ -639,8 +653,8 @@ class Timeline:
     """The spans of one run (all its executions), in the order they started; at most ``MAX_SPANS``.
 
     An execution's spans are objects while it runs (``spans``); once every span is closed (its
-    execution ended: ``ended``) they are packed (``pack``): encoded as the console reads them, one
-    JSON ``bytes`` object for the run, and the span objects dropped. A resumed execution's spans
+    execution ended: ``ended``) they are packed (``pack``): their rows (``Span.row``) as the items of
+    one JSON array, one ``bytes`` object for the run, and the span objects dropped. A resumed execution's spans
     follow the packed ones."""
 
     __slots__ = ("dropped", "key", "packed", "packed_count", "spans", "store")
@@ -668,7 +682,7 @@ class Timeline:
         spans = self.spans
         if not spans or any(s.end_ns is None for s in spans):
             return
-        items = orjson.dumps([s.as_json() for s in spans])[1:-1]
+        items = orjson.dumps([s.row() for s in spans])[1:-1]  # rows: no dict, no rounding per span
         grown = len(items) + (1 if self.packed else 0)
         self.packed = self.packed + b"," + items if self.packed else items
         self.packed_count += len(spans)
@@ -677,7 +691,7 @@ class Timeline:
             self.store.grew(grown)
 
     def as_json(self) -> dict[str, Any]:
-        spans = orjson.loads(b"[" + self.packed + b"]") if self.packed else []
+        spans = [span_json(row) for row in orjson.loads(b"[" + self.packed + b"]")] if self.packed else []
         return {"spans": spans + [s.as_json() for s in self.spans], "dropped": self.dropped}
 
 
