@@ -162,10 +162,12 @@ async def test_resent_history_is_deduplicated_by_message_id(client):
                                                      ("u2", "user"), (second[0]["messageId"], "assistant")]
     again = await post_chat(client, {"id": "d1", "messages": [aisdk_user("u1", "one"), assistant, aisdk_user("u2", "two")]})
     assert error_text(again).startswith("NO_NEW_INPUT: ")
+    # a regenerate is no new input either, yet it runs: on a new branch, the old path kept (issue 33,
+    # tests/http/test_branches.py)
     regenerate = await post_chat(client, {"id": "d1", "messages": [aisdk_user("u1", "one")],
                                           "trigger": "regenerate-message"})
-    assert "regenerating a committed answer is not supported" in error_text(regenerate)
-    assert (await history_page(client, "ai-sdk", "d1"))["items"] == items
+    assert text_of(regenerate) == 'You said: "one".'
+    assert (await history_page(client, "ai-sdk", "d1", branch=0))["items"] == items
 
 
 async def test_approval_round_trip_and_replayed_decisions(client):

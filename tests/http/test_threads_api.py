@@ -160,7 +160,10 @@ async def test_a_thread_shows_its_runs_pending_calls_and_state(client):
     assert response.status_code == 200
     body = response.json()
     assert set(body) == {"threadId", "title", "agentId", "createdAt", "updatedAt", "messageCount", "waiting",
-                         "runs", "pending", "state"}
+                         "runs", "pending", "state", "activeBranch", "branches"}
+    assert (body["activeBranch"], body["branches"]) == (0, [  # never branched: branch 0 alone (test_branches.py)
+        {"branch": 0, "parent": None, "forkSeq": 0, "forkMessageId": None, "createdAt": body["createdAt"],
+         "runId": None, "reason": "root"}])
     assert (body["threadId"], body["agentId"], body["waiting"], body["state"]) == ("t1", "guarded", True, {"k": 1})
     assert [(r["runId"], r["agentId"], r["status"], r["cause"], r["steps"], r["error"]) for r in body["runs"]] == [
         ("r1", "assistant", "completed", None, 2, None), ("r2", "guarded", "waiting", None, 1, None)]
