@@ -23,6 +23,16 @@ page is one index scan on ``(updated_at, id)``. ``updated_at`` comes from this l
 open). ``delete_thread`` deletes the thread's row in one transaction; its messages, runs and
 pending calls go with it (``ON DELETE CASCADE``), so a crash leaves it wholly present or gone.
 
+Branches (``awaken.ledger.interface.Branch``, migration 7): every message and run has a ``branch``;
+branch rows exist only for branches above 0, so a thread that never branched stores what it did
+before. The thread's row keeps its ``active_branch`` and, once it branched, its active path as two
+arrays (``path_branches``, ``path_starts``), so every read of the active path is the same single
+statement as before, the messages joined with their thread's row and filtered by
+``branch = path_branches[width_bucket(seq, path_starts) + 1]`` (no filter when the arrays are NULL).
+A fork locks the thread's row, checks its ``after_seq`` against the active path, inserts the branch
+and rewrites the row's path, in ``start_run``'s transaction. Ids are unique per (thread, id, branch);
+an id already on an older branch of the path a commit extends is refused by a lookup on that key.
+
 Admission (``admission_facts``) is one worker call and one round trip: the thread's row, its
 pending calls and, for a thread this process holds in its hot-thread cache (``awaken/ledger/hotcache.py``,
 capped by ``cache_bytes``, default 8 MiB, 0: none), only the messages committed since the cache
@@ -60,10 +70,15 @@ from awaken.engine.state import Cause, RunStatus, recovery
 from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThread, HotThreads, cached_facts, entry_for
 from awaken.ledger.interface import (
     ALL_OWNERS,
+    MAX_SEQ,
     NO_THREAD,
+    ROOT_PATH,
     AdmissionFacts,
+    Branch,
+    BranchPath,
     Commit,
     DuplicateRun,
+    Fork,
     Ledger,
     OwnerFilter,
     PendingCall,
@@ -75,11 +90,14 @@ from awaken.ledger.interface import (
     ThreadView,
     WriteClock,
     answered_in,
+    branch_path,
+    check_import_branches,
     check_limit,
     decode_cursor,
     encode_cursor,
     imported_updated_at,
     last_run_of,
+    path_of,
     thread_title,
     tools_from_json,
     tools_to_json,
@@ -329,8 +347,7 @@ class PostgresLedger(Ledger):
             with conn.pipeline():  # one round trip: four statements, one snapshot
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 thread = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = %s", (tid,))
-                messages = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = %s ORDER BY seq",
-                                        (tid,))
+                messages = conn.execute(f"SELECT {_ACTIVE_MESSAGES} ORDER BY m.seq", (tid,))
                 pending = conn.execute(f"SELECT {_PENDING_COLS} FROM pending WHERE thread_id = %s ORDER BY ord",
                                        (tid,))
                 conn.execute("COMMIT")
@@ -342,7 +359,8 @@ class PostgresLedger(Ledger):
         return await self._call(q)
 
     async def committed_ids(self, thread_id: str, ids: Collection[str]) -> frozenset[str]:
-        """From the ``(thread_id, id)`` index: no message body is read."""
+        """From the ``(thread_id, id, branch)`` index: no message body is read (the thread's row says
+        which of the hits are on its active path)."""
         if not ids:
             return frozenset()
         return await self._call(lambda conn: _committed_ids(conn, _b(thread_id), ids))
@@ -362,38 +380,38 @@ class PostgresLedger(Ledger):
                 thread = conn.execute(f"SELECT {_THREAD_COLS} FROM threads WHERE id = %s", (tid,))
                 pending = conn.execute(f"SELECT {_PENDING_COLS} FROM pending WHERE thread_id = %s ORDER BY ord",
                                        (tid,))
-                if since is not None:  # what others appended since the cache saw the thread
-                    messages = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = %s AND seq > %s "
-                                            "ORDER BY seq", (tid, since))
-                else:
-                    messages = conn.execute(
-                        f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = %s "
-                        "AND seq > (SELECT last_seq FROM threads WHERE id = %s) - %s ORDER BY seq", (tid, tid, keep))
-                    ids = conn.execute("SELECT id FROM messages WHERE thread_id = %s "
-                                       "AND (SELECT last_seq FROM threads WHERE id = %s) <= %s", (tid, tid, most))
+                if since is not None:  # what others appended to the active path since the cache saw the thread
+                    messages = conn.execute(f"SELECT {_ACTIVE_MESSAGES} AND m.seq > %s ORDER BY m.seq", (tid, since))
+                else:  # the active path's latest (the newest ``keep`` seqs of a thread that never branched)
+                    messages = conn.execute(f"SELECT {_ACTIVE_MESSAGES} ORDER BY m.seq DESC LIMIT %s", (tid, keep))
+                    ids = conn.execute(f"SELECT m.id FROM messages m JOIN threads t ON t.id = m.thread_id "
+                                       f"WHERE m.thread_id = %s AND {_ON_ACTIVE_PATH} AND t.last_seq <= %s",
+                                       (tid, most))
                 conn.execute("COMMIT")
             row = thread.fetchone()
             if row is None:
-                return None, (), (), None
-            return (_thread_record(row), tuple(map(_pending_call, pending)), [_message(r) for r in messages],
-                    None if ids is None else [_s(r[0]) for r in ids])
+                return None, (), (), None, 0
+            found = [_message(r) for r in messages]
+            return (_thread_record(row), tuple(map(_pending_call, pending)),
+                    found if since is not None else found[::-1], None if ids is None else [_s(r[0]) for r in ids],
+                    _path_length(row))
 
-        record, pending, messages, ids = await self._call(q)
+        record, pending, messages, ids, length = await self._call(q)
         if record is None:
             self._hot.drop(thread_id)
             return NO_THREAD
         if entry is not None:
             entry = self._refresh(entry, record, pending, messages)
-            if entry is None:  # the thread is not the one cached (deleted and recreated): read it cold
+            if entry is None:  # the thread is not the one cached (deleted and recreated, forked): read it cold
                 return await self.admission_facts(thread_id, asked, tail)
         elif ids is not None and self._hot.fits(record.last_seq):
-            entry = entry_for(record, messages, keep, pending, ids)
+            entry = entry_for(record, messages, keep, pending, ids, length)
             self._hot.put(thread_id, entry)
         if entry is not None:
             facts = cached_facts(entry, asked, tail)
             if facts is not None:
                 return facts
-        return await self._uncached_facts(record, pending, messages, asked, tail)
+        return await self._uncached_facts(record, pending, messages if since is None else None, asked, tail)
 
     def _refresh(self, entry: HotThread, record: ThreadRecord, pending: tuple[PendingCall, ...],
                  newer: list[Message]) -> HotThread | None:
@@ -402,7 +420,8 @@ class PostgresLedger(Ledger):
         thread_id = record.thread_id
         cached = entry.thread
         if (self._hot.get(thread_id) is not entry or record.created_at != cached.created_at
-                or record.owner != cached.owner or record.last_seq != cached.last_seq + len(newer)
+                or record.owner != cached.owner or record.active_branch != cached.active_branch
+                or record.last_seq != cached.last_seq + len(newer)
                 or any(m.seq != cached.last_seq + i + 1 for i, m in enumerate(newer))):
             self._hot.drop(thread_id)
             return None
@@ -411,13 +430,17 @@ class PostgresLedger(Ledger):
         entry.pending = pending
         return entry if self._hot.get(thread_id) is entry else None
 
-    async def _uncached_facts(self, record: ThreadRecord, pending: tuple[PendingCall, ...], messages: list[Message],
-                              asked: frozenset[str], tail: int) -> AdmissionFacts:
-        """The facts from the store (a thread too big for the cache)."""
+    async def _uncached_facts(self, record: ThreadRecord, pending: tuple[PendingCall, ...],
+                              latest: list[Message] | None, asked: frozenset[str], tail: int) -> AdmissionFacts:
+        """The facts from the store (a thread too big for the cache); ``latest``: the active path's latest
+        messages (at least ``tail`` of them, or all), None when they were not read."""
         thread_id = record.thread_id
-        tail_messages = tuple(m for m in messages if m.seq > record.last_seq - tail) if tail > 0 else ()
-        if len(tail_messages) < min(tail, record.last_seq):
-            tail_messages = tuple(await self.read_messages(thread_id, max(0, record.last_seq - tail), tail))
+        if tail <= 0:
+            tail_messages: tuple[Message, ...] = ()
+        elif latest is not None:
+            tail_messages = tuple(latest[max(0, len(latest) - tail):])
+        else:
+            tail_messages = tuple(await self._call(lambda conn: _path_tail(conn, _b(thread_id), tail)))
         return AdmissionFacts(record, tail_messages, pending, await self.committed_ids(thread_id, asked))
 
     async def answered_calls(self, thread_id: str, call_ids: Collection[str]) -> frozenset[str]:
@@ -426,14 +449,29 @@ class PostgresLedger(Ledger):
             return frozenset()
 
         def scan(conn: psycopg.Connection) -> frozenset[str]:
-            rows = conn.execute("SELECT parts FROM messages WHERE thread_id = %s AND role = 'tool'",
-                                (_b(thread_id),))
+            rows = conn.execute("SELECT m.parts FROM messages m JOIN threads t ON t.id = m.thread_id "
+                                f"WHERE m.thread_id = %s AND m.role = 'tool' AND {_ON_ACTIVE_PATH}", (_b(thread_id),))
             return answered_in(Message("", "tool", parts_from_json(json.loads(r[0]))) for r in rows)
 
         return await self._call(scan) & wanted
 
-    async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
-        return await self._call(lambda conn: _messages(conn, thread_id, after_seq, limit))
+    async def read_messages(
+        self, thread_id: str, after_seq: int, limit: int, branch: int | None = None
+    ) -> list[Message]:
+        """The active path: one statement (its filter is on the thread's row); another branch's reads the
+        thread's branches first."""
+        if branch is not None and (isinstance(branch, bool) or not isinstance(branch, int)):
+            raise ValueError(f"a branch is a non-negative integer, not {branch!r}")
+        return await self._call(lambda conn: _messages(conn, thread_id, after_seq, limit, branch))
+
+    async def list_branches(self, thread_id: str) -> list[Branch]:
+        def q(conn: psycopg.Connection) -> list[Branch]:
+            row = conn.execute("SELECT created_at, last_branch FROM threads WHERE id = %s", (_b(thread_id),)).fetchone()
+            if row is None:
+                return []
+            return _branches(conn, _b(thread_id), row[0]) if row[1] else [Branch(0, None, 0, row[0])]
+
+        return await self._call(q)
 
     async def list_threads(self) -> list[ThreadRecord]:
         def q(conn: psycopg.Connection) -> list[ThreadRecord]:
@@ -445,34 +483,89 @@ class PostgresLedger(Ledger):
     # -- writes ---------------------------------------------------------------------------------
 
     async def start_run(
-        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None, *, fork: Fork | None = None
     ) -> list[Message]:
+        """One transaction. Without ``fork`` the run goes on the thread's active branch (the update of
+        the thread's row that reserves the seqs returns it); with ``fork`` the thread's row is locked
+        first, the fork checked against its active path, the branch inserted and the row updated to it."""
         title = _enc(thread_title(inputs))
+        if fork is not None:
+            _check_fork(fork)
 
         def body(conn: psycopg.Connection) -> list[Message]:
             with conn.transaction():
                 thread_id = _b(run.thread_id)
-                conn.execute(
-                    "INSERT INTO threads (id, created_at, owner) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                    (thread_id, run.created_at, _enc(owner)),
-                )
-                if not _insert_run(conn, run):
-                    raise DuplicateRun(run.run_id)
                 n = len(inputs)
-                row = conn.execute(  # locks the thread's row, reserves the seqs and updates the summary
-                    "UPDATE threads SET last_seq = last_seq + %s, message_count = message_count + %s, "
-                    "title = coalesce(title, %s), agent_id = %s, updated_at = %s WHERE id = %s RETURNING last_seq",
-                    (n, n, title, run.agent_id, self._clock.now(), thread_id),
-                ).fetchone()
-                return _append(conn, run.thread_id, row[0] - n, inputs)
+                if fork is not None:
+                    branch, path, last = self._fork(conn, run, fork, n, title)
+                else:
+                    conn.execute(
+                        "INSERT INTO threads (id, created_at, owner) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                        (thread_id, run.created_at, _enc(owner)),
+                    )
+                    row = conn.execute(  # locks the thread's row, reserves the seqs and updates the summary
+                        "UPDATE threads SET last_seq = last_seq + %s, message_count = message_count + %s, "
+                        "title = coalesce(title, %s), agent_id = %s, updated_at = %s WHERE id = %s "
+                        "RETURNING last_seq, active_branch, path_branches, path_starts",
+                        (n, n, title, run.agent_id, self._clock.now(), thread_id),
+                    ).fetchone()
+                    last, branch = row[0] - n, row[1]
+                    path = _path_from_arrays(row[2], row[3])
+                if not _insert_run(conn, run, branch):
+                    raise DuplicateRun(run.run_id)
+                return _append(conn, run.thread_id, last, inputs, branch, path)
 
         try:
             appended = await self._call(body)
         except BaseException:
             self._hot.drop(run.thread_id)
             raise
-        self._appended(run.thread_id, appended)
+        if fork is not None:  # a new active path: the entry held the old one
+            self._hot.drop(run.thread_id)
+        else:
+            self._appended(run.thread_id, appended)
         return appended
+
+    def _fork(self, conn: psycopg.Connection, run: RunRecord, fork: Fork, n: int,
+              title: bytes | None) -> tuple[int, BranchPath, int]:
+        """``start_run``'s fork, inside its transaction: lock the thread's row, check ``after_seq`` is on
+        its active path, insert the branch and make it the active one (its path on the row); the
+        branch, its path and the thread's last seq before the inputs."""
+        tid = _b(run.thread_id)
+        row = conn.execute("SELECT created_at, active_branch, last_branch FROM threads WHERE id = %s FOR UPDATE",
+                           (tid,)).fetchone()
+        if row is None:
+            raise ValueError(f"cannot fork thread {run.thread_id!r}: it does not exist")
+        created_at, active, last_branch = row
+        branches = _branches(conn, tid, created_at) if last_branch else [Branch(0, None, 0, created_at)]
+        active_path = branch_path(branches, active)
+        parent = 0
+        if fork.after_seq:
+            held = conn.execute("SELECT branch FROM messages WHERE thread_id = %s AND seq = %s",
+                                (tid, fork.after_seq)).fetchone()
+            if held is None or dict(active_path).get(held[0], -1) < fork.after_seq:
+                raise ValueError(f"cannot fork thread {run.thread_id!r} after seq {fork.after_seq}: "
+                                 "no message of its active path has that seq")
+            parent = held[0]
+        number = last_branch + 1
+        created = Branch(number, parent, fork.after_seq, run.created_at, run.run_id, fork.reason)
+        path = branch_path([*branches, created], number)
+        where, args = _filter(active_path if last_branch else None)
+        kept = conn.execute(f"SELECT count(*) FROM messages m WHERE m.thread_id = %s AND m.seq <= %s{where}",
+                            (tid, fork.after_seq, *args)).fetchone()[0]
+        conn.execute(
+            "INSERT INTO branches (thread_id, branch, parent, fork_seq, created_at, run_id, reason) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (tid, number, parent, fork.after_seq, created.created_at, _b(run.run_id), fork.reason),
+        )
+        branches_of_path, starts = _path_arrays(path)
+        last = conn.execute(
+            "UPDATE threads SET last_seq = last_seq + %s, message_count = %s, title = coalesce(title, %s), "
+            "agent_id = %s, updated_at = %s, active_branch = %s, last_branch = %s, path_branches = %s, "
+            "path_starts = %s WHERE id = %s RETURNING last_seq",
+            (n, kept + n, title, run.agent_id, self._clock.now(), number, number, branches_of_path, starts, tid),
+        ).fetchone()[0]
+        return number, path, last - n
 
     async def commit(self, thread_id: str, run_id: str, commit: Commit) -> list[Message]:
         title = _enc(thread_title(commit.messages))
@@ -483,17 +576,27 @@ class PostgresLedger(Ledger):
             with conn.transaction():
                 n = len(commit.messages)
                 # one statement checks the run is the thread's, locks the thread's row (commits to one
-                # thread queue here), reserves the seqs, replaces the state and updates the summary
+                # thread queue here), reserves the seqs, replaces the state and updates the summary (the
+                # active path's count grows only by a commit to the active branch)
                 row = conn.execute(
-                    "UPDATE threads SET last_seq = last_seq + %s, message_count = message_count + %s, "
+                    "UPDATE threads SET last_seq = last_seq + %s, "
+                    "message_count = message_count + CASE WHEN r.branch = threads.active_branch THEN %s ELSE 0 END, "
                     "title = coalesce(title, %s), state = coalesce(%s, state), updated_at = %s "
-                    "WHERE id = %s AND EXISTS (SELECT 1 FROM runs WHERE id = %s AND thread_id = %s) "
-                    "RETURNING last_seq",
+                    "FROM runs r WHERE threads.id = %s AND r.id = %s AND r.thread_id = %s "
+                    "RETURNING threads.last_seq, r.branch, threads.active_branch, threads.path_branches, "
+                    "threads.path_starts, threads.created_at",
                     (n, n, title, None if commit.state is None else _dumps(commit.state), now, tid, _b(run_id), tid),
                 ).fetchone()
                 if row is None:
                     raise ValueError(f"run {run_id!r} is not a run of thread {thread_id!r}")
-                appended = _append(conn, thread_id, row[0] - n, commit.messages)
+                branch = row[1]
+                if row[3] is None or not n:  # never branched (or nothing to append): no path to check
+                    path = None
+                elif branch == row[2]:
+                    path = _path_from_arrays(row[3], row[4])
+                else:  # a run the fork left behind closing on its own path
+                    path = _path(conn, tid, row[5], branch)
+                appended = _append(conn, thread_id, row[0] - n, commit.messages, branch, path)
                 if commit.resolved:
                     conn.execute(
                         "DELETE FROM pending WHERE thread_id = %s AND tool_call_id = ANY(%s)",
@@ -545,40 +648,56 @@ class PostgresLedger(Ledger):
         messages: Sequence[Message],
         pending: Sequence[PendingCall],
         updated_at: int | None = None,
+        branches: Sequence[Branch] = (),
     ) -> None:
         thread_id = thread.thread_id
         if updated_at is None:
             updated_at = imported_updated_at(thread, runs, messages)
         latest = last_run_of(runs)
-        title = _enc(thread_title(sorted(messages, key=lambda m: m.seq)))
+        ordered = sorted(messages, key=lambda m: m.seq)
+        title = _enc(thread_title(ordered))
         if any(r.thread_id != thread_id for r in runs) or any(p.thread_id != thread_id for p in pending):
             raise ValueError(f"import of thread {thread_id!r}: a run or pending call is of another thread")
         if any(not 0 < m.seq <= thread.last_seq for m in messages):
             raise ValueError(f"import of thread {thread_id!r}: a message seq is outside 1..{thread.last_seq}")
-        if len({m.seq for m in messages}) != len(messages) or len({m.id for m in messages}) != len(messages):
+        if len({m.seq for m in messages}) != len(messages) or len({(m.branch, m.id) for m in messages}) != len(messages):
             raise ValueError(f"import of thread {thread_id!r}: a message id or seq repeats")
+        tree = check_import_branches(thread, runs, messages, branches)
+        last_branch = tree[-1].branch
+        path = branch_path(tree, thread.active_branch) if last_branch else None
+        path_branches, path_starts = _path_arrays(path) if path is not None else (None, None)
+        count = len(messages) if path is None else len(path_of(path, ordered))
 
         def body(conn: psycopg.Connection) -> None:
             tid = _b(thread_id)
             with conn.transaction():
                 created = conn.execute(
                     "INSERT INTO threads (id, created_at, state, last_seq, owner, title, agent_id, updated_at, "
-                    "message_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "message_count, active_branch, last_branch, path_branches, path_starts) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (id) DO NOTHING RETURNING 1",
                     (tid, thread.created_at, _dumps(thread.state), thread.last_seq, _enc(thread.owner), title,
-                     latest.agent_id if latest else None, updated_at, len(messages)),
+                     latest.agent_id if latest else None, updated_at, count, thread.active_branch, last_branch,
+                     path_branches, path_starts),
                 ).fetchone()
                 if created is None:
                     raise ValueError(f"thread {thread_id!r} already exists in the ledger")
                 for run in runs:
-                    if not _insert_run(conn, run):
+                    if not _insert_run(conn, run, run.branch):
                         raise DuplicateRun(run.run_id)
                 with conn.cursor() as cur:
                     cur.executemany(
-                        "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                        [_message_row(tid, m, m.seq, m.created_at) for m in messages],
+                        "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at, branch) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                        [_message_row(tid, m, m.seq, m.created_at, m.branch) for m in messages],
                     )
+                    if last_branch:
+                        cur.executemany(
+                            "INSERT INTO branches (thread_id, branch, parent, fork_seq, created_at, run_id, reason) "
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                            [(tid, b.branch, b.parent, b.fork_seq, b.created_at,
+                              None if b.run_id is None else _b(b.run_id), b.reason) for b in tree[1:]],
+                        )
                 _insert_pending(conn, pending)
 
         await self._call(body)
@@ -639,7 +758,7 @@ class PostgresLedger(Ledger):
 
 _RUN_COLS = (
     "id, thread_id, agent_id, status, created_at, updated_at, error_code, error_message, "
-    "input_tokens, output_tokens, steps, cause, tools"
+    "input_tokens, output_tokens, steps, cause, tools, branch"
 )
 
 
@@ -667,7 +786,7 @@ def _recover(conn: psycopg.Connection) -> None:
         )
 
 
-_THREAD_COLS = "id, created_at, state, last_seq, owner"
+_THREAD_COLS = "id, created_at, state, last_seq, owner, active_branch, last_branch, message_count"
 #: a listing row: the thread's summary columns, whether it has pending calls, and its latest run
 _SUMMARY_COLS = (
     "id, title, agent_id, created_at, updated_at, message_count, owner, "
@@ -676,12 +795,18 @@ _SUMMARY_COLS = (
     "convert_to(r.error_code, 'UTF8')] FROM runs r WHERE r.thread_id = t.id ORDER BY r.created_at DESC, r.ord DESC "
     "LIMIT 1)"
 )
-_MESSAGE_COLS = "id, role, parts, run_id, seq, created_at"
+_MESSAGE_COLS = "m.id, m.role, m.parts, m.run_id, m.seq, m.created_at, m.branch"
+#: whether the message ``m`` is on the active path of its thread ``t``: every message of a thread that
+#: never branched (``path_branches`` NULL), else the branch of the path's range its seq falls in
+_ON_ACTIVE_PATH = "(t.path_branches IS NULL OR m.branch = t.path_branches[width_bucket(m.seq, t.path_starts) + 1])"
+#: the active path's messages of the thread ``%s`` (add ``AND …`` conditions and an order)
+_ACTIVE_MESSAGES = (f"{_MESSAGE_COLS} FROM messages m JOIN threads t ON t.id = m.thread_id "
+                    f"WHERE m.thread_id = %s AND {_ON_ACTIVE_PATH}")
 _PENDING_COLS = "tool_call_id, run_id, thread_id, name, arguments, kind, message_id"
 
 
 def _message(r: tuple[Any, ...]) -> Message:
-    return Message(_s(r[0]), r[1], parts_from_json(json.loads(r[2])), _s(r[3]), r[4], r[5])  # type: ignore[arg-type]
+    return Message(_s(r[0]), r[1], parts_from_json(json.loads(r[2])), _s(r[3]), r[4], r[5], r[6])  # type: ignore[arg-type]
 
 
 def _pending_call(r: tuple[Any, ...]) -> PendingCall:
@@ -689,7 +814,13 @@ def _pending_call(r: tuple[Any, ...]) -> PendingCall:
 
 
 def _thread_record(row: tuple[Any, ...]) -> ThreadRecord:
-    return ThreadRecord(_s(row[0]), row[1], json.loads(row[2]), row[3], _dec(row[4]))  # type: ignore[arg-type]
+    return ThreadRecord(_s(row[0]), row[1], json.loads(row[2]), row[3], _dec(row[4]), row[5])  # type: ignore[arg-type]
+
+
+def _path_length(row: tuple[Any, ...]) -> int | None:
+    """The active path's length of a ``_THREAD_COLS`` row, None for a thread that never branched (every
+    message: its ``last_seq``)."""
+    return row[7] if row[6] else None
 
 
 def _summary(row: tuple[Any, ...]) -> ThreadSummary:
@@ -712,17 +843,89 @@ def _thread(conn: psycopg.Connection, thread_id: str) -> ThreadRecord | None:
     return None if row is None else _thread_record(row)
 
 
-def _messages(conn: psycopg.Connection, thread_id: str, after_seq: int, limit: int) -> list[Message]:
-    rows = conn.execute(
-        f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = %s AND seq > %s ORDER BY seq LIMIT %s",
-        (_b(thread_id), after_seq, max(0, limit)),
-    )
+def _messages(conn: psycopg.Connection, thread_id: str, after_seq: int, limit: int,
+              branch: int | None = None) -> list[Message]:
+    """The path of ``branch`` (None: the active one, filtered by the thread's row in the same statement)."""
+    tid = _b(thread_id)
+    if branch is None:
+        rows = conn.execute(f"SELECT {_ACTIVE_MESSAGES} AND m.seq > %s ORDER BY m.seq LIMIT %s",
+                            (tid, after_seq, max(0, limit)))
+        return [_message(r) for r in rows]
+    row = conn.execute("SELECT created_at, last_branch FROM threads WHERE id = %s", (tid,)).fetchone()
+    if row is None:
+        return []
+    if not row[1] and branch:
+        raise ValueError(f"no branch {branch} on thread {thread_id!r}")
+    where, args = _filter(_path(conn, tid, row[0], branch) if row[1] else None)
+    rows = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages m WHERE m.thread_id = %s AND m.seq > %s{where} "
+                        "ORDER BY m.seq LIMIT %s", (tid, after_seq, *args, max(0, limit)))
     return [_message(r) for r in rows]
 
 
+def _path_tail(conn: psycopg.Connection, tid: bytes, count: int) -> list[Message]:
+    """The latest ``count`` messages of the thread's active path, oldest first."""
+    rows = conn.execute(f"SELECT {_ACTIVE_MESSAGES} ORDER BY m.seq DESC LIMIT %s", (tid, max(0, count))).fetchall()
+    return [_message(r) for r in reversed(rows)]
+
+
 def _committed_ids(conn: psycopg.Connection, tid: bytes, ids: Collection[str]) -> frozenset[str]:
-    rows = conn.execute("SELECT id FROM messages WHERE thread_id = %s AND id = ANY(%s)", (tid, [_b(i) for i in ids]))
+    """Which of ``ids`` are on the thread's active path, by the ``(thread_id, id, branch)`` index."""
+    rows = conn.execute(f"SELECT m.id FROM messages m JOIN threads t ON t.id = m.thread_id "
+                        f"WHERE m.thread_id = %s AND m.id = ANY(%s) AND {_ON_ACTIVE_PATH}",
+                        (tid, [_b(i) for i in ids]))
     return frozenset(_s(r[0]) for r in rows)  # type: ignore[misc]
+
+
+def _branches(conn: psycopg.Connection, tid: bytes, created_at: int) -> list[Branch]:
+    """Every branch of a thread that branched, branch 0 first."""
+    rows = conn.execute("SELECT branch, parent, fork_seq, created_at, run_id, reason FROM branches "
+                        "WHERE thread_id = %s ORDER BY branch", (tid,))
+    return [Branch(0, None, 0, created_at), *(Branch(r[0], r[1], r[2], r[3], _s(r[4]), r[5]) for r in rows)]
+
+
+def _path(conn: psycopg.Connection, tid: bytes, created_at: int, branch: int) -> BranchPath:
+    """The path of ``branch`` of a thread that branched (``ValueError`` for a branch it does not have)."""
+    return branch_path(_branches(conn, tid, created_at), branch)
+
+
+def _path_arrays(path: BranchPath) -> tuple[list[int], list[int]]:
+    """A path as the thread row keeps its active one: its branches, root first, and the first seq of
+    each of its ranges after the first (``width_bucket``'s thresholds)."""
+    return [branch for branch, _ in path], [max_seq + 1 for _, max_seq in path[:-1]]
+
+
+def _path_from_arrays(branches: list[int] | None, starts: list[int] | None) -> BranchPath | None:
+    """The active path a thread row keeps (``_path_arrays``); None for a thread that never branched."""
+    if branches is None:
+        return None
+    ends = [start - 1 for start in starts or ()] + [MAX_SEQ]
+    return tuple(zip(branches, ends, strict=True))
+
+
+def _filter(path: BranchPath | None) -> tuple[str, tuple[int, ...]]:
+    """The condition (``AND …`` on ``m.branch`` and ``m.seq``) and its arguments keeping the messages on
+    ``path``; nothing for None (a thread that never branched: every message)."""
+    if path is None:
+        return "", ()
+    if path == ROOT_PATH:
+        return " AND m.branch = 0", ()
+    clauses: list[str] = []
+    args: list[int] = []
+    for branch, max_seq in path:
+        if max_seq == MAX_SEQ:
+            clauses.append("m.branch = %s")
+            args.append(branch)
+        else:
+            clauses.append("(m.branch = %s AND m.seq <= %s)")
+            args += [branch, max_seq]
+    return f" AND ({' OR '.join(clauses)})", tuple(args)
+
+
+def _check_fork(fork: Fork) -> None:
+    if isinstance(fork.after_seq, bool) or not isinstance(fork.after_seq, int) or fork.after_seq < 0:
+        raise ValueError(f"a fork's after_seq is a seq of the active path or 0, not {fork.after_seq!r}")
+    if fork.reason not in ("regenerate", "edit"):
+        raise ValueError(f'a fork\'s reason is "regenerate" or "edit", not {fork.reason!r}')
 
 
 def _pending(conn: psycopg.Connection, thread_id: str) -> list[PendingCall]:
@@ -744,13 +947,14 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
         steps=row[10],
         cause=row[11],
         tools=tools_from_json(json.loads(row[12])),
+        branch=row[13],
     )
 
 
-def _insert_run(conn: psycopg.Connection, run: RunRecord) -> bool:
-    """Insert the run; False if its id is taken (nothing written)."""
+def _insert_run(conn: psycopg.Connection, run: RunRecord, branch: int) -> bool:
+    """Insert the run on ``branch``; False if its id is taken (nothing written)."""
     return conn.execute(
-        f"INSERT INTO runs ({_RUN_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        f"INSERT INTO runs ({_RUN_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
         "ON CONFLICT (id) DO NOTHING RETURNING 1",
         (
             _b(run.run_id),
@@ -766,6 +970,7 @@ def _insert_run(conn: psycopg.Connection, run: RunRecord) -> bool:
             run.steps,
             run.cause,
             _dumps(tools_to_json(run.tools)),
+            branch,
         ),
     ).fetchone() is not None
 
@@ -787,26 +992,38 @@ def _insert_pending(conn: psycopg.Connection, calls: Sequence[PendingCall]) -> N
         raise ValueError("a pending tool call id is already pending on the thread") from None
 
 
-def _message_row(thread_id: bytes, m: Message, seq: int, created: int) -> tuple[Any, ...]:
+def _message_row(thread_id: bytes, m: Message, seq: int, created: int, branch: int) -> tuple[Any, ...]:
     return (thread_id, seq, _b(m.id), m.role, None if m.run_id is None else _b(m.run_id),
-            _dumps(parts_to_json(m.parts)), created)
+            _dumps(parts_to_json(m.parts)), created, branch)
 
 
-def _append(conn: psycopg.Connection, thread_id: str, last: int, messages: Sequence[Message]) -> list[Message]:
-    """Insert ``messages`` at seqs ``last + 1…`` (the caller locked the thread's row and reserved them)."""
+def _append(conn: psycopg.Connection, thread_id: str, last: int, messages: Sequence[Message], branch: int,
+            path: BranchPath | None) -> list[Message]:
+    """Insert ``messages`` on ``branch`` at seqs ``last + 1…`` (the caller locked the thread's row and
+    reserved them). ``path``: the branch's path on a thread that branched (None: one that never did, where
+    the ``(thread_id, id, branch)`` key alone refuses a repeated id); an id already on the path (on an
+    older branch of it) is refused too."""
     if not messages:
         return []
     tid = _b(thread_id)
     now = _now_ms()
-    out = [Message(m.id, m.role, m.parts, m.run_id, last + i + 1, m.created_at or now) for i, m in enumerate(messages)]
+    out = [Message(m.id, m.role, m.parts, m.run_id, last + i + 1, m.created_at or now, branch)
+           for i, m in enumerate(messages)]
     if len({m.id for m in out}) != len(out):
         raise ValueError(f"a message id repeats in one commit on thread {thread_id!r}")
+    if path is not None:
+        where, args = _filter(path)
+        taken = conn.execute(f"SELECT m.id FROM messages m WHERE m.thread_id = %s AND m.id = ANY(%s){where} LIMIT 1",
+                             (tid, [_b(m.id) for m in out], *args)).fetchone()
+        if taken is not None:
+            raise ValueError(f"message id {_s(taken[0])!r} is already committed on the path of branch {branch} "
+                             f"of thread {thread_id!r}")
     try:
         with conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [_message_row(tid, m, m.seq, m.created_at) for m in out],
+                "INSERT INTO messages (thread_id, seq, id, role, run_id, parts, created_at, branch) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [_message_row(tid, m, m.seq, m.created_at, branch) for m in out],
             )
     except psycopg.errors.UniqueViolation:
         raise ValueError(f"a message id is already committed on thread {thread_id!r}") from None

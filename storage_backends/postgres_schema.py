@@ -163,6 +163,35 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
         );
         """,
     ),
+    (
+        7,
+        "threads that branch: a branch per message and run, branches, the active branch and its path",
+        # Every existing message, run and thread is on branch 0 (the thread never branched: no branch
+        # row, ``path_branches`` NULL). A message id is unique per (thread, id, branch), whose index
+        # also answers "which of these ids are committed" by its (thread_id, id) prefix. The active
+        # path is kept on the thread's row (``path_branches``: the path's branches, root first;
+        # ``path_starts``: the first seq of each range after the first), so a read of it is one
+        # statement: ``branch = path_branches[width_bucket(seq, path_starts) + 1]``.
+        """
+        ALTER TABLE threads ADD COLUMN active_branch bigint NOT NULL DEFAULT 0,
+            ADD COLUMN last_branch bigint NOT NULL DEFAULT 0,
+            ADD COLUMN path_branches bigint[], ADD COLUMN path_starts bigint[];
+        ALTER TABLE runs ADD COLUMN branch bigint NOT NULL DEFAULT 0;
+        ALTER TABLE messages ADD COLUMN branch bigint NOT NULL DEFAULT 0;
+        ALTER TABLE messages DROP CONSTRAINT messages_thread_id_id_key;
+        ALTER TABLE messages ADD CONSTRAINT messages_thread_id_id_branch_key UNIQUE (thread_id, id, branch);
+        CREATE TABLE branches (
+            thread_id bytea NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+            branch bigint NOT NULL,
+            parent bigint NOT NULL,
+            fork_seq bigint NOT NULL,
+            created_at bigint NOT NULL,
+            run_id bytea,
+            reason text NOT NULL,
+            PRIMARY KEY (thread_id, branch)
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

@@ -27,6 +27,15 @@ messages, pending calls and committed ids, applied by every write right after it
 index, so a run's admission and the history reads of a short thread stay off the disk while memory
 stays flat as history grows.
 
+Branches (``awaken.ledger.interface.Branch``): a message record's messages are on its run's branch
+(a message's JSON carries ``branch`` only when it is not 0, a run's likewise); a fork is the
+``start_run`` record's ``fork`` key (the new branch), so the branch, its run and its inputs are one
+frame; an import carries ``branches`` and the thread's ``active_branch``. A thread that never branched
+writes exactly what it did before branches existed, and its index keeps no ``BranchTree``; a thread
+that branched keeps one in its detail (every message's seq, branch and id in seq order: any branch's
+path is computed from it, its active path's ids are the detail's ids). A path read locates the byte
+range from its first message to its last and skips other branches' messages in it.
+
 Replay stops at the first frame that is short, fails its checksum or is not a JSON object; the file
 is truncated there. Runs left ``running`` are then marked ``interrupted`` by a ``recover`` record.
 All blocking file I/O (and the JSON work of reads and writes) goes through

@@ -1,16 +1,16 @@
 """The file ledger's in-memory index: per thread a compact entry (what a listing shows, where its log
-ends), and for hot threads a detail (message ids and locations, runs, pending calls, state), built by
-replaying every log at open (details are then dropped) or one thread's log on access, and updated by
-applying every written record."""
+ends), and for hot threads a detail (message ids and locations, runs, pending calls, state, and for a
+thread that branched its tree of branches), built by replaying every log at open (details are then
+dropped) or one thread's log on access, and updated by applying every written record."""
 
 from __future__ import annotations
 
 import copy
 import errno
 from array import array
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -19,17 +19,20 @@ import attrs
 from awaken.core.messages import Message, Usage, message_from_json
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import (
+    MAX_SEQ,
+    Branch,
     PendingCall,
     RunRecord,
     RunSummary,
     ThreadRecord,
     ThreadSummary,
+    branch_path,
     last_run_of,
     thread_title,
 )
 
 from .frames import decode_frames, thread_file_name
-from .records import NO_USAGE, CorruptRecord, pending_from_json, run_from_json
+from .records import NO_USAGE, CorruptRecord, branch_from_json, pending_from_json, run_from_json
 
 # -- the in-memory index ------------------------------------------------------------------------
 
@@ -51,7 +54,7 @@ class ThreadEntry:
     created_at: int
     last_seq: int = 0
     size: int = 0  # bytes of the log that hold applied records
-    message_count: int = 0
+    message_count: int = 0  # on the active path
     owner: str | None = None
     title: str | None = None
     agent_id: str | None = None  # of the latest run
@@ -83,7 +86,8 @@ class ThreadEntry:
 
     def record(self, detail: ThreadDetail) -> ThreadRecord:
         return ThreadRecord(
-            self.thread_id, self.created_at, copy.deepcopy(detail.state or {}), self.last_seq, self.owner
+            self.thread_id, self.created_at, copy.deepcopy(detail.state or {}), self.last_seq, self.owner,
+            detail.tree.active if detail.tree is not None else 0,
         )
 
     def summary(self) -> ThreadSummary:
@@ -106,8 +110,90 @@ class ThreadEntry:
 
 
 @attrs.define(weakref_slot=False)
+class BranchTree:
+    """The branches of a thread that branched (``ThreadDetail.tree``): the branches (branch 0 first, in
+    creation order), the active one, and every message's seq, branch and id in seq order, from which
+    any branch's path is computed without reading a message body.
+
+    A thread that never branched has no tree (its every message is on branch 0, which is its path):
+    it costs nothing more than before branches existed. A thread gets a tree at its first fork (its
+    detail is then rebuilt from its log in this ordered form) and keeps it (a log holding a fork
+    always replays into a tree).
+    """
+
+    branches: list[Branch]
+    active: int = 0
+    seqs: array = attrs.field(factory=lambda: array("q"))
+    branch_of: array = attrs.field(factory=lambda: array("q"))
+    ids: list[str] = attrs.field(factory=list)
+
+    @classmethod
+    def root(cls, created_at: int) -> BranchTree:
+        return cls([Branch(0, None, 0, created_at)])
+
+    def cost(self) -> int:
+        return 300 + 200 * len(self.branches) + 24 * len(self.ids)
+
+    def knows(self, branch: int) -> bool:
+        return any(b.branch == branch for b in self.branches)
+
+    def limits(self, branch: int | None = None) -> dict[int, int]:
+        """The path of ``branch`` (None: the active one) as ``{branch: max seq}``; an unknown branch is a
+        ``ValueError``."""
+        branch = self.active if branch is None else branch
+        if type(branch) is not int or not self.knows(branch):
+            raise ValueError(f"no branch {branch!r} on the thread")
+        return dict(branch_path(self.branches, branch))
+
+    def add(self, seq: int, branch: int, message_id: str) -> None:
+        self.seqs.append(seq)
+        self.branch_of.append(branch)
+        self.ids.append(message_id)
+
+    def branch_at(self, seq: int) -> int | None:
+        """The branch holding the message ``seq``, None if there is none."""
+        i = bisect_left(self.seqs, seq)
+        return self.branch_of[i] if i < len(self.seqs) and self.seqs[i] == seq else None
+
+    def on_path(self, seq: int, limits: dict[int, int]) -> bool:
+        branch = self.branch_at(seq)
+        return branch is not None and seq <= limits.get(branch, -1)
+
+    def indexes(self, limits: dict[int, int], after_seq: int = 0, limit: int = -1, upto: int = MAX_SEQ) -> list[int]:
+        """Where the path's messages with ``after_seq < seq <= upto`` are (at most ``limit``, all if
+        negative), oldest first."""
+        seqs, branch_of = self.seqs, self.branch_of
+        out: list[int] = []
+        i = bisect_right(seqs, after_seq)
+        end = bisect_right(seqs, upto) if upto < MAX_SEQ else len(seqs)
+        while i < end and len(out) != limit:
+            if seqs[i] <= limits.get(branch_of[i], -1):
+                out.append(i)
+            i += 1
+        return out
+
+    def tail_after(self, limits: dict[int, int], keep: int) -> int:
+        """The ``after_seq`` whose path messages after it are the path's latest ``keep``."""
+        seqs, branch_of = self.seqs, self.branch_of
+        found = 0
+        i = len(seqs)
+        while i > 0 and found < keep:
+            i -= 1
+            if seqs[i] <= limits.get(branch_of[i], -1):
+                found += 1
+        return seqs[i] - 1 if found == keep and found else 0
+
+    def path_ids(self, limits: dict[int, int], upto: int = MAX_SEQ) -> set[str]:
+        ids = self.ids
+        return {ids[i] for i in self.indexes(limits, upto=upto)}
+
+
+@attrs.define(weakref_slot=False)
 class ThreadDetail:
     """A hot thread's full index: message ids and locations, runs, pending calls, agent state.
+
+    ``ids`` are the ids on the thread's active path (all of them for a thread that never branched);
+    ``tree`` (None for a thread that never branched) keeps the branches (``BranchTree``).
 
     ``segments`` is a flat ``array('q')`` of triples ``(frame offset, first seq, count)``: each
     triple says that the messages with seqs ``first .. first + count - 1`` are in the frame starting
@@ -121,13 +207,27 @@ class ThreadDetail:
     segments: array = attrs.field(factory=lambda: array("q"))
     runs: dict[str, RunRecord] = attrs.field(factory=dict)  # insertion order
     pending: tuple[PendingCall, ...] = ()  # commit order
+    tree: BranchTree | None = None
 
     def cost(self) -> int:
         """Roughly the bytes this detail holds (for the hot-thread budget): constant per id, segment
-        triple, run and pending call, plus the state's size when there is one."""
+        triple, run and pending call, plus the state's size when there is one and the tree's."""
         state = 0 if self.state is None else 200 + 2 * len(repr(self.state))
+        tree = 0 if self.tree is None else self.tree.cost()
         return (400 + 100 * len(self.ids) + 8 * len(self.segments) + 350 * len(self.runs)
-                + 350 * len(self.pending) + state)
+                + 350 * len(self.pending) + state + tree)
+
+    @property
+    def active(self) -> int:
+        return 0 if self.tree is None else self.tree.active
+
+    def path_ids(self, branch: int) -> tuple[str, ...] | set[str]:
+        """The ids on the path of ``branch`` (a commit's duplicate check)."""
+        if branch == self.active:
+            return self.ids
+        if self.tree is None:
+            raise ValueError(f"no branch {branch!r} on the thread")
+        return self.tree.path_ids(self.tree.limits(branch))
 
     def add_ids(self, ids: Sequence[str]) -> None:
         if isinstance(self.ids, set):
@@ -210,6 +310,8 @@ class Span:
     last_seq: int
     count: int
     whole: bool  # the span is the thread's whole history
+    #: the seqs wanted of the range (a path's): None for every one
+    wanted: frozenset[int] | None = None
 
 
 def locate(detail: ThreadDetail, size: int, after_seq: int, limit: int) -> Span | None:
@@ -249,6 +351,17 @@ def locate(detail: ThreadDetail, size: int, after_seq: int, limit: int) -> Span 
     return Span(segs[3 * lo], end, first_seq, last_seq, count, whole)
 
 
+def locate_path(detail: ThreadDetail, tree: BranchTree, size: int, indexes: list[int]) -> Span:
+    """The span of the messages of a path at ``indexes`` (``BranchTree.indexes``, not empty): the byte
+    range from the first to the last of them, the messages of other branches between filtered out."""
+    first, last = tree.seqs[indexes[0]], tree.seqs[indexes[-1]]
+    span = locate(detail, size, first - 1, indexes[-1] - indexes[0] + 1)
+    if span is None or (span.first_seq, span.last_seq) != (first, last):
+        raise OSError(errno.EIO, "a ledger file's index does not locate a path's messages")
+    wanted = frozenset(tree.seqs[i] for i in indexes)
+    return attrs.evolve(span, count=len(indexes), whole=False, wanted=wanted)
+
+
 def extract(data: bytes, span: Span) -> list[Message]:
     """The messages of ``span`` from ``data`` (the span's bytes of the log), checked against the index."""
     records, valid = decode_frames(data)
@@ -257,9 +370,10 @@ def extract(data: bytes, span: Span) -> list[Message]:
             errno.EIO, f"a ledger record at or after offset {span.start + valid} fails its checksum"
         )
     out: list[Message] = []
+    wanted = span.wanted
     for _, _, record in records:
         for d in record.get("messages") or ():
-            if span.first_seq <= d["seq"] <= span.last_seq:
+            if span.first_seq <= d["seq"] <= span.last_seq and (wanted is None or d["seq"] in wanted):
                 out.append(message_from_json(d))
     out.sort(key=lambda m: m.seq)
     if len(out) != span.count or (out and (out[0].seq, out[-1].seq) != (span.first_seq, span.last_seq)):
@@ -325,13 +439,15 @@ class Index:
         end: int,
         parse: bool = True,
         detail: ThreadDetail | None = None,
+        ordered: bool = False,
     ) -> ThreadEntry:
         """Apply one decoded record (live or replayed) found in ``file_name`` at ``[start, end)``.
 
         ``detail`` is the thread's current detail (default: the one its entry holds); it is updated
         and left on the entry. Live writes validate before they write, so a failure here means a
         corrupt log. Replay parses every message to check it (``parse``); a live write has parsed
-        them already.
+        them already. ``ordered``: a detail this record creates keeps a ``BranchTree`` (the log
+        holds a fork, or one is about to be written).
         """
         kind = record["type"]
         thread_id = record["thread"]
@@ -349,8 +465,16 @@ class Index:
             new = thread is None
             if thread is None or d is None:
                 thread = ThreadEntry(thread_id, run.created_at, owner=record.get("owner"))
-                d = ThreadDetail()
-            self._append(thread, d, messages, start, parse)  # checks everything before changing the index
+                d = ThreadDetail(tree=BranchTree.root(run.created_at) if ordered else None)
+            fork = record.get("fork")
+            if fork is not None:
+                taken, count = self._fork(thread, d, branch_from_json(fork), run)
+            else:
+                if run.branch != d.active:
+                    raise CorruptRecord(f"run {run.run_id!r} starts on branch {run.branch}, not the active one")
+                taken, count = d.ids, thread.message_count
+            # checks everything before changing the index
+            self._append(thread, d, messages, start, parse, run.branch, taken, count)
             self.threads[thread_id] = thread
             last = d.runs.get(thread.last_run_id) if thread.last_run_id is not None else None
             d.runs[run.run_id] = run
@@ -378,7 +502,8 @@ class Index:
                     raise CorruptRecord(f"tool call {call.tool_call_id!r} is already pending")
                 open_calls.add(call.tool_call_id)
                 pending.append(call)
-            self._append(thread, d, record["messages"], start, parse)
+            self._append(thread, d, record["messages"], start, parse, run.branch, d.path_ids(run.branch),
+                         thread.message_count)
             thread.take_title(record["messages"])
             self.touch(thread, record["updated_at"])
             d.pending = tuple(pending)
@@ -401,26 +526,49 @@ class Index:
             t = record["thread_record"]
             thread = ThreadEntry(thread_id, t["created_at"], t["last_seq"])
             d = ThreadDetail(t["state"] or None)
+            branches = [branch_from_json(b) for b in record.get("branches") or ()]
+            active = t.get("active_branch", 0)
+            tree = d.tree = BranchTree.root(thread.created_at) if ordered or branches or active else None
+            if tree is not None:
+                tree.branches += sorted((b for b in branches if b.branch != 0), key=lambda b: b.branch)
+                if not tree.knows(active) or len({b.branch for b in tree.branches}) != len(tree.branches):
+                    raise CorruptRecord(f"import of thread {thread_id!r} has an inconsistent tree")
+                tree.active = active
             runs = [run_from_json(r, thread_id) for r in record["runs"]]
             if any(r.run_id in self.run_threads for r in runs) or len({r.run_id for r in runs}) != len(runs):
                 raise CorruptRecord(f"import of thread {thread_id!r} repeats a run id")
+            if any(r.branch and (tree is None or not tree.knows(r.branch)) for r in runs):
+                raise CorruptRecord(f"import of thread {thread_id!r} has a run on a branch it does not have")
             raw = sorted(record["messages"], key=lambda m: m["seq"])
+            seen: set[tuple[int, str]] = set()
             for m in raw:
                 if parse:  # a malformed message refuses the record here, not at a later read
                     message_from_json(m)
-                seq, message_id = m["seq"], m["id"]
+                seq, message_id, branch = m["seq"], m["id"], m.get("branch", 0)
                 if (
                     type(seq) is not int
                     or type(message_id) is not str
                     or not 0 < seq <= thread.last_seq
-                    or message_id in d.ids
+                    or (branch, message_id) in seen
+                    or (branch and (tree is None or not tree.knows(branch)))
                 ):
                     raise CorruptRecord(f"imported message {message_id!r} (seq {seq}) cannot be applied")
                 if d.segments and d.segments[-2] + d.segments[-1] > seq:
                     raise CorruptRecord(f"imported message {message_id!r} repeats seq {seq}")
-                d.add_ids((message_id,))
+                seen.add((branch, message_id))
+                if tree is None:
+                    d.add_ids((message_id,))
+                else:
+                    tree.add(seq, branch, message_id)
                 d.add_segment(start, seq, 1)
-            thread.message_count = len(raw)
+            if tree is None:
+                thread.message_count = len(raw)
+            else:
+                on_path = tree.indexes(tree.limits())
+                d.ids = {tree.ids[i] for i in on_path}
+                if len(d.ids) != len(on_path):
+                    raise CorruptRecord(f"import of thread {thread_id!r} repeats an id on its active path")
+                thread.message_count = len(on_path)
             d.pending = tuple(pending_from_json(p, thread_id) for p in record["pending"])
             thread.waiting = bool(d.pending)
             self.threads[thread_id] = thread
@@ -460,9 +608,30 @@ class Index:
             thread.set_last_run(run)
 
     @staticmethod
+    def _fork(thread: ThreadEntry, detail: ThreadDetail, branch: Branch,
+              run: RunRecord) -> tuple[set[str], int]:
+        """Check a fork (``start_run``'s ``fork``) and make its branch the active one; return the ids and
+        the count of the new path's messages (what the fork keeps). Changes nothing if it fails."""
+        tree = detail.tree
+        if tree is None:
+            raise CorruptRecord(f"a fork on thread {thread.thread_id!r} replayed without its tree")
+        limits = tree.limits()
+        fork_seq = branch.fork_seq
+        parent = tree.branch_at(fork_seq) if fork_seq else 0
+        if (branch.branch != max(b.branch for b in tree.branches) + 1 or run.branch != branch.branch
+                or branch.parent != parent or (fork_seq and not tree.on_path(fork_seq, limits))):
+            raise CorruptRecord(f"fork of branch {branch.branch} at seq {fork_seq} cannot be applied")
+        kept = tree.indexes(limits, upto=fork_seq)
+        tree.branches.append(branch)
+        tree.active = branch.branch
+        return {tree.ids[i] for i in kept}, len(kept)
+
+    @staticmethod
     def _append(thread: ThreadEntry, detail: ThreadDetail, raw: list[dict[str, Any]], offset: int,
-                parse: bool) -> None:
-        """Record the messages of the frame at ``offset``: they must continue the thread's seqs.
+                parse: bool, branch: int, taken: Collection[str], count: int) -> None:
+        """Record the messages of the frame at ``offset`` on ``branch``: they must continue the thread's
+        seqs and not repeat an id of the path they extend (``taken``, holding ``count`` messages of the
+        active path when ``branch`` is the active branch).
 
         Every message is checked (and, when ``parse``, parsed) before the thread changes, so a bad
         one changes nothing.
@@ -473,25 +642,48 @@ class Index:
             if parse:
                 message_from_json(m)
             seq += 1
-            if type(m["id"]) is not str or m["seq"] != seq or m["id"] in detail.ids or m["id"] in batch:
+            if (type(m["id"]) is not str or m["seq"] != seq or m.get("branch", 0) != branch or m["id"] in taken
+                    or m["id"] in batch):
                 raise CorruptRecord(f"message {m['id']!r} (seq {m['seq']}) does not follow seq {seq - 1}")
             batch.add(m["id"])
+        active = branch == detail.active
+        if active and taken is not detail.ids:  # a fork: the active path is now the one it keeps
+            detail.ids = taken if isinstance(taken, set) else set(taken)
+            thread.message_count = count
         if raw:
-            detail.add_ids([m["id"] for m in raw])
+            tree = detail.tree
+            if tree is not None:
+                for m in raw:
+                    tree.add(m["seq"], branch, m["id"])
+            if active:
+                detail.add_ids([m["id"] for m in raw])
+                thread.message_count += len(raw)
             detail.add_segment(offset, thread.last_seq + 1, len(raw))
             thread.last_seq = seq
-            thread.message_count += len(raw)
 
 
-def load_detail(data: bytes, file_name: str, thread_id: str) -> ThreadDetail:
-    """Rebuild a thread's detail from ``data``, its log's applied bytes (no message is parsed)."""
+def branched(records: Sequence[tuple[int, int, dict[str, Any]]]) -> bool:
+    """Whether a log's records hold a fork or a branched import (its thread's detail keeps a tree)."""
+    for _, _, record in records:
+        kind = record.get("type")
+        if kind == "start_run" and "fork" in record:
+            return True
+        if kind == "import" and (record.get("branches") or record.get("thread_record", {}).get("active_branch")):
+            return True
+    return False
+
+
+def load_detail(data: bytes, file_name: str, thread_id: str, ordered: bool = False) -> ThreadDetail:
+    """Rebuild a thread's detail from ``data``, its log's applied bytes (no message is parsed);
+    ``ordered``: with a ``BranchTree`` even if the log holds no fork yet (one is about to be written)."""
     records, valid = decode_frames(data)
     if valid != len(data):
         raise OSError(errno.EIO, f"a ledger record at or after offset {valid} fails its checksum")
     scratch = Index()
+    ordered = ordered or branched(records)
     try:
         for start, end, record in records:
-            scratch.apply(record, file_name, start, end, parse=False)
+            scratch.apply(record, file_name, start, end, parse=False, ordered=ordered)
     except (CorruptRecord, KeyError, TypeError, ValueError) as exc:
         raise OSError(errno.EIO, f"a ledger file no longer replays: {exc}") from None
     thread = scratch.threads.get(thread_id)

@@ -31,8 +31,10 @@ from awaken.ledger.interface import (
     ALL_OWNERS,
     NO_THREAD,
     AdmissionFacts,
+    Branch,
     Commit,
     DuplicateRun,
+    Fork,
     Ledger,
     OwnerFilter,
     PendingCall,
@@ -42,6 +44,7 @@ from awaken.ledger.interface import (
     ThreadSummary,
     ThreadView,
     WriteClock,
+    check_import_branches,
     check_limit,
     decode_cursor,
     encode_cursor,
@@ -59,8 +62,19 @@ from .frames import (
     thread_file_name,
     write_all,
 )
-from .index import HeldDetails, Index, ThreadDetail, ThreadEntry, extract, listing_key, load_detail, locate
-from .records import CorruptRecord, pending_to_json, run_to_json
+from .index import (
+    HeldDetails,
+    Index,
+    ThreadDetail,
+    ThreadEntry,
+    branched,
+    extract,
+    listing_key,
+    load_detail,
+    locate,
+    locate_path,
+)
+from .records import CorruptRecord, branch_to_json, pending_to_json, run_to_json
 
 T = TypeVar("T")
 
@@ -368,8 +382,12 @@ class FileLedger(Ledger):
         kind = decoded["type"]
         if kind == "start_run" and offset == 0:  # a new thread: its history is these inputs
             self._hot.started(thread.record(applied), messages, True)
+        elif kind == "start_run" and "fork" in decoded:  # a new active path: the entry held the old one
+            self._hot.drop(thread_id)
         elif kind == "start_run":
             self._hot.committed(thread_id, messages, (), (), None)
+        elif kind == "commit" and applied.runs[decoded["run"]].branch != applied.active:
+            self._hot.drop(thread_id)  # messages off the active path (a run the fork left behind)
         elif kind == "commit":
             added = len(decoded["pending"])
             pending = applied.pending
@@ -461,9 +479,10 @@ class FileLedger(Ledger):
         data = path.read_bytes()
         records, valid = decode_frames(data)
         thread: ThreadEntry | None = None
+        ordered = branched(records)
         for offset, end, record in records:
             try:
-                thread = index.apply(record, name, offset, end)
+                thread = index.apply(record, name, offset, end, ordered=ordered)
             except (CorruptRecord, KeyError, TypeError, ValueError) as exc:
                 raise StoreUnavailable(
                     f"the ledger file {path} holds a record (offset {offset}) that cannot be applied: {exc}; "
@@ -574,11 +593,24 @@ class FileLedger(Ledger):
                 return loaded
             # a write landed while the log was read: use (or rebuild) the newer detail
 
-    def _load_sync(self, index: Index, name: str, thread_id: str, size: int) -> ThreadDetail:
+    def _load_sync(self, index: Index, name: str, thread_id: str, size: int, ordered: bool = False) -> ThreadDetail:
         """Rebuild a thread's detail from its log (runs in the I/O thread); a log gone or replaced
         under the ledger is lost (``_lose``), as for a history read."""
         fd = self._intact_log(index, name, size)
-        return load_detail(read_exact(fd, 0, size), name, thread_id)
+        return load_detail(read_exact(fd, 0, size), name, thread_id, ordered)
+
+    async def _ordered_detail(self, index: Index, thread: ThreadEntry) -> ThreadDetail:
+        """The detail of a thread about to fork for the first time, rebuilt from its log with a
+        ``BranchTree`` (a thread that never branched keeps none: its ids are not kept in seq order).
+        The caller holds the write lock, so the log does not change meanwhile."""
+        size = thread.size
+        loaded = await self._io(partial(self._load_sync, index, thread.file_name, thread.thread_id, size, True),
+                                "read a thread's log")
+        if self._index is not index:
+            raise StoreUnavailable("the file ledger is closed")
+        thread.detail = loaded
+        self._details.hold(thread)
+        return loaded
 
     def _intact_log(self, index: Index, name: str, size: int) -> int:
         """The descriptor of log ``name``, checked to still hold its first ``size`` bytes (in the I/O
@@ -633,11 +665,26 @@ class FileLedger(Ledger):
         found = await self._thread(thread_id)
         return await self._seen([] if found is None else list(found[2].pending))
 
-    async def read_messages(self, thread_id: str, after_seq: int, limit: int) -> list[Message]:
+    async def read_messages(
+        self, thread_id: str, after_seq: int, limit: int, branch: int | None = None
+    ) -> list[Message]:
         found = await self._thread(thread_id, refuse_lost=True)
-        if found is None or limit == 0:
+        if found is None:
             return []
-        return await self._seen(await self._messages(*found, after_seq, limit))
+        if branch is not None:
+            _check_branch(found[2], branch)
+        if limit == 0:
+            return []
+        return await self._seen(await self._messages(*found, after_seq, limit, branch))
+
+    async def list_branches(self, thread_id: str) -> list[Branch]:
+        found = await self._thread(thread_id)
+        if found is None:
+            return []
+        _, thread, detail = found
+        tree = detail.tree
+        return await self._seen(list(tree.branches) if tree is not None
+                                else [Branch(0, None, 0, thread.created_at)])
 
     async def thread_view(self, thread_id: str) -> ThreadView:
         """The thread, its whole history and its pending calls as of one instant: from the caches, or
@@ -675,9 +722,11 @@ class FileLedger(Ledger):
         index, thread, detail = found
         record, pending, held, version = thread.record(detail), detail.pending, detail.ids, thread.size
         keep = max(MIN_KEEP, tail)
-        latest = await self._messages(index, thread, detail, max(0, thread.last_seq - keep), keep)
+        tree = detail.tree
+        after = max(0, thread.last_seq - keep) if tree is None else tree.tail_after(tree.limits(), keep)
+        latest = await self._messages(index, thread, detail, after, keep)
         if self._index is index and thread.size == version and self._hot.fits(thread.last_seq):
-            entry = entry_for(record, latest, keep, pending, held)
+            entry = entry_for(record, latest, keep, pending, held, _path_length(thread, detail))
             self._hot.put(thread_id, entry)
             facts = cached_facts(entry, ids, tail)
             if facts is not None:
@@ -688,12 +737,18 @@ class FileLedger(Ledger):
         return AdmissionFacts(record, messages, pending, committed)
 
     async def _messages(
-        self, index: Index, thread: ThreadEntry, detail: ThreadDetail, after_seq: int, limit: int
+        self, index: Index, thread: ThreadEntry, detail: ThreadDetail, after_seq: int, limit: int,
+        branch: int | None = None,
     ) -> list[Message]:
-        """Up to ``limit`` (all if negative) messages after ``after_seq``, as of the call (``detail``
-        is current): from the hot-thread cache if its entry holds them, else one read of the byte
-        range that holds them (a whole history read then caches the thread)."""
-        entry = self._hot.get(thread.thread_id)
+        """Up to ``limit`` (all if negative) messages of the path of ``branch`` (None: the active one)
+        after ``after_seq``, as of the call (``detail`` is current): from the hot-thread cache if its
+        entry holds them (it holds the active path's), else one read of the byte range that holds them
+        (a whole history read then caches the thread)."""
+        tree = detail.tree
+        active = branch is None or branch == detail.active
+        if tree is not None and len(tree.branches) > 1 and not active:
+            return await self._path_messages(index, thread, detail, after_seq, limit, branch)
+        entry = self._hot.get(thread.thread_id) if active else None
         if entry is not None and entry.thread.last_seq == thread.last_seq:
             tail = entry.tail
             # the entry holds every message after ``after_seq``: all the thread's, or a suffix
@@ -701,6 +756,8 @@ class FileLedger(Ledger):
             if len(tail) == thread.message_count or (tail and tail[0].seq <= after_seq + 1):
                 start = bisect_right(tail, after_seq, key=lambda m: m.seq)
                 return tail[start:] if limit < 0 else tail[start : start + limit]
+        if tree is not None and len(tree.branches) > 1:
+            return await self._path_messages(index, thread, detail, after_seq, limit, branch)
         version = thread.size
         span = locate(detail, version, after_seq, limit)
         if span is None:
@@ -719,6 +776,34 @@ class FileLedger(Ledger):
                                                       detail.pending, detail.ids))
         return messages
 
+    async def _path_messages(
+        self, index: Index, thread: ThreadEntry, detail: ThreadDetail, after_seq: int, limit: int,
+        branch: int | None,
+    ) -> list[Message]:
+        """``_messages`` of a thread that branched: the path's messages are located by its tree and
+        read with one read of the byte range from the first to the last (other branches' messages in
+        between are skipped); a whole read of the active path caches the thread."""
+        tree = detail.tree
+        assert tree is not None
+        indexes = tree.indexes(tree.limits(branch), after_seq, limit)
+        if not indexes:
+            return []
+        version = thread.size
+        span = locate_path(detail, tree, version, indexes)
+        name = thread.file_name
+
+        def work() -> list[Message]:
+            fd = self._intact_log(index, name, span.end)
+            data = read_exact(fd, span.start, span.end - span.start)
+            return extract(data, span)
+
+        messages = await self._io(work, "read a thread's history")
+        whole = after_seq == 0 and limit < 0 and (branch is None or branch == tree.active)
+        if whole and self._index is index and thread.size == version and self._hot.fits(thread.last_seq):
+            self._hot.put(thread.thread_id, entry_for(thread.record(detail), messages[-MIN_KEEP:], MIN_KEEP,
+                                                      detail.pending, detail.ids, thread.message_count))
+        return messages
+
     async def list_threads(self) -> list[ThreadRecord]:
         """Every thread's record: idle threads' details are rebuilt one by one (a migration's read)."""
         await trio.lowlevel.checkpoint()
@@ -733,8 +818,11 @@ class FileLedger(Ledger):
     # -- writes ---------------------------------------------------------------------------------
 
     async def start_run(
-        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None
+        self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None, *, fork: Fork | None = None
     ) -> list[Message]:
+        """A fork writes its branch in the ``start_run`` record (``fork``): one frame, so the branch, the
+        run on it and its inputs are one atomic write; the thread's first fork rebuilds its detail
+        with a ``BranchTree`` first (one read of its log)."""
         async with self._write_lock:
             index = self._require()
             if run.run_id in index.run_threads:
@@ -744,17 +832,41 @@ class FileLedger(Ledger):
             detail = await self._detail(index, thread) if thread is not None else None
             name = thread_file_name(run.thread_id)
             offset = thread.size if thread is not None else 0
-            record = {
+            at = self._clock.now()
+            record: dict[str, Any] = {
                 "type": "start_run",
                 "thread": run.thread_id,
-                "run": run_to_json(run),
+                "run": None,
                 "messages": [],  # stamped in the I/O thread
-                "at": self._clock.now(),
+                "at": at,
             }
+            taken: Collection[str] = detail.ids if detail is not None else ()
+            if fork is not None:
+                if fork.reason not in ("regenerate", "edit"):
+                    raise ValueError(f'a fork\'s reason is "regenerate" or "edit", not {fork.reason!r}')
+                if thread is None or detail is None:
+                    raise ValueError(f"thread {run.thread_id!r} does not exist: there is nothing to fork")
+                if detail.tree is None:
+                    detail = await self._ordered_detail(index, thread)
+                tree = detail.tree
+                assert tree is not None
+                after = fork.after_seq
+                limits = tree.limits()
+                if type(after) is not int or after < 0 or (after and not tree.on_path(after, limits)):
+                    raise ValueError(f"seq {after!r} is not a message on the active path of thread {run.thread_id!r}")
+                branch = Branch(max(b.branch for b in tree.branches) + 1, tree.branch_at(after) if after else 0,
+                                after, run.created_at, run.run_id, fork.reason)
+                record["fork"] = branch_to_json(branch)
+                run = attrs.evolve(run, branch=branch.branch)
+                taken = tree.path_ids(limits, upto=after)
+            else:
+                run = attrs.evolve(run, branch=detail.active if detail is not None else 0)
+            record["run"] = run_to_json(run)
             if thread is None:
                 record["owner"] = owner
+            last = thread.last_seq if thread is not None else 0
             committed = await self._write(index, name, offset, record, detail,
-                                          lambda: _stamp(thread, detail, run.thread_id, inputs))
+                                          lambda: _stamp(last, taken, run.thread_id, inputs, run.branch))
             mark = self.group.written if self.group is not None else 0
         await self._acknowledged(mark)
         return committed
@@ -793,8 +905,10 @@ class FileLedger(Ledger):
                 "cause": commit.cause,
                 "updated_at": self._clock.now(),
             }
+            taken = detail.path_ids(run.branch)
+            last = thread.last_seq
             committed = await self._write(index, thread.file_name, thread.size, record, detail,
-                                          lambda: _stamp(thread, detail, thread_id, commit.messages))
+                                          lambda: _stamp(last, taken, thread_id, commit.messages, run.branch))
             mark = self.group.written if self.group is not None else 0
         await self._acknowledged(mark)
         return committed
@@ -806,9 +920,11 @@ class FileLedger(Ledger):
         messages: Sequence[Message],
         pending: Sequence[PendingCall],
         updated_at: int | None = None,
+        branches: Sequence[Branch] = (),
     ) -> None:
         if updated_at is None:
             updated_at = imported_updated_at(thread, runs, messages)
+        tree = check_import_branches(thread, runs, messages, branches)
         async with self._write_lock:
             index = self._require()
             thread_id = thread.thread_id
@@ -823,15 +939,15 @@ class FileLedger(Ledger):
                         f"run {run.run_id!r} belongs to thread {run.thread_id!r}, not {thread_id!r}"
                     )
                 seen_runs.add(run.run_id)
-            ids: set[str] = set()
+            ids: set[tuple[int, str]] = set()
             seqs: set[int] = set()
             for m in messages:
-                if m.id in ids or m.seq in seqs or not 0 < m.seq <= thread.last_seq:
+                if (m.branch, m.id) in ids or m.seq in seqs or not 0 < m.seq <= thread.last_seq:
                     raise ValueError(
                         f"message {m.id!r} (seq {m.seq}) repeats an id or seq, or lies beyond last_seq "
                         f"{thread.last_seq}"
                     )
-                ids.add(m.id)
+                ids.add((m.branch, m.id))
                 seqs.add(m.seq)
             calls = {p.tool_call_id for p in pending}
             if len(calls) != len(pending) or any(p.thread_id != thread_id for p in pending):
@@ -845,7 +961,9 @@ class FileLedger(Ledger):
                     "last_seq": thread.last_seq,
                     "owner": thread.owner,
                     "updated_at": updated_at,
+                    **({"active_branch": thread.active_branch} if thread.active_branch else {}),
                 },
+                **({"branches": [branch_to_json(b) for b in tree[1:]]} if len(tree) > 1 else {}),
                 "runs": [run_to_json(r) for r in runs],
                 "messages": [message_to_json(m) for m in messages],
                 "pending": [pending_to_json(p) for p in pending],
@@ -934,11 +1052,10 @@ class FileLedger(Ledger):
 
 
 def _stamp(
-    thread: ThreadEntry | None, detail: ThreadDetail | None, thread_id: str, messages: Sequence[Message]
+    last: int, taken: Collection[str], thread_id: str, messages: Sequence[Message], branch: int
 ) -> list[dict[str, Any]]:
-    """Assign seqs and timestamps to ``messages``; a repeated id raises ``ValueError`` (nothing written)."""
-    last = thread.last_seq if thread is not None else 0
-    taken = detail.ids if detail is not None else set()
+    """Assign seqs (after ``last``), timestamps and ``branch`` to ``messages``; an id repeated or already
+    on the path they extend (``taken``) raises ``ValueError`` (nothing written)."""
     batch: set[str] = set()
     now = _now_ms()
     out: list[dict[str, Any]] = []
@@ -947,8 +1064,20 @@ def _stamp(
             raise ValueError(f"message id {m.id!r} is already committed on thread {thread_id!r}")
         batch.add(m.id)
         last += 1
-        out.append(message_to_json(attrs.evolve(m, seq=last, created_at=m.created_at or now)))
+        out.append(message_to_json(attrs.evolve(m, seq=last, created_at=m.created_at or now, branch=branch)))
     return out
+
+
+def _path_length(thread: ThreadEntry, detail: ThreadDetail) -> int | None:
+    """The active path's length for a hot-thread entry (None: every message, a thread that never branched)."""
+    return thread.message_count if detail.tree is not None and len(detail.tree.branches) > 1 else None
+
+
+def _check_branch(detail: ThreadDetail, branch: int) -> None:
+    """A read of ``branch``'s path: the thread must have that branch (``ValueError``)."""
+    tree = detail.tree
+    if type(branch) is not int or not (branch == 0 if tree is None else tree.knows(branch)):
+        raise ValueError(f"no branch {branch!r} on the thread")
 
 
 def _lost_message(path: str) -> str:
