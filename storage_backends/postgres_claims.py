@@ -236,7 +236,10 @@ class PostgresClaims(ThreadClaims):
 
 
 def _wait_notifies(conn: psycopg.Connection) -> list[str]:
-    return [n.payload for n in conn.notifies(timeout=0.5)]
+    """The notifications of the next packet that brings any, at once (``stop_after``: without it the
+    generator collects until its whole timeout ran, so every wake-up waited up to half a second), or
+    none after half a second."""
+    return [n.payload for n in conn.notifies(timeout=0.5, stop_after=1)]
 
 
 def _close_later(conn: psycopg.Connection) -> None:
