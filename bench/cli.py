@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import trio
 
-from . import bursts, managed, measure, peer, pgcluster, report
+from . import bursts, managed, measure, peer, pgcluster, relay, report
 from .client import Endpoint, probe
 from .plan import CHANNELS, FULL, PATHS, QUICK, Subject
 from .servers import (
@@ -277,6 +277,10 @@ class Bench:
                         steps.append(Step(f"scale-out C={level} {subject.name} (round {rnd + 1})", est,
                                           self._scaleout(subject, level)))
             steps.append(Step("stopping the scale-out servers", 1.0, self.stop_all))
+        if self.pg is not None and p.relay_samples and not self.args.scaleout_only:
+            steps.append(Step(f"run relay: watchers on another process; {p.relay_streams} paced streams over two "
+                              "processes behind HAProxy", 4.0 + p.relay_samples * 0.5 + p.relay_streams * 0.01,
+                              self._relay))
         if not self.args.no_awaken and not self.args.scaleout_only:
             for subject in [self.floor, *([self.peer] if self.peer and self.peer.endpoints else []), *awaken]:
                 assert subject is not None
@@ -353,6 +357,15 @@ class Bench:
                 await measure.sweep_level(subject.endpoints["agui/sse"], level, p.sweep_words, p.sweep_delay_ms,
                                           subject.server, limit_s=SCALE_LIMIT_S))
         return run
+
+    async def _relay(self) -> None:
+        assert self.pg is not None
+        p = self.plan
+        try:
+            self.relay = await relay.run_relay(self.pg, self.tmp, self.logs, samples=p.relay_samples,
+                                               words=p.relay_words, streams=p.relay_streams)
+        except Exception as exc:  # noqa: BLE001 - HAProxy missing or a server refusing must not lose the run
+            self.note(f"the run relay case failed: {type(exc).__name__}: {exc}")
 
     def _managed(self, subject: Subject) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
@@ -521,6 +534,8 @@ class Bench:
         results = report.summarise(self)
         if self.bursts is not None:
             results["bursts"] = self.bursts
+        if self.relay is not None:
+            results["relay"] = self.relay
         results["comparison"] = report.comparison(results)
         missed = [t for t in results["targets"] if t["met"] is False and t["kind"] == "time"]
         profile_reason = None
@@ -578,6 +593,7 @@ class Bench:
     pinning = ""
     load_start: list[float] | None = None
     bursts: dict[str, Any] | None = None
+    relay: dict[str, Any] | None = None
 
 
 def _loadavg() -> list[float] | None:

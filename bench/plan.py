@@ -44,19 +44,23 @@ class Plan:
     burst_levels: tuple[int, ...] = ()  # bench/bursts.py: N clients connecting at once, each a paced run
     burst_rounds: int = 1
     burst_words: int = 100              # each burst stream: /words N paced /delay 10
+    relay_samples: int = 0              # bench/relay.py: watcher samples per side (0: not run)
+    relay_words: int = 2000             # each watched run: /words N unpaced
+    relay_streams: int = 200            # paced streams over two processes behind HAProxy
 
 
 FULL = Plan(rounds=3, latency_runs=210, lateness_words=40, lateness_delay_ms=10, throughput_words=20000,
             sweep_levels=(1, 50, 200, 500), sweep_words=100, sweep_delay_ms=10,
             sweep_all_channels_backends=("sqlite",), sweep_rounds_primary=2, sweep_rounds_other=1, memory_streams=200, memory_waiting=400, http_runs=400,
             http_concurrency=8, ledger_runs=1000, profile_words=20000, profile_rounds=3,
-            scale_levels=(1000, 2000), scale_rounds=2, burst_levels=(200, 2000), burst_rounds=2)
+            scale_levels=(1000, 2000), scale_rounds=2, burst_levels=(200, 2000), burst_rounds=2,
+            relay_samples=40)
 QUICK = Plan(rounds=1, latency_runs=12, lateness_words=10, lateness_delay_ms=5, throughput_words=1000,
              sweep_levels=(1, 10), sweep_words=10, sweep_delay_ms=10, sweep_all_channels_backends=("sqlite",),
              sweep_rounds_primary=1, sweep_rounds_other=1,
              memory_streams=10, memory_waiting=10, http_runs=24, http_concurrency=4, ledger_runs=40,
              profile_words=2000, profile_rounds=1, scale_levels=(20,), scale_rounds=1, burst_levels=(50,), burst_rounds=1,
-             burst_words=20)
+             burst_words=20, relay_samples=4, relay_words=300, relay_streams=20)
 
 
 @dataclass

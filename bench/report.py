@@ -10,11 +10,13 @@ from typing import Any
 import orjson
 
 from . import bursts as bursts_mod
+from . import relay as relay_mod
 from .plan import Collected
 from .stats import median, ratio, summary
 
 SECTIONS = ("meta", "comparison", "latency", "lateness", "throughput", "sweep", "short_runs", "memory", "bursts",
-            "ledger", "targets", "profile", "skipped", "contention", "scaleout", "postgres_vs_sqlite")
+            "ledger", "targets", "profile", "skipped", "contention", "scaleout", "postgres_vs_sqlite",
+            "relay")
 
 QUICK_NOTE = ("quick mode: these figures are noisy (tiny counts, one round, a shared machine); they show that the "
               "bench runs, not how fast anything is")
@@ -707,6 +709,8 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
 
     md += _profile_md(results)
     md += _scaleout_md(results)
+    if results.get("relay"):
+        md += relay_mod.markdown(results["relay"], quick=meta["mode"] == "quick")
     if results["skipped"]:
         md.append("## Skipped")
         md.append("")
