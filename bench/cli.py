@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import trio
 
-from . import bursts, managed, measure, peer, pgcluster, relay, report
+from . import bursts, managed, measure, peer, pgcluster, relay, report, threads
 from .client import Endpoint, probe
 from .plan import CHANNELS, FULL, PATHS, QUICK, Subject
 from .servers import (
@@ -293,6 +293,10 @@ class Bench:
                                   2.0 + p.memory_waiting * 0.006, self._memory_completed(subject)))
                 steps.append(Step(f"memory per detached run {subject.name}", 3.0 + p.memory_streams * 0.01,
                                   self._memory_detached(subject)))
+            turns = threads.BRANCHED_TURNS["quick" if self.args.quick else "full"]
+            for subject in awaken:
+                steps.append(Step(f"a thread with {threads.BRANCHES} branches {subject.backend}", 25.0 + turns * 0.2,
+                                  self._branched(subject.backend, turns)))
             for subject in awaken:
                 for concurrency in (1, 16):
                     steps.append(Step(f"ledger commits/s {subject.backend} (concurrency {concurrency})",
@@ -455,6 +459,20 @@ class Bench:
             result = await measure.ledger_commits(backend, self.tmp / tag, runs, concurrency, dsn=dsn)
             floor = await measure.raw_commits(backend, self.tmp / (tag + "-raw"), runs, concurrency, dsn=dsn)
             self.raw[("ledger", backend, concurrency)].append({"ledger": result, "floor": floor})
+        return run
+
+    def _branched(self, backend: str | None, turns: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            assert backend is not None
+            dsn = None
+            if backend == "postgres":
+                assert self.pg is not None
+                self._dbs += 1
+                dsn = await trio.to_thread.run_sync(self.pg.database, f"bench_{self._dbs}")
+            self.raw[("branched", backend)].append(
+                await threads.branched_case(backend, self.tmp / f"branched-{backend}", self.logs, turns, dsn,
+                                            linear=not self.args.quick, messages=threads.BRANCHED_QUICK
+                                            if self.args.quick else threads.BRANCHED_MESSAGES))
         return run
 
     # -- profile -----------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from .stats import median, ratio, summary
 
 SECTIONS = ("meta", "comparison", "latency", "lateness", "throughput", "sweep", "short_runs", "memory", "bursts",
             "ledger", "targets", "profile", "skipped", "contention", "scaleout", "postgres_vs_sqlite",
-            "relay")
+            "relay", "branched")
 
 QUICK_NOTE = ("quick mode: these figures are noisy (tiny counts, one round, a shared machine); they show that the "
               "bench runs, not how fast anything is")
@@ -30,6 +30,8 @@ TARGETS = {
     "memory_active": "<= 40 KB per active stream",
     "memory_waiting": "<= 5 KB per waiting run",
     "scaleout": "scale-out (C={level}): aggregate events/s of 2 processes >= 1.6x one, zero errors",
+    "branched": "a turn on a {messages:,}-message thread with {branches} branches: first delta (p50) <= 1.5x a new "
+                "thread's",
 }
 
 
@@ -191,6 +193,9 @@ def summarise(bench: Collected) -> dict[str, Any]:
             "floor_commits_per_s": _r(base["commits_per_s"], 0),
             "ratio": {"commits_per_s": ratio(led["commits_per_s"], base["commits_per_s"])},
         })
+
+    # bench/threads.py's thread that branched, against new threads on the same server
+    out["branched"] = [{"backend": key[1], **runs[0]} for key, runs in raw.items() if key[0] == "branched"]
 
     _peer_ratios(out)
     out["scaleout"] = _scaleout(raw, bench)
@@ -399,6 +404,14 @@ def evaluate_targets(out: dict[str, Any], floor: str, bench: Collected) -> list[
                     f"{row['events_per_s']} events/s (1 process: {_r(row['events_per_s'] / r, 0) if r else None}); "
                     f"wall {row['ratio']['wall_s']}x, lateness p99 {row['ratio']['lateness_p99']}x; "
                     f"{row['errors']} errors")
+    for case in out.get("branched", []):
+        for mode in ("new-only", "replay"):
+            row, plain = case["rows"][f"branched/{mode}"], case["rows"].get(f"linear/{mode}")
+            value = _r(row["ratio"])
+            add(TARGETS["branched"].format(messages=case["active_path"], branches=case["branches"] - 1), "time", f"awaken[{case['backend']}]", f"agui/sse {mode}", value,
+                f"<= {case['target']}x", value <= case["target"],
+                f"{_r(row['p50_ms'], 2)} ms, {case['active_path']} messages on the active path, "
+                f"{case['branches']} branches" + (f"; never branched: {_r(plain['ratio'])}x" if plain else ""))
     for row in out["memory"]["active"]:
         if row["subject"] in awaken:
             v = row["kb_per_stream"]
@@ -707,6 +720,7 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
                   "×floor"], body)
     md.append("")
 
+    md += _branched_md(results)
     md += _profile_md(results)
     md += _scaleout_md(results)
     if results.get("relay"):
@@ -727,6 +741,26 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         md += [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
         md.append("")
     return "\n".join(md)
+
+
+def _branched_md(results: dict[str, Any]) -> list[str]:
+    cases = results.get("branched") or []
+    if not cases:
+        return []
+    md = ["## A thread that branched", "",
+          "bench/threads.py's `branched_case`: the active path holds 5,000 messages (500 in a quick run) and the "
+          "thread gained 20 branches on the way (regenerated answers and edited messages, alternating); a `/words 3` AG-UI turn "
+          "on it (only the new message, or the whole active path replayed) against a turn on a new thread, "
+          "interleaved on the same server, beside a thread of 5,000 messages that never branched. Target: "
+          "≤ 1.5×.", ""]
+    body = []
+    for case in cases:
+        for key, row in case["rows"].items():
+            body.append([case["backend"], key, f"{row['body_bytes'] / 1024:.0f} KB", _fmt(row["p50_ms"]),
+                         _x(row["ratio"]), row["n"], _x(row.get("cpu_ratio"))])
+    md += _table(["backend", "case", "body", "first delta p50 ms", "÷ new thread", "n", "server CPU ÷ new"], body)
+    md.append("")
+    return md
 
 
 def _comparison_md(results: dict[str, Any]) -> list[str]:

@@ -25,7 +25,7 @@ FIGURES = {
 }
 
 SECTIONS = ("meta", "latency", "lateness", "throughput", "sweep", "short_runs", "memory", "ledger", "targets",
-            "profile", "skipped", "contention")
+            "profile", "skipped", "contention", "branched")
 
 
 @pytest.mark.slow  # real server subprocesses, about a minute
@@ -63,6 +63,12 @@ def test_bench_quick_reports_every_section(tmp_path):
     assert isinstance(detached["kb_per_run"], int | float), detached
     assert "Detached runs" in (out / "report.md").read_text()
     assert any(r["backend"] == "sqlite" and r["commits_per_s"] > 0 for r in report["ledger"])
+    # the thread that branched (bench/threads.py): measured on SQLite, both bodies with their target
+    [branched] = [c for c in report["branched"] if c["backend"] == "sqlite"]
+    assert (branched["active_path"], branched["branches"]) == (500, 21)  # a quick run's: 5,000 in a full one
+    assert {("awaken[sqlite]", f"agui/sse {mode}") for mode in ("new-only", "replay")} <= {
+        (t["subject"], t["channel"]) for t in report["targets"] if "20 branches" in t["target"]}
+    assert "## A thread that branched" in (out / "report.md").read_text()
     targets = {t["target"].split(" ")[0] for t in report["targets"]}
     assert {"time", "one-stream", "widest", "<="} <= targets
     check_targets(report)
@@ -85,6 +91,12 @@ def check_targets(report: dict) -> None:
              + report["sweep"] if r["subject"] == "floor"}
     seen = set()
     for target in report["targets"]:
+        if "20 branches" in target["target"]:  # the thread that branched: a ratio to a new thread, not the floor
+            backend = target["subject"].removeprefix("awaken[").removesuffix("]")
+            [case] = [c for c in report["branched"] if c["backend"] == backend]
+            row = case["rows"][f"branched/{target['channel'].split(' ')[1]}"]
+            assert target["value"] == round(row["ratio"], 3) and target["met"] == (target["value"] <= 1.5), target
+            continue
         name = next(key for key in FIGURES if key in target["target"])
         section, key = FIGURES[name]
         rows = report
