@@ -612,8 +612,13 @@ async def test_a_session_that_branched_shows_its_alternatives_and_forks_from_a_m
     await tab.click("#show-active")
     await shown_branch(tab, 2)
     assert await tab.command("eval", expression="location.hash") == f"#/sessions/{thread}"
-    # fork from "second" as branch 1 has it: a new thread of that path up to there
-    await tab.click("#history li[data-id=u2] .branch-prev")
+    # the branch list names each branch and reads it; fork from "second" as branch 1 has it: a new thread of
+    # that path up to there
+    listed = await tab.command("eval", expression="[...document.querySelectorAll('#branches li')]"
+                                                  ".map((li) => [li.dataset.branch, li.dataset.active, li.innerText])")
+    assert [(b, active) for b, active, _ in listed] == [("0", "false"), ("1", "false"), ("2", "true")]
+    assert "a new answer, after u2" in listed[1][2] and "an edited message, after" in listed[2][2]
+    await tab.click("#branches li[data-branch='1'] .show-branch")
     await shown_branch(tab, 1)
     await tab.click("#history li[data-id=u2] .fork")
     forked = await tab.wait_for("(t) => { const v = document.querySelector('#view');"
