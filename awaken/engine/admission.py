@@ -148,7 +148,7 @@ class RunApplication:
         the run, and leaving this waits until the run ended."""
         args = (thread_id, agent_id, build, broadcast, asks, principal)
         if self._host is not None:
-            yield await self._host.start(self._hosted, *args)
+            yield await self.start(thread_id, agent_id, build, broadcast, asks, principal=principal)
             return
         refused: AwakenError | None = None
         async with trio.open_nursery() as own:
@@ -160,6 +160,14 @@ class RunApplication:
                 yield run
         if refused is not None:
             raise refused
+
+    async def start(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
+                    broadcast: Callable[[AdmittedRun], Broadcast], asks: Asks | None = None, *,
+                    principal: Principal) -> AdmittedRun:
+        """``launch`` in a server that hosts runs (``hosting`` is open): the run is a task of the server's
+        nursery, so the caller holds nothing open for it (a context held per stream cost about 1.5 KB)."""
+        assert self._host is not None, "start needs hosting(); launch works without it"
+        return await self._host.start(self._hosted, thread_id, agent_id, build, broadcast, asks, principal)
 
     async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
                       broadcast: Callable[[AdmittedRun], Broadcast], asks: Asks | None,

@@ -66,7 +66,7 @@ class Watcher:
     snapshot stops where the live tail starts, however late the snapshot is read).
     """
 
-    __slots__ = ("boundary", "channel", "deliver", "done", "held", "mark", "marker")
+    __slots__ = ("boundary", "channel", "deliver", "done", "held", "mark", "marker", "on_done")
 
     def __init__(self, channel: Channel, deliver: Deliver, *, hold: bool = False,
                  marker: Callable[[], int] | None = None) -> None:
@@ -77,6 +77,15 @@ class Watcher:
         self.held: list[tuple[bytes, bytes]] | None = [] if hold else None
         self.marker = marker
         self.mark: int | None = None
+        #: called once when ``done`` is set (a transport that waits on the watcher without a task of its own)
+        self.on_done: Callable[[], None] | None = None
+
+    def end(self) -> None:
+        """The watcher has received its last frame: set ``done`` (and call ``on_done``, once)."""
+        if not self.done.is_set():
+            self.done.set()
+            if self.on_done is not None:
+                self.on_done()
 
     def reach_boundary(self) -> None:
         """Start receiving here: take the mark, then set ``boundary``."""
@@ -105,7 +114,7 @@ class Watcher:
     def leave(self) -> None:
         """Stop receiving (a disconnect, or a reader too slow to keep). Safe to call twice."""
         self.channel._remove(self)
-        self.done.set()
+        self.end()
 
 
 class Channel:
@@ -202,7 +211,7 @@ class Channel:
         for seq, payload in self._ring.after(after):
             watcher.push(position(self.key, seq), payload)
         if self.closed:
-            watcher.done.set()
+            watcher.end()
         else:
             self.watchers.append(watcher)
         return watcher
@@ -214,7 +223,7 @@ class Channel:
         watcher = Watcher(self, deliver, hold=True, marker=marker)
         if self.closed:
             watcher.reach_boundary()
-            watcher.done.set()
+            watcher.end()
         else:
             self.awaiting.append(watcher)
         return watcher
@@ -226,7 +235,7 @@ class Channel:
         for watcher in self.awaiting:
             watcher.reach_boundary()
         for watcher in self.watchers + self.awaiting:
-            watcher.done.set()
+            watcher.end()
         self.watchers = []
         self.awaiting = []
 

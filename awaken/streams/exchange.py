@@ -28,7 +28,7 @@ from awaken.engine import FINAL_COMMIT_TIMEOUT, AdmittedRun
 from awaken.engine.state import Cause, Interruptible
 from awaken.ledger.interface import ThreadView
 from awaken.runtime.tuning import KNOWN_ON_LOOP, OFF_LOOP_BODY
-from awaken.streams.broadcast import RunBroadcast, Watcher
+from awaken.streams.broadcast import Channel, RunBroadcast, Watcher
 from awaken.streams.host import StreamHost
 from awaken.transports import sse, ws
 from awaken.transports.body import Body, Refused, read_body_or_answer
@@ -143,10 +143,14 @@ async def exchange(
         first.append(out.open_channel(protocol, encoder).watch(_unattached, 0, hold=True))
         return out
 
-    async with contextlib.AsyncExitStack() as held:  # holds the run only when the server hosts none
+    # a server that hosts runs holds each in its own nursery: this request keeps nothing open for it;
+    # otherwise the run's nursery is held here, around the stream
+    held = None if ctx.app.hosting_runs else contextlib.AsyncExitStack()
+    async with held or contextlib.nullcontext():
         try:
-            run = await held.enter_async_context(ctx.app.launch(thread_id, agent, build, broadcast,
-                                                                protocol.asks(parsed), principal=principal))
+            args = (thread_id, agent, build, broadcast, protocol.asks(parsed))
+            run = await (ctx.app.start(*args, principal=principal) if held is None
+                         else held.enter_async_context(ctx.app.launch(*args, principal=principal)))
         except UnknownThread as exc:
             await transport.not_found(exc, protocol.refusal(exc.code, exc.message, encoder))
             return
@@ -180,27 +184,50 @@ def _unattached(position: bytes, payload: bytes) -> None:
     raise AssertionError("a holding watcher delivered before it was attached")
 
 
+class Origin:
+    """The producer of the connection that started a run: its watcher, attached to the transport, until
+    the run's last frame. Awaited (``await origin(deliver)``) it waits for that frame itself; a transport
+    that can run it in its own task (SSE: ``sse.Feed``) calls ``start`` and, at the end, ``finish``.
+    An ``attached`` watcher that goes before the run ended stops it (``client_gone`` unless a cause was
+    recorded first) and waits for its outcome."""
+
+    __slots__ = ("attached", "channel", "run", "watcher")
+
+    def __init__(self, run: AdmittedRun, channel: Channel, watcher: Watcher, attached: bool) -> None:
+        self.run = run
+        self.channel = channel
+        self.watcher = watcher
+        self.attached = attached
+
+    def start(self, deliver: Deliver, end: Callable[[], None]) -> None:
+        self.watcher.on_done = end
+        self.watcher.attach(deliver)
+        if self.watcher.done.is_set():
+            end()
+
+    async def finish(self) -> None:
+        self.watcher.leave()
+        if self.attached and not self.channel.closed:
+            self.run.cancel(Cause.CLIENT_GONE)
+            with trio.move_on_after(FINAL_COMMIT_TIMEOUT + 1, shield=True):
+                await self.run.settled()
+
+    async def __call__(self, deliver: Deliver) -> None:
+        self.watcher.attach(deliver)
+        try:
+            await self.watcher.done.wait()
+        finally:
+            await self.finish()
+
+
 async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, watcher: Watcher, *,
                  attached: bool) -> None:
-    """Watch ``run`` on ``transport`` through ``watcher`` (made holding, before the run's first event);
-    an ``attached`` watcher that goes before the run ended stops it (``client_gone`` unless a cause was
-    recorded first) and waits for its outcome."""
+    """Watch ``run`` on ``transport`` through ``watcher`` (made holding, before the run's first event):
+    ``Origin``."""
     assert run.broadcast is not None
     channel = run.broadcast.open_channel(protocol)
-
-    async def produce(deliver: Deliver) -> None:
-        watcher.attach(deliver)
-        try:
-            await watcher.done.wait()
-        finally:
-            watcher.leave()
-            if attached and not channel.closed:
-                run.cancel(Cause.CLIENT_GONE)
-                with trio.move_on_after(FINAL_COMMIT_TIMEOUT + 1, shield=True):
-                    await run.settled()
-
     try:
-        await transport.stream(produce, run if attached else DETACHED)
+        await transport.stream(Origin(run, channel, watcher, attached), run if attached else DETACHED)
     finally:
         if watcher.held is not None:  # the transport ended before producing: stop holding frames
             watcher.leave()

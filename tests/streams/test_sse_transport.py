@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 import trio
+import trio.testing
 
 from awaken.transports.sse import COALESCE_BYTES, FrameBuffer
 from tests.builders import agui_body, held, live_server, make_config, release
@@ -129,3 +133,47 @@ async def test_after_the_run_ends_the_watcher_waits_without_spinning(autojump_cl
         assert calls <= 2
         await send.send({"type": "http.disconnect"})
     assert connection.cancel_called
+
+
+
+class RecordingFeed:
+    """An ``sse.Feed``: what it was handed, and the task its ``finish`` ran in."""
+
+    def __init__(self) -> None:
+        self.put: Any = None
+        self.end: Any = None
+        self.finished_in: Any = None
+
+    def start(self, put: Any, end: Any) -> None:
+        self.put, self.end = put, end
+
+    async def finish(self) -> None:
+        self.finished_in = trio.lowlevel.current_task()
+
+
+async def test_a_feed_runs_in_the_writers_task_until_its_end_and_finishes_there():
+    from awaken.transports.sse import stream
+
+    sent: list[dict[str, Any]] = []
+    feed = RecordingFeed()
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def never_receive() -> dict[str, Any]:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(stream, send, never_receive, [], feed, keepalive=15, max_buffered=1000))
+            await trio.testing.wait_all_tasks_blocked()
+            (writer,) = nursery.child_tasks
+            (connection,) = writer.child_nurseries
+            # the client watcher only: no task waits for the feed's end
+            assert [t.name.rsplit(".", 1)[-1] for t in connection.child_tasks] == ["_watch_client"]
+            feed.put(b"data: 1\n\n")
+            feed.end()
+    assert [(m["type"], m.get("body")) for m in sent] == [
+        ("http.response.start", None), ("http.response.body", b"data: 1\n\n"), ("http.response.body", b"")]
+    assert feed.finished_in is writer
