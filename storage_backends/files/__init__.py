@@ -15,7 +15,7 @@ crash a frame is either whole (and applied on replay) or torn (and cut off at op
 
 Opening replays every log into a compact index: per thread what a listing shows (created_at, owner,
 title, agent, times, message count, last run, waiting), its last seq and the applied length of its
-log, and per run which thread holds it. The rest of a thread's index, its detail, is kept only while
+log, and per run which thread holds it (by the run id's hash: ``runs``). The rest of a thread's index, its detail, is kept only while
 the thread is hot (an LRU bounded in bytes, ``index_cache_bytes``, default 8 MiB) and rebuilt from its
 log on access (one read of the log, no message parsed): the set of its message ids (for dedup and
 duplicate checks), where each message lives (runs of consecutive seqs and the offset of the frame that
@@ -58,7 +58,8 @@ checks the directory and creates, writes, fsyncs and removes ``threads/.write-pr
 
 Modules: ``frames`` (the frame codec and positional I/O), ``records`` (JSON forms of runs and pending
 calls), ``index`` (the in-memory index, how each record applies to it, and which details stay held),
-``ledger`` (``FileLedger``: locking, replay, recovery, writes and reads).
+``runs`` (which thread holds each run: a table of the run ids' hashes), ``ledger`` (``FileLedger``:
+locking, replay, recovery, writes and reads).
 """
 
 from .frames import decode_frames, encode_frame, thread_file_name

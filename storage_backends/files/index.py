@@ -10,7 +10,7 @@ import errno
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -33,6 +33,7 @@ from awaken.ledger.interface import (
 
 from .frames import decode_frames, thread_file_name
 from .records import NO_USAGE, CorruptRecord, branch_from_json, pending_from_json, run_from_json
+from .runs import RunThreads
 
 # -- the in-memory index ------------------------------------------------------------------------
 
@@ -388,8 +389,12 @@ listing_key = attrgetter("updated_at", "thread_id")
 @attrs.define
 class Index:
     threads: dict[str, ThreadEntry] = attrs.field(factory=dict)
-    #: run id -> its thread (the run itself is in the thread's detail)
-    run_threads: dict[str, ThreadEntry] = attrs.field(factory=dict)
+    #: run id -> its thread, by the id's hash (the run itself is in the thread's detail): ``holds_run``
+    run_threads: RunThreads[ThreadEntry] = attrs.field(factory=RunThreads)
+    #: reads an idle thread's detail from its log (the ledger sets it while it opens, in its I/O thread),
+    #: so that ``holds_run`` is exact when a run id's hash names an idle thread; None: the run is taken
+    #: to be new (live writes: the ledger checked the id before writing, ``FileLedger._run_thread``)
+    load: Callable[[ThreadEntry], ThreadDetail] | None = None
     #: every thread, ascending by ``(updated_at, thread_id)`` (``listing_key``; a listing walks it from
     #: the end), and the same per owner: a page costs a bisection and ``limit`` steps, whatever the
     #: thread count (the threads themselves, not key tuples: 56 bytes less per thread)
@@ -426,10 +431,22 @@ class Index:
         thread = self.threads.pop(thread_id)
         thread.detail = None
         self._unlist(thread)
-        run_ids = list(detail.runs) if detail is not None else [
-            r for r, owner in self.run_threads.items() if owner is thread]
-        for run_id in run_ids:
-            self.run_threads.pop(run_id, None)
+        if detail is None:
+            self.run_threads.discard_thread(thread)
+            return
+        for run_id in detail.runs:
+            self.run_threads.discard(run_id, thread)
+
+    def holds_run(self, run_id: str) -> bool:
+        """Whether a thread holds run ``run_id``: a candidate the id's hash names, confirmed by its
+        detail (an idle thread's read with ``load``, when set)."""
+        for thread in list(self.run_threads.candidates(run_id)):
+            detail = thread.detail
+            if detail is None and self.load is not None:
+                detail = self.load(thread)
+            if detail is not None and run_id in detail.runs:
+                return True
+        return False
 
     def apply(
         self,
@@ -459,7 +476,7 @@ class Index:
             raise RuntimeError(f"thread {thread_id!r} has no detail to apply a record to")
         if kind == "start_run":
             run = run_from_json(record["run"], thread_id if thread is None else thread.thread_id)
-            if run.run_id in self.run_threads:
+            if self.holds_run(run.run_id):
                 raise CorruptRecord(f"start_run of run {run.run_id!r} cannot be applied")
             messages = record["messages"]
             new = thread is None
@@ -478,7 +495,7 @@ class Index:
             self.threads[thread_id] = thread
             last = d.runs.get(thread.last_run_id) if thread.last_run_id is not None else None
             d.runs[run.run_id] = run
-            self.run_threads[run.run_id] = thread
+            self.run_threads.add(run.run_id, thread)
             if last is None or run.created_at >= last.created_at:
                 thread.set_last_run(run)
             thread.agent_id = run.agent_id
@@ -535,7 +552,7 @@ class Index:
                     raise CorruptRecord(f"import of thread {thread_id!r} has an inconsistent tree")
                 tree.active = active
             runs = [run_from_json(r, thread_id) for r in record["runs"]]
-            if any(r.run_id in self.run_threads for r in runs) or len({r.run_id for r in runs}) != len(runs):
+            if any(self.holds_run(r.run_id) for r in runs) or len({r.run_id for r in runs}) != len(runs):
                 raise CorruptRecord(f"import of thread {thread_id!r} repeats a run id")
             if any(r.branch and (tree is None or not tree.knows(r.branch)) for r in runs):
                 raise CorruptRecord(f"import of thread {thread_id!r} has a run on a branch it does not have")
@@ -574,7 +591,7 @@ class Index:
             self.threads[thread_id] = thread
             for r in runs:
                 d.runs[r.run_id] = r
-                self.run_threads[r.run_id] = thread
+                self.run_threads.add(r.run_id, thread)
             thread.owner = t.get("owner")
             thread.take_title(raw)
             latest = last_run_of(runs)

@@ -420,6 +420,8 @@ class FileLedger(Ledger):
             self._lost.clear()
             self._take_lock()
             index = Index()
+            # a run id whose hash names a thread replay has made idle: that thread's log says (rare)
+            index.load = partial(self._load_idle, index)
             names = sorted(n for n in os.listdir(self._threads_dir) if is_log_name(n))
             stale: list[ThreadEntry] = []
             # The most recently updated threads keep the detail replay built, within the budget (a
@@ -447,10 +449,16 @@ class FileLedger(Ledger):
             self._recover(index, stale)
             for _, _, thread, _ in sorted(recent, key=lambda r: (r[0], r[1])):
                 self._details.hold(thread)  # oldest first: the newest is the most recently used
+            index.load = None  # open: the ledger checks a run id before it writes one
             return index
         except BaseException:
             self._close_files()
             raise
+
+    def _load_idle(self, index: Index, thread: ThreadEntry) -> ThreadDetail:
+        """An idle thread's detail while the ledger opens (in its I/O thread), kept off the thread."""
+        data = (self._threads_dir / thread.file_name).read_bytes()[:thread.size]
+        return load_detail(data, thread.file_name, thread.thread_id)
 
     def _take_lock(self) -> None:
         fd = os.open(self.path / "LOCK", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -649,11 +657,17 @@ class FileLedger(Ledger):
     async def get_run(self, run_id: str) -> RunRecord | None:
         await trio.lowlevel.checkpoint()
         index = self._require()
-        thread = index.run_threads.get(run_id)
-        if thread is None:
-            return None
-        detail = await self._detail(index, thread)
-        return await self._seen(None if detail is None else detail.runs.get(run_id))
+        found = await self._run_thread(index, run_id)
+        return await self._seen(None if found is None else found[1].runs[run_id])
+
+    async def _run_thread(self, index: Index, run_id: str) -> tuple[ThreadEntry, ThreadDetail] | None:
+        """The thread holding run ``run_id`` and its detail, or None: the threads the id's hash names
+        (usually one or none), confirmed by their runs (an idle one's read from its log)."""
+        for thread in list(index.run_threads.candidates(run_id)):
+            detail = await self._detail(index, thread)
+            if detail is not None and run_id in detail.runs:
+                return thread, detail
+        return None
 
     async def list_runs(self, thread_id: str) -> list[RunRecord]:
         found = await self._thread(thread_id)
@@ -825,7 +839,7 @@ class FileLedger(Ledger):
         with a ``BranchTree`` first (one read of its log)."""
         async with self._write_lock:
             index = self._require()
-            if run.run_id in index.run_threads:
+            if await self._run_thread(index, run.run_id) is not None:
                 raise DuplicateRun(run.run_id)
             thread = index.threads.get(run.thread_id)
             self._usable(thread)
@@ -932,7 +946,7 @@ class FileLedger(Ledger):
                 raise ValueError(f"thread {thread_id!r} already exists in the ledger")
             seen_runs: set[str] = set()
             for run in runs:
-                if run.run_id in index.run_threads or run.run_id in seen_runs:
+                if run.run_id in seen_runs or await self._run_thread(index, run.run_id) is not None:
                     raise DuplicateRun(run.run_id)
                 if run.thread_id != thread_id:
                     raise ValueError(
