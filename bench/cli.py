@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import trio
 
-from . import bursts, managed, measure, peer, pgcluster, relay, report, threads
+from . import bursts, managed, measure, memtrace, peer, pgcluster, relay, report, threads
 from .client import Endpoint, probe
 from .plan import CHANNELS, FULL, PATHS, QUICK, Subject
 from .servers import (
@@ -100,6 +100,8 @@ class Bench:
         self.scale: list[Subject] = []
         self.peer: Subject | None = None
         self._dbs = 0
+        #: the memory rows' Awaken servers run as ``bench.memtrace``'s child: where their KB go
+        self.stats: dict[str, measure.Stats] = {}
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -385,7 +387,7 @@ class Bench:
                 await measure.http_runs(subject.endpoints["agui/sse"], self.plan.http_runs, self.plan.http_concurrency))
         return run
 
-    async def _fresh_server(self, subject: Subject, tag: str) -> tuple[ServerProcess, Endpoint]:
+    async def _fresh_server(self, subject: Subject, tag: str, *, traced: bool = False) -> tuple[ServerProcess, Endpoint]:
         if subject.kind == "floor":
             server = floor_server(self.logs)
         elif subject.kind == "peer":
@@ -393,6 +395,8 @@ class Bench:
         else:
             assert subject.backend is not None
             server = await self._awaken(f"{subject.name}-{tag}", subject.backend, self.tmp / f"{subject.backend}-{tag}")
+            if traced:  # its process stats (no tracemalloc): where the memory goes, ``measure.breakdown``
+                self.stats[server.name] = memtrace.stats_child(server, self.tmp / f"{subject.backend}-{tag}.stats")
         await server.start()
         return server, local_endpoints(subject.name, server.base_url)["agui/sse"]
 
@@ -408,20 +412,22 @@ class Bench:
 
     def _memory_active(self, subject: Subject) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
-            server, endpoint = await self._fresh_server(subject, "memory")
+            server, endpoint = await self._fresh_server(subject, "memory", traced=True)
             try:
                 self.raw[("memory_active", subject.name)].append(
-                    await measure.memory_active(endpoint, server, self.plan.memory_streams))
+                    await measure.memory_active(endpoint, server, self.plan.memory_streams,
+                                                stats=self.stats.get(server.name)))
             finally:
                 await server.stop()
         return run
 
     def _memory_waiting(self, subject: Subject) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
-            server, endpoint = await self._fresh_server(subject, "waiting")
+            server, endpoint = await self._fresh_server(subject, "waiting", traced=True)
             try:
                 self.raw[("memory_waiting", subject.name)].append(
-                    await measure.memory_waiting(measure.guarded_endpoint(endpoint), server, self.plan.memory_waiting))
+                    await measure.memory_waiting(measure.guarded_endpoint(endpoint), server, self.plan.memory_waiting,
+                                                 stats=self.stats.get(server.name)))
             finally:
                 await server.stop()
         return run

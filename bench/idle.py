@@ -18,7 +18,11 @@ Then the cost of a cold access: ``get_thread`` (which needs the thread's state, 
 rebuilds the detail from the log: one read of it) on 100 idle threads, then on the same 100 again
 (hot), in microseconds per call.
 
-    python -m bench.idle [--threads 10000] [--turns 2] [--warm 2000] [--backends sqlite,files]
+    python -m bench.idle [--threads 10000] [--turns 2] [--warm 2000] [--backends sqlite,files] [--trace]
+
+``--trace`` also runs tracemalloc from the first reading to the second and prints the bytes Python
+allocated per idle thread, by the line that allocated them (the RSS figure is then slightly higher:
+tracemalloc's own records are not in the breakdown, but they are in the RSS).
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -46,7 +52,8 @@ def rss_kb() -> int:
     return 0
 
 
-async def child(backend: str, root: str, threads: int, turns: int, cap: int, warm: int) -> dict[str, float]:
+async def child(backend: str, root: str, threads: int, turns: int, cap: int, warm: int,
+                trace: bool = False) -> dict[str, Any]:
     options = ({"fsync": False, "cache_bytes": cap, "index_cache_bytes": cap} if backend == "files"
                else {"cache_bytes": cap})
     path = str(Path(root) / ("awaken.db" if backend == "sqlite" else "ledger"))
@@ -66,6 +73,16 @@ async def child(backend: str, root: str, threads: int, turns: int, cap: int, war
             if n + 1 in (warm, threads):
                 gc.collect()
                 marks[n + 1] = rss_kb()
+                if trace and n + 1 == warm:
+                    tracemalloc.start(1)
+                    first = tracemalloc.take_snapshot()
+        sites: list[tuple[float, str]] = []
+        if trace:
+            stats = tracemalloc.take_snapshot().compare_to(first, "lineno")
+            tracemalloc.stop()
+            idle = threads - warm
+            sites = [(s.size_diff / idle, f"{s.traceback[0].filename.split('/work/')[-1].split('site-packages/')[-1]}"
+                      f":{s.traceback[0].lineno}") for s in stats if abs(s.size_diff) >= idle]
         hot, details = getattr(ledger, "_hot", None), getattr(ledger, "_details", None)
         out = {"rss_kb_warm": marks[warm], f"rss_kb_{threads}": marks[threads],
                "bytes_per_idle_thread": (marks[threads] - marks[warm]) * 1024 / (threads - warm)}
@@ -73,6 +90,9 @@ async def child(backend: str, root: str, threads: int, turns: int, cap: int, war
             out |= {"hot_bytes": hot.total, "hot_cap": hot.budget, "hot_threads": len(hot)}
         if details is not None:
             out |= {"details_bytes": details.total, "details_cap": details.budget, "held_details": len(details)}
+        if sites:
+            out["traced_bytes_per_idle_thread"] = sum(b for b, _ in sites)
+            out["sites"] = sites[:15]
         for label in ("cold", "hot"):
             started = time.perf_counter()
             for n in range(100):
@@ -92,20 +112,24 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,files")
     parser.add_argument("--cache-bytes", type=int, default=1 << 20,
                         help="every ledger's cache_bytes, and the file ledger's index_cache_bytes")
+    parser.add_argument("--trace", action="store_true",
+                        help="also trace the bytes Python allocated per idle thread, by the line that allocated them")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         with tempfile.TemporaryDirectory() as root:
             print(json.dumps(trio.run(child, args.child, root, args.threads, args.turns, args.cache_bytes,
-                                      args.warm)))
+                                      args.warm, args.trace)))
         return
     print(f"{args.turns} completed run(s) of 2 messages per thread\n")
     print(f"| backend | RSS after {args.warm:,} threads | after {args.threads:,} | per idle thread | hot-thread cache "
           "| held index details | get_thread cold / hot µs |")
     print("|---|---|---|---|---|---|---|")
+    traced: dict[str, dict[str, Any]] = {}
     for backend in args.backends.split(","):
         done = subprocess.run([sys.executable, "-m", "bench.idle", "--child", backend, "--threads", str(args.threads),
-                               "--turns", str(args.turns), "--warm", str(args.warm), "--cache-bytes", str(args.cache_bytes)],
+                               "--turns", str(args.turns), "--warm", str(args.warm), "--cache-bytes", str(args.cache_bytes),
+                               *(["--trace"] if args.trace else [])],
                               capture_output=True, text=True, check=True)
         r = json.loads(done.stdout)
         hot = (f"{r['hot_bytes'] / 1024:.0f} KiB of {r['hot_cap'] / 1024:.0f} KiB cap "
@@ -115,6 +139,13 @@ def main() -> None:
         print(f"| {backend} | {r['rss_kb_warm'] / 1024:.1f} MiB | {r[f'rss_kb_{args.threads}'] / 1024:.1f} MiB | "
               f"{r['bytes_per_idle_thread']:.0f} B | {hot} | {details} | "
               f"{r['cold_get_thread_us']:.0f} / {r['hot_get_thread_us']:.0f} |")
+        traced[backend] = r
+    for backend, r in traced.items():
+        if "sites" in r:
+            print(f"\n{backend}: {r['traced_bytes_per_idle_thread']:.0f} B per idle thread traced by Python "
+                  "(tracemalloc, the sites of at least 1 B per thread):\n")
+            for size, where in r["sites"]:
+                print(f"    {size:7.1f} B  {where}")
 
 
 if __name__ == "__main__":

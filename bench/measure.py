@@ -22,7 +22,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,9 @@ from .servers import DETACHED_AGENT, ServerProcess, process_sched
 from .stats import summary
 
 WAITING_TEXT = '/call calculator {"expression":"1"}'
+#: the server's ``bench.memtrace.process_stats`` (``collect``: after a full collection, with the cyclic
+#: garbage it found), for a server started as ``bench.memtrace``'s child; None for other servers
+Stats = Callable[..., Awaitable[dict[str, Any]]]
 
 
 async def _sessions(endpoint: Endpoint, count: int, nursery: trio.Nursery, *, connect_limit: int = 32
@@ -211,12 +214,39 @@ async def _sample_rss(server: ServerProcess, samples: int = 3, interval: float =
     return peak
 
 
+def breakdown(before: dict[str, Any], after: dict[str, Any], garbage: dict[str, Any], rss_kb: float,
+              count: int) -> dict[str, Any]:
+    """Where the RSS one item added goes, in KB per item, from the server's ``process_stats`` before and
+    with the items (``garbage``: a full collection's right after the second reading): the interpreter's
+    small objects (pymalloc's bytes in use) and the free space of the arenas they took; glibc's heap
+    (large objects, C libraries' buffers: SQLite's, the sockets' user-space buffers) in use and free
+    inside it; what a full collection found as cyclic garbage (objects already unreachable, waiting for
+    the collector: counted in the figures above); the rest of RSS (thread stacks, pages of freed memory
+    not yet given back)."""
+    def delta(key: str) -> float:
+        return (after.get(key, 0) - before.get(key, 0)) / count / 1024
+
+    arenas = (after.get("pymalloc_arenas", 0) - before.get("pymalloc_arenas", 0)) * 1024 / count
+    python, glibc_used, glibc_free = delta("pymalloc_bytes_in_use"), delta("glibc_in_use"), delta("glibc_free")
+    return {"rss": round(rss_kb, 2), "python_objects": round(python, 2),
+            "python_arena_free": round(arenas - python, 2), "c_heap_in_use": round(glibc_used, 2),
+            "c_heap_free": round(glibc_free, 2), "mmapped": round(delta("glibc_mmapped"), 2),
+            "rest": round(rss_kb - arenas - glibc_used - glibc_free - delta("glibc_mmapped"), 2),
+            "gc_objects": round((after.get("gc_objects", 0) - before.get("gc_objects", 0)) / count, 1),
+            "garbage_objects": round(garbage.get("garbage_objects", 0) / count, 1),
+            "garbage_types": {k: round(v / count, 2) for k, v in list(garbage.get("garbage_types", {}).items())[:8]},
+            "threads": after.get("threads", 0) - before.get("threads", 0)}
+
+
 async def memory_active(endpoint: Endpoint, server: ServerProcess, count: int, *, words: int = 50,
-                        delay_ms: float = 200, settle: float = 0.4) -> dict[str, Any]:
-    """RSS with ``count`` paced streams open: ``count/2`` first, then ``count`` (the slope is the marginal cost)."""
+                        delay_ms: float = 200, settle: float = 0.4, stats: Stats | None = None) -> dict[str, Any]:
+    """RSS with ``count`` paced streams open: ``count/2`` first, then ``count`` (the slope is the marginal cost);
+    with ``stats``, where the KB per stream go (``breakdown``)."""
     warm = await latency_series(endpoint, 5, fresh=False, warmup=0)
     await trio.sleep(settle)
     rss0 = await _sample_rss(server)
+    stats0 = await stats() if stats is not None else None
+    where: dict[str, Any] | None = None
     half = count // 2
     started = 0
     errors: list[str] = []
@@ -247,6 +277,9 @@ async def memory_active(endpoint: Endpoint, server: ServerProcess, count: int, *
                     await trio.sleep(0.02)
             await trio.sleep(settle)
             stage_rss.append(await _sample_rss(server))
+        if stats is not None and stats0 is not None:
+            full = await stats()
+            where = breakdown(stats0, full, await stats(collect=True), (stage_rss[-1] - rss0) / count, count)
         nursery.cancel_scope.cancel()  # every stream still open: disconnect them all
     for session in all_sessions:
         await session.aclose()
@@ -257,6 +290,7 @@ async def memory_active(endpoint: Endpoint, server: ServerProcess, count: int, *
         "rss_base_kb": rss0, "rss_half_kb": rss_half, "rss_full_kb": rss_full,
         "kb_per_stream": round((rss_full - rss0) / count, 2) if count else None,
         "kb_per_stream_marginal": round((rss_full - rss_half) / (count - half), 2) if count - half else None,
+        **({"where": where} if where is not None else {}),
     }
 
 
@@ -284,8 +318,9 @@ async def _make_runs(endpoint: Endpoint, n: int, new_body: Callable[[], bytes], 
 
 
 async def memory_waiting(endpoint: Endpoint, server: ServerProcess, count: int, *, concurrency: int = 8,
-                         settle: float = 0.5) -> dict[str, Any]:
-    """RSS after ``count`` runs that end waiting (agent ``guarded``, one gated calculator call)."""
+                         settle: float = 0.5, stats: Stats | None = None) -> dict[str, Any]:
+    """RSS after ``count`` runs that end waiting (agent ``guarded``, one gated calculator call); with
+    ``stats``, where the KB per run go (``breakdown``)."""
     errors: list[str] = []
 
     async def make(n: int) -> None:
@@ -296,6 +331,7 @@ async def memory_waiting(endpoint: Endpoint, server: ServerProcess, count: int, 
     await latency_series(endpoint.with_path(_assistant_path(endpoint)), 3, fresh=False, warmup=0)
     await trio.sleep(settle)
     rss0 = await _sample_rss(server)
+    stats0 = await stats() if stats is not None else None
     half = count // 2
     await make(half)
     await trio.sleep(settle)
@@ -303,11 +339,16 @@ async def memory_waiting(endpoint: Endpoint, server: ServerProcess, count: int, 
     await make(count - half)
     await trio.sleep(settle)
     rss_full = await _sample_rss(server)
+    where = None
+    if stats is not None and stats0 is not None:
+        full = await stats()
+        where = breakdown(stats0, full, await stats(collect=True), (rss_full - rss0) / count, count)
     return {
         "runs": count, "errors": len(errors), "error_samples": sorted(set(errors))[:3],
         "rss_base_kb": rss0, "rss_half_kb": rss_half, "rss_full_kb": rss_full,
         "kb_per_run": round((rss_full - rss0) / count, 2) if count else None,
         "kb_per_run_marginal": round((rss_full - rss_half) / (count - half), 2) if count - half else None,
+        **({"where": where} if where is not None else {}),
     }
 
 

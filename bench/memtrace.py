@@ -9,7 +9,7 @@ the environment, N frames per site, ``file:line <- file:line ...`` innermost fir
 line that allocated them, largest first. RSS also holds what tracemalloc cannot see (C buffers of
 sockets and SQLite, allocator slack); compare with ``python -m bench``'s memory rows.
 
-    python -m bench.memtrace [--backend sqlite] [--streams 200] [--runs 400] [--top 25]
+    python -m bench.memtrace [--backend sqlite] [--streams 200] [--runs 400] [--top 25] [--garbage]
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 import trio
 
 from .client import Endpoint, Session, request_body, script
-from .measure import WAITING_TEXT, _make_runs, _sessions, guarded_endpoint
-from .servers import awaken_server
+from .measure import WAITING_TEXT, Stats, _make_runs, _sessions, guarded_endpoint
+from .servers import ServerProcess, awaken_server
 
 
 def child(out: Path, argv: list[str]) -> int:
@@ -85,6 +85,7 @@ def child(out: Path, argv: list[str]) -> int:
                     key = f"{name}.{type(obj).__qualname__}"
                     held[key] = held.get(key, 0) + 1
             stats["held_types"] = dict(sorted(held.items(), key=lambda kv: -kv[1])[:30])
+        stats["tasks"] = trio_tasks()
         if garbage:
             stats["garbage_objects"] = sum(garbage.values())
             stats["garbage_types"] = dict(sorted(garbage.items(), key=lambda kv: -kv[1])[:40])
@@ -97,6 +98,31 @@ def child(out: Path, argv: list[str]) -> int:
     signal.signal(signal.SIGRTMIN, stats)
     signal.signal(signal.SIGRTMIN + 1, stats)
     return main(argv)
+
+
+def trio_tasks() -> dict[str, int]:
+    """The trio tasks alive (walked from the root task), by the task and the server's coroutines it is
+    suspended in (innermost last)."""
+    tasks: dict[str, int] = {}
+    try:
+        pending = [trio.lowlevel.current_root_task()]
+    except RuntimeError:  # not in the trio thread
+        return tasks
+    while pending:
+        task = pending.pop()
+        if task is None:
+            continue
+        for nursery in task.child_nurseries:
+            pending.extend(nursery.child_tasks)
+        coro, chain = task.coro, []
+        while coro is not None and hasattr(coro, "cr_code"):
+            code = coro.cr_code
+            if "/awaken/" in code.co_filename or "storage_backends" in code.co_filename:
+                chain.append(code.co_qualname)
+            coro = coro.cr_await
+        key = f"{task.name.rsplit('.', 1)[-1]} @ {' > '.join(chain[-3:]) or '-'}"
+        tasks[key] = tasks.get(key, 0) + 1
+    return dict(sorted(tasks.items(), key=lambda kv: -kv[1])[:20])
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -157,6 +183,18 @@ async def read_stats(pid: int, out: Path, *, collect: bool = False) -> dict[str,
     while not await target.exists():
         await trio.sleep(0.05)
     return json.loads(await target.read_text())
+
+
+def stats_child(server: ServerProcess, out: Path) -> Stats:
+    """Make ``server`` (an ``awaken_server``, not started yet) start as this module's child without
+    tracemalloc, and return what reads its ``process_stats`` (``collect=True``: after a full collection)."""
+    server.argv = [sys.executable, "-m", "bench.memtrace", "--child", str(out), *server.argv[3:]]
+    server.extra_env["BENCH_TRACE_FRAMES"] = "0"
+
+    async def stats(*, collect: bool = False) -> dict[str, Any]:
+        return await read_stats(server.pid, out, collect=collect)
+
+    return stats
 
 
 async def snapshot_diff(pid: int, out: Path) -> list[tuple[int, int, str]]:
@@ -220,6 +258,20 @@ def show(title: str, rows: list[tuple[int, int, str]], n: int, top: int) -> None
         print(f"| {size / n:.0f} | {count / n:.2f} | {name} |")
 
 
+def show_garbage(stats: dict[str, Any], n: int) -> None:
+    """What a full collection found (objects in reference cycles the latency thresholds had left for
+    later: part of the figures above), and the server's own objects still held, by type."""
+    print(f"\n{stats.get('garbage_objects', 0) / n:.1f} objects of cyclic garbage per item; by type:")
+    for name, count in stats.get("garbage_types", {}).items():
+        print(f"  {count / n:8.2f}  {name}")
+    print("trio tasks alive, by the task and the coroutine it waits in (per item):")
+    for name, count in stats.get("tasks", {}).items():
+        print(f"  {count / n:8.2f}  {name}")
+    print("the server's own objects still held, by type (per item):")
+    for name, count in stats.get("held_types", {}).items():
+        print(f"  {count / n:8.2f}  {name}")
+
+
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data, out = Path(tmp), Path(tmp) / "diff.txt"
@@ -252,6 +304,8 @@ async def main(args: argparse.Namespace) -> None:
                 await trio.sleep(0.5)
                 show("active stream (its connection included)", await snapshot_diff(server.pid, out),
                      len(sessions), args.top)
+                if args.garbage:
+                    show_garbage(await read_stats(server.pid, out, collect=True), len(sessions))
                 nursery.cancel_scope.cancel()
             for session in sessions:
                 await session.aclose()
@@ -267,6 +321,8 @@ async def main(args: argparse.Namespace) -> None:
                              errors, concurrency=8)
             await trio.sleep(0.5)
             show("waiting run", await snapshot_diff(server.pid, out), args.runs, args.top)
+            if args.garbage:
+                show_garbage(await read_stats(server.pid, out, collect=True), args.runs)
         finally:
             await server.stop()
 
@@ -279,4 +335,6 @@ if __name__ == "__main__":
     parser.add_argument("--streams", type=int, default=200)
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--garbage", action="store_true",
+                        help="after each reading, a full collection: the cyclic garbage found and the objects held, by type")
     trio.run(main, parser.parse_args())

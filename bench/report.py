@@ -689,6 +689,22 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         md.append("Control: the same number of short runs that complete, each on a new thread, on another fresh "
                   "server. What both cost is per thread (ledger caches and indexes), not per waiting run.")
         md.append("")
+    where = [(kind, row) for kind in ("active", "waiting") for row in results["memory"][kind] if row.get("where")]
+    if where:
+        md.append("Where the KB of one open stream (one waiting run) go, from the server's own accounting "
+                  "(`bench.measure.breakdown`: the interpreter's small objects and the free space of the arenas "
+                  "they took, glibc's heap in use and free, the rest of RSS; gc objects per item, and how many "
+                  "of them were cyclic garbage a full collection then found). What each object is, by the line "
+                  "that allocated it: `python -m bench.memtrace`.")
+        md.append("")
+        body = [[row["subject"], "per open stream" if kind == "active" else "per waiting run", w["rss"],
+                 w["python_objects"], w["python_arena_free"], w["c_heap_in_use"], w["c_heap_free"], w["rest"],
+                 w["gc_objects"], w["garbage_objects"],
+                 ", ".join(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in list(w.get("garbage_types", {}).items())[:4])]
+                for kind, row in where for w in [row["where"]]]
+        md += _table(["server", "item", "RSS KB", "Python objects KB", "their arenas' free KB", "C heap in use KB",
+                      "C heap free KB", "rest KB", "gc objects", "cyclic garbage", "garbage by type"], body)
+        md.append("")
 
     body = [[row["subject"], row["runs"], row["still_active"], row["rss_base_kb"], row["rss_full_kb"],
              row["kb_per_run"], row["kb_per_run_marginal"], row["errors"]]
