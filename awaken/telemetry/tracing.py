@@ -301,7 +301,7 @@ class Span:
     Opened (``with``, or ``open``/``close``) it is the current span of its task and of the tasks that
     task spawns; closing it records its end, and an exception passing through as ``error.type``."""
 
-    __slots__ = ("_otel_token", "_token", "attributes", "end_ns", "error", "id", "name", "otel", "parent", "root",
+    __slots__ = ("_otel_token", "_root", "_token", "attributes", "end_ns", "error", "id", "name", "otel", "parent",
                  "since_ns", "start_ns", "subject", "timeline")
 
     def __init__(self, name: str, parent: Span | None, attributes: dict[str, Any], start_ns: int | None,
@@ -309,7 +309,9 @@ class Span:
         self.id = next(_ids)
         self.name = name
         self.parent = parent
-        self.root: Span = parent.root if parent is not None else self
+        # a run's root keeps None here, not itself: a span referring to itself is a reference cycle, and
+        # every run's root (with its timeline) then waited for the cycle collector after the run ended
+        self._root: Span | None = parent.root if parent is not None else None
         self.start_ns = start_ns or _time_ns()
         self.end_ns: int | None = None
         self.attributes = attributes
@@ -338,6 +340,11 @@ class Span:
             timeline.spans.append(self)
         else:
             timeline.dropped += 1
+
+    @property
+    def root(self) -> Span:
+        """The root of the run this span belongs to (itself for the root)."""
+        return self._root if self._root is not None else self
 
     def set(self, key: str, value: Any) -> None:
         if value is None:
