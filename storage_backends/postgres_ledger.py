@@ -72,7 +72,6 @@ from awaken.ledger.interface import (
     ALL_OWNERS,
     MAX_SEQ,
     NO_THREAD,
-    ROOT_PATH,
     AdmissionFacts,
     Branch,
     BranchPath,
@@ -102,6 +101,7 @@ from awaken.ledger.interface import (
     tools_from_json,
     tools_to_json,
 )
+from storage_backends.branch_sql import path_condition
 
 from .postgres_claims import PostgresClaims
 from .postgres_relay import PostgresRelay
@@ -550,7 +550,7 @@ class PostgresLedger(Ledger):
         number = last_branch + 1
         created = Branch(number, parent, fork.after_seq, run.created_at, run.run_id, fork.reason)
         path = branch_path([*branches, created], number)
-        where, args = _filter(active_path if last_branch else None)
+        where, args = path_condition(active_path if last_branch else None, prefix="m.", placeholder="%s")
         kept = conn.execute(f"SELECT count(*) FROM messages m WHERE m.thread_id = %s AND m.seq <= %s{where}",
                             (tid, fork.after_seq, *args)).fetchone()[0]
         conn.execute(
@@ -856,7 +856,7 @@ def _messages(conn: psycopg.Connection, thread_id: str, after_seq: int, limit: i
         return []
     if not row[1] and branch:
         raise ValueError(f"no branch {branch} on thread {thread_id!r}")
-    where, args = _filter(_path(conn, tid, row[0], branch) if row[1] else None)
+    where, args = path_condition(_path(conn, tid, row[0], branch) if row[1] else None, prefix="m.", placeholder="%s")
     rows = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages m WHERE m.thread_id = %s AND m.seq > %s{where} "
                         "ORDER BY m.seq LIMIT %s", (tid, after_seq, *args, max(0, limit)))
     return [_message(r) for r in rows]
@@ -900,25 +900,6 @@ def _path_from_arrays(branches: list[int] | None, starts: list[int] | None) -> B
         return None
     ends = [start - 1 for start in starts or ()] + [MAX_SEQ]
     return tuple(zip(branches, ends, strict=True))
-
-
-def _filter(path: BranchPath | None) -> tuple[str, tuple[int, ...]]:
-    """The condition (``AND …`` on ``m.branch`` and ``m.seq``) and its arguments keeping the messages on
-    ``path``; nothing for None (a thread that never branched: every message)."""
-    if path is None:
-        return "", ()
-    if path == ROOT_PATH:
-        return " AND m.branch = 0", ()
-    clauses: list[str] = []
-    args: list[int] = []
-    for branch, max_seq in path:
-        if max_seq == MAX_SEQ:
-            clauses.append("m.branch = %s")
-            args.append(branch)
-        else:
-            clauses.append("(m.branch = %s AND m.seq <= %s)")
-            args += [branch, max_seq]
-    return f" AND ({' OR '.join(clauses)})", tuple(args)
 
 
 def _check_fork(fork: Fork) -> None:
@@ -1012,7 +993,7 @@ def _append(conn: psycopg.Connection, thread_id: str, last: int, messages: Seque
     if len({m.id for m in out}) != len(out):
         raise ValueError(f"a message id repeats in one commit on thread {thread_id!r}")
     if path is not None:
-        where, args = _filter(path)
+        where, args = path_condition(path, prefix="m.", placeholder="%s")
         taken = conn.execute(f"SELECT m.id FROM messages m WHERE m.thread_id = %s AND m.id = ANY(%s){where} LIMIT 1",
                              (tid, [_b(m.id) for m in out], *args)).fetchone()
         if taken is not None:

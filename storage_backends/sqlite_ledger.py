@@ -62,7 +62,6 @@ from awaken.ledger.groupsync import GroupSync
 from awaken.ledger.hotcache import DEFAULT_BUDGET, MIN_KEEP, HotThreads, cached_facts, entry_for
 from awaken.ledger.interface import (
     ALL_OWNERS,
-    MAX_SEQ,
     NO_THREAD,
     AdmissionFacts,
     Branch,
@@ -93,6 +92,7 @@ from awaken.ledger.interface import (
     tools_from_json,
     tools_to_json,
 )
+from storage_backends.branch_sql import path_condition
 
 from .known_threads import KnownThreads
 
@@ -589,7 +589,7 @@ class SqliteLedger(Ledger):
             if row is None:
                 return ThreadView(None, (), ())
             thread = _thread(row)
-            where, args = _filter(_active_path(conn, row))
+            where, args = path_condition(_active_path(conn, row))
             messages = tuple(
                 _message(r)
                 for r in conn.execute(
@@ -663,7 +663,7 @@ class SqliteLedger(Ledger):
                 if row is None:
                     return frozenset()
                 path = _active_path(conn, row)
-            where, args = _filter(path)
+            where, args = path_condition(path)
             results = (
                 answered_in([Message("", "tool", parts_from_json(json.loads(r[0])))])
                 for r in conn.execute(f"SELECT parts FROM messages WHERE thread_id = ? AND role = 'tool'{where}",
@@ -680,7 +680,7 @@ class SqliteLedger(Ledger):
         keep = max(MIN_KEEP, tail)
         thread_id = thread.thread_id
         messages = _path_tail(conn, thread, path, keep)
-        where, args = _filter(path)
+        where, args = path_condition(path)
         held = [r[0] for r in conn.execute(f"SELECT id FROM messages WHERE thread_id = ?{where}", (thread_id, *args))]
         entry = entry_for(thread, messages, keep, _pending(conn, thread_id), held,
                           None if path is None else len(held))
@@ -705,7 +705,7 @@ class SqliteLedger(Ledger):
                 if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone() is None:
                     return []
                 raise ValueError(f"no branch {branch} on thread {thread_id!r}")
-            where, args = _filter(path)
+            where, args = path_condition(path)
             rows = conn.execute(
                 f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = ? AND seq > ?{where} ORDER BY seq LIMIT ?",
                 (thread_id, after_seq, *args, limit),
@@ -791,7 +791,7 @@ class SqliteLedger(Ledger):
             parent = held[0]
         number = row[_LAST_BRANCH] + 1
         created = Branch(number, parent, fork.after_seq, run.created_at, run.run_id, fork.reason)
-        where, args = _filter(active if row[_LAST_BRANCH] else None)
+        where, args = path_condition(active if row[_LAST_BRANCH] else None)
         kept = conn.execute(f"SELECT count(*) FROM messages WHERE thread_id = ? AND seq <= ?{where}",
                             (thread_id, fork.after_seq, *args)).fetchone()[0]
         self._branched.add(thread_id)  # before it commits: a thread taken as branched is only read slower
@@ -1033,23 +1033,6 @@ def _active_path(conn: sqlite3.Connection, row: tuple[Any, ...], branch: int | N
     return branch_path(_branches(conn, row[0], row[1]), row[_ACTIVE] if branch is None else branch)
 
 
-def _filter(path: BranchPath | None) -> tuple[str, tuple[int, ...]]:
-    """The SQL condition (``AND …``, on ``branch`` and ``seq``) and its arguments keeping the messages
-    on ``path``; nothing for None (a thread that never branched)."""
-    if path is None:
-        return "", ()
-    clauses: list[str] = []
-    args: list[int] = []
-    for branch, max_seq in path:
-        if max_seq == MAX_SEQ:
-            clauses.append("branch = ?")
-            args.append(branch)
-        else:
-            clauses.append("(branch = ? AND seq <= ?)")
-            args += [branch, max_seq]
-    return f" AND ({' OR '.join(clauses)})", tuple(args)
-
-
 def _path_tail(conn: sqlite3.Connection, thread: ThreadRecord, path: BranchPath | None,
                count: int) -> tuple[Message, ...]:
     """The latest ``count`` messages on ``path``, oldest first."""
@@ -1057,7 +1040,7 @@ def _path_tail(conn: sqlite3.Connection, thread: ThreadRecord, path: BranchPath 
         rows = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = ? AND seq > ? ORDER BY seq",
                             (thread.thread_id, thread.last_seq - max(0, count)))
         return tuple(_message(r) for r in rows)
-    where, args = _filter(path)
+    where, args = path_condition(path)
     rows = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = ?{where} ORDER BY seq DESC LIMIT ?",
                         (thread.thread_id, *args, max(0, count))).fetchall()
     return tuple(_message(r) for r in reversed(rows))
@@ -1152,7 +1135,7 @@ def _committed_ids(conn: sqlite3.Connection, thread_id: str, ids: Collection[str
     ``(thread_id, id, branch)`` index."""
     if not ids:
         return frozenset()
-    where, args = _filter(path)
+    where, args = path_condition(path)
     rows = conn.execute(
         f"SELECT id FROM messages WHERE thread_id = ? AND id IN (SELECT value FROM json_each(?)){where}",
         (thread_id, json.dumps(list(ids)), *args),

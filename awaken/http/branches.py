@@ -26,7 +26,6 @@ foreign page as every POST is (``hosts.py``). The fork is built from ``read_mess
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -48,7 +47,7 @@ from awaken.engine.access import visible_thread
 from awaken.engine.state import RunStatus
 from awaken.http.auth import principal_of
 from awaken.http.context import ServerContext
-from awaken.http.errors import quart_error
+from awaken.http.errors import answering
 from awaken.ledger.interface import Branch, Ledger, RunRecord, ThreadRecord
 from awaken.ledger.paging import read_path
 from awaken.wires.protocol import new_id
@@ -86,19 +85,6 @@ async def _fork_message_id(ledger: Ledger, thread_id: str, b: Branch) -> str | N
 async def branches_of(ledger: Ledger, record: ThreadRecord) -> dict[str, Any]:
     """``{activeBranch, branches}`` of the thread detail."""
     return {"activeBranch": record.active_branch, "branches": await branch_items(ledger, record.thread_id)}
-
-
-def _answering(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Classified errors become their JSON answer; anything else is a server bug (500)."""
-
-    async def route(**kwargs: Any) -> Any:
-        try:
-            return await handler(**kwargs)
-        except ANSWERED as exc:
-            return quart_error(exc)
-
-    route.__name__ = handler.__name__
-    return route
 
 
 def fork_target(body: bytes, content_type: str | None) -> tuple[str, int | None]:
@@ -151,7 +137,7 @@ def add_routes(app: QuartTrio, ctx: ServerContext) -> None:
     """The branches and fork routes on ``app``."""
 
     @app.get("/v1/threads/<path:thread_id>/branches")
-    @_answering
+    @answering(ANSWERED)
     async def branches(thread_id: str) -> Any:
         await visible_thread(ctx.app, principal_of(request.scope), thread_id)
         record = await ctx.ledger.get_thread(thread_id)
@@ -160,7 +146,7 @@ def add_routes(app: QuartTrio, ctx: ServerContext) -> None:
         return jsonify({"activeBranch": record.active_branch, "items": await branch_items(ctx.ledger, thread_id)})
 
     @app.post("/v1/threads/<path:thread_id>/fork")
-    @_answering
+    @answering(ANSWERED)
     async def fork(thread_id: str) -> Any:
         principal = principal_of(request.scope)
         await visible_thread(ctx.app, principal, thread_id)

@@ -33,7 +33,6 @@ when the ledger does not answer.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from quart import jsonify, request
@@ -51,7 +50,7 @@ from awaken.engine.access import sees_every_thread, visible_thread
 from awaken.http import branches as branches_api
 from awaken.http.auth import principal_of
 from awaken.http.context import ServerContext
-from awaken.http.errors import quart_error
+from awaken.http.errors import answering
 from awaken.ledger.interface import ALL_OWNERS, PendingCall, RunRecord, RunSummary, ThreadSummary
 from awaken.ledger.paging import parse_limit
 from awaken.telemetry import tracing
@@ -96,26 +95,13 @@ def pending_call(call: PendingCall) -> dict[str, Any]:
             "arguments": call.arguments, "kind": call.kind}
 
 
-def _answering(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Classified errors become their JSON answer; anything else is a server bug (500)."""
-
-    async def route(**kwargs: Any) -> Any:
-        try:
-            return await handler(**kwargs)
-        except ANSWERED as exc:
-            return quart_error(exc)
-
-    route.__name__ = handler.__name__
-    return route
-
-
 def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) -> None:
     """The threads API on ``app``; ``protocols``: the registered wires' (a deleted thread's last request
     bytes leave their replay memos)."""
     branches_api.add_routes(app, ctx)  # /v1/threads/{id}/branches and /fork
 
     @app.get("/v1/threads")
-    @_answering
+    @answering(ANSWERED)
     async def threads() -> Any:
         principal = principal_of(request.scope)
         limit = parse_limit(request.args.get("limit"))
@@ -128,7 +114,7 @@ def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) ->
         return jsonify({"items": [summary(s) for s in page.items], "cursor": page.cursor})
 
     @app.get("/v1/threads/<path:thread_id>")
-    @_answering
+    @answering(ANSWERED)
     async def thread(thread_id: str) -> Any:
         await visible_thread(ctx.app, principal_of(request.scope), thread_id)
         found = await ctx.ledger.thread_summary(thread_id)
@@ -144,7 +130,7 @@ def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) ->
                         **await branches_api.branches_of(ctx.ledger, record)})
 
     @app.delete("/v1/threads/<path:thread_id>")
-    @_answering
+    @answering(ANSWERED)
     async def delete(thread_id: str) -> Any:
         await visible_thread(ctx.app, principal_of(request.scope), thread_id)
         if not await ctx.app.delete(thread_id):
@@ -155,7 +141,7 @@ def add_routes(app: QuartTrio, ctx: ServerContext, protocols: list[Protocol]) ->
         return "", 204
 
     @app.post("/v1/threads/<path:thread_id>/stop")
-    @_answering
+    @answering(ANSWERED)
     async def stop(thread_id: str) -> Any:
         await visible_thread(ctx.app, principal_of(request.scope), thread_id)
         run = ctx.app.active(thread_id)
