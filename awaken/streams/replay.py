@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import abc
 from array import array
-from collections import deque
 from collections.abc import Iterator
 from itertools import accumulate
 from operator import attrgetter
@@ -53,8 +52,9 @@ class _Bound(abc.ABC):
     def __init__(self, limit: int, keep_newest: bool) -> None:
         self.limit = limit
         self.keep_newest = keep_newest
-        #: ``[first index, count, total, last, payload...]`` per block, oldest first
-        self._blocks: deque[list[Any]] = deque()
+        #: ``[first index, count, total, last, payload...]`` per block, oldest first (a list, not a ``deque``:
+        #: a run holds a few dozen blocks, and an empty deque costs 600 B, two per channel of every stream)
+        self._blocks: list[list[Any]] = []
         #: what the blocks' items count together (those dropped from the oldest block included)
         self._held = 0
         #: the index of the next item packed; the oldest item held is at least ``_start``
@@ -69,7 +69,7 @@ class _Bound(abc.ABC):
         blocks = self._blocks
         while (len(blocks) > 1 or not self.keep_newest) and blocks and \
                 blocks[0][3] + self._held - blocks[0][2] > self.limit:  # its last item goes: all of it does
-            first, count, total = blocks.popleft()[:3]
+            first, count, total = blocks.pop(0)[:3]
             self._held -= total
             self._start = max(self._start, first + count)
             self._lost = True
