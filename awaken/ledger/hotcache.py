@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from awaken.core.ids import interned
 from awaken.core.messages import Message
 from awaken.ledger.interface import AdmissionFacts, PendingCall, ThreadRecord
 from awaken.runtime.tuning import HOT_BUDGET as DEFAULT_BUDGET
@@ -84,7 +85,7 @@ def entry_for(thread: ThreadRecord, tail: Sequence[Message], keep: int, pending:
               ids: Iterable[str], length: int | None = None) -> HotThread:
     """An entry for ``thread``: ``tail``, ``ids`` and ``length`` are its active path's (``length`` None: a
     thread that never branched, every message is on it)."""
-    held = set(ids)
+    held = set(interned(ids))  # shared with the replay memo's copies: the dedup compares pointers
     return HotThread(thread, list(tail), keep, tuple(pending), held, [message_cost(m) for m in tail],
                      sum(id_cost(i) for i in held), length)
 
@@ -162,7 +163,7 @@ class HotThreads:
                 del entry.tail[:over]
                 del entry.tail_costs[:over]
             for m in on_path:
-                entry.ids.add(m.id)
+                entry.ids.add(sys.intern(m.id))
                 entry.ids_cost += id_cost(m.id)
             if entry.length is not None:
                 entry.length += len(on_path)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import attrs
 
 from awaken.core.errors import InputRejected
+from awaken.core.ids import interned, uncommitted
 from awaken.core.jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from awaken.core.media import check_count, check_image
 from awaken.core.messages import ImagePart, Part, TextPart
@@ -274,7 +275,7 @@ class AguiInput:
         if self.scan is None:
             return [m for m in self.messages if m.id not in committed]
         scan = self.scan
-        return [scan.decode(k) for k in range(len(scan.ids)) if scan.ids[k] not in committed]
+        return [scan.decode(k) for k in uncommitted(scan.ids, scan.id_set, committed)]
 
 
 def decode_message(raw: dict[str, Any], i: int, message_id: str, role: str,
@@ -403,10 +404,17 @@ class KnownScan:
 
 
 def _memo_scan(parsed: AguiInput, all_ids: set[str] | None = None) -> KnownScan:
+    """What the memo keeps of ``parsed``; a history the memo keeps for the first time (``all_ids`` None) with
+    its ids ``interned``, as the hot-thread cache keeps them (a split adds its few new ids as they are)."""
     scan = parsed.scan
     assert scan is not None
-    return KnownScan(parsed.message_ids, scan.positions, scan.ids, scan.calls, scan.id_set,
-                     set(parsed.message_ids) if all_ids is None else all_ids, scan.tool_ids)
+    if all_ids is not None:
+        return KnownScan(parsed.message_ids, scan.positions, scan.ids, scan.calls, scan.id_set, all_ids,
+                         scan.tool_ids)
+    ids = tuple(interned(parsed.message_ids))
+    inputs = tuple(map(ids.__getitem__, scan.positions))
+    return KnownScan(ids, scan.positions, inputs, scan.calls, frozenset(inputs), set(ids),
+                     frozenset(interned(scan.tool_ids)))
 
 
 def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:

@@ -32,6 +32,7 @@ from typing import Any, Literal
 import attrs
 
 from awaken.core.errors import InputRejected
+from awaken.core.ids import interned, uncommitted
 from awaken.core.jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from awaken.core.media import check_count, check_image, is_image_type
 from awaken.core.messages import ImagePart, Part, TextPart
@@ -139,11 +140,12 @@ class AiSdkInput:
             return [m for m in self.inputs if m.id not in committed]
         scan = self.scan
         out: list[InputUIMessage] = []
-        for i, mid in zip(scan.positions, scan.ids, strict=True):
-            if mid not in committed:
-                decoded = _decode(scan.raw[i], i, last=False)
-                if isinstance(decoded, InputUIMessage):
-                    out.append(decoded)
+        positions = scan.positions
+        for k in uncommitted(scan.ids, scan.id_set, committed):
+            i = positions[k]
+            decoded = _decode(scan.raw[i], i, last=False)
+            if isinstance(decoded, InputUIMessage):
+                out.append(decoded)
         return out
 
 
@@ -289,6 +291,7 @@ def scan_chat_request(body: bytes, content_type: str | None,
         ids, roles = scan.ids, scan.roles
         if parsed.continued_id is not None:  # the last message, an assistant one, is not in the scan
             ids, roles = ids + (parsed.continued_id,), roles + ("assistant",)
+        ids = tuple(interned(ids))  # as the hot-thread cache keeps them: the dedup compares pointers
         memo.record(body, parsed.thread_id, scan.raw, KnownUiScan(ids, roles, frozenset(ids)))
     return parsed
 

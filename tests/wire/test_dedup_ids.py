@@ -1,0 +1,55 @@
+"""The dedup of a replayed history reads no id string: ``uncommitted`` names a request's new messages in
+request order, whatever the dedup answered, and ``interned`` gives the hot-thread cache and the replay memo
+one copy of each id (issue 28, item 6)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from awaken.core.ids import interned, uncommitted
+from awaken.wires.agui.request import scan_run_input
+from awaken.wires.memo import ReplayMemo
+
+ids_and_committed = st.lists(st.text(min_size=1, max_size=6), max_size=40).flatmap(
+    lambda ids: st.tuples(st.just(ids), st.sets(st.sampled_from(ids)) if ids else st.just(set()),
+                          st.sets(st.text(min_size=1, max_size=6), max_size=3)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(ids_and_committed)
+def test_uncommitted_is_the_plain_filter_in_request_order(case: tuple[list[str], set[str], set[str]]) -> None:
+    ids, committed, others = case
+    # ids unique or not, the answer a frozenset, a plain set or a list, holding ids the request may not carry
+    for answer in (frozenset(committed | others), committed | others, list(committed)):
+        expected = [k for k, i in enumerate(ids) if i not in answer]
+        assert uncommitted(tuple(ids), frozenset(ids), answer) == expected
+
+
+def test_uncommitted_finds_new_ids_anywhere_not_only_at_the_end() -> None:
+    ids = tuple(f"m{k}" for k in range(100))
+    committed = frozenset(ids) - {"m0", "m50", "m99"}
+    assert uncommitted(ids, frozenset(ids), committed) == [0, 50, 99]
+    many_new = frozenset(ids[::2])
+    assert uncommitted(ids, frozenset(ids), many_new) == list(range(1, 100, 2))
+    assert uncommitted(ids, frozenset(ids), frozenset()) == list(range(100))
+
+
+def test_interned_ids_are_one_object_per_id() -> None:
+    a, b = "".join(["tur", "n-1"]), "".join(["turn", "-1"])
+    assert a is not b
+    first, second = list(interned([a])), list(interned([b]))
+    assert first[0] is second[0] and first[0] == "turn-1"
+
+
+def test_a_history_the_memo_keeps_holds_the_ids_the_hot_cache_holds() -> None:
+    messages = [{"id": "".join(["u", str(k)]), "role": "user" if k % 2 == 0 else "assistant", "content": "x" * 50}
+                for k in range(60)]
+    body = (b'{"threadId":"t","runId":"r","messages":' + __import__("orjson").dumps(messages)
+            + b',"tools":[],"context":[],"state":{},"forwardedProps":{}}')
+    memo: ReplayMemo = ReplayMemo(1 << 20, min_body=0)
+    scan_run_input(body, "application/json", memo)
+    (kept,) = memo._entries.values()
+    assert kept.count == 60
+    assert all(mid is next(interned([f"u{k}"])) for k, mid in enumerate(kept.scan.ids))
+    assert kept.scan.input_ids == kept.scan.ids[::2] and kept.scan.input_set == frozenset(kept.scan.ids[::2])
