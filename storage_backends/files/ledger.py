@@ -65,6 +65,7 @@ from .frames import (
 from .index import (
     HeldDetails,
     Index,
+    Span,
     ThreadDetail,
     ThreadEntry,
     branched,
@@ -776,19 +777,22 @@ class FileLedger(Ledger):
         span = locate(detail, version, after_seq, limit)
         if span is None:
             return []
-        name = thread.file_name
+        messages = await self._read_span(index, thread.file_name, span)
+        if (span.whole and self._index is index and thread.size == version
+                and self._hot.fits(thread.last_seq)):
+            self._hot.put(thread.thread_id, entry_for(thread.record(detail), messages[-MIN_KEEP:], MIN_KEEP,
+                                                      detail.pending, detail.ids))
+        return messages
+
+    async def _read_span(self, index: Index, name: str, span: Span) -> list[Message]:
+        """The messages ``span`` locates in log ``name``: one read of its byte range, in a worker thread."""
 
         def work() -> list[Message]:
             fd = self._intact_log(index, name, span.end)
             data = read_exact(fd, span.start, span.end - span.start)
             return extract(data, span)
 
-        messages = await self._io(work, "read a thread's history")
-        if (span.whole and self._index is index and thread.size == version
-                and self._hot.fits(thread.last_seq)):
-            self._hot.put(thread.thread_id, entry_for(thread.record(detail), messages[-MIN_KEEP:], MIN_KEEP,
-                                                      detail.pending, detail.ids))
-        return messages
+        return await self._io(work, "read a thread's history")
 
     async def _path_messages(
         self, index: Index, thread: ThreadEntry, detail: ThreadDetail, after_seq: int, limit: int,
@@ -804,14 +808,7 @@ class FileLedger(Ledger):
             return []
         version = thread.size
         span = locate_path(detail, tree, version, indexes)
-        name = thread.file_name
-
-        def work() -> list[Message]:
-            fd = self._intact_log(index, name, span.end)
-            data = read_exact(fd, span.start, span.end - span.start)
-            return extract(data, span)
-
-        messages = await self._io(work, "read a thread's history")
+        messages = await self._read_span(index, thread.file_name, span)
         whole = after_seq == 0 and limit < 0 and (branch is None or branch == tree.active)
         if whole and self._index is index and thread.size == version and self._hot.fits(thread.last_seq):
             self._hot.put(thread.thread_id, entry_for(thread.record(detail), messages[-MIN_KEEP:], MIN_KEEP,

@@ -50,6 +50,11 @@ class RunThreads(Generic[T]):
 
     def candidates(self, run_id: str) -> Iterator[T]:
         """The threads that may hold run ``run_id`` (its hash matches): usually none or the one."""
+        for _hashes, threads, i in self._matches(run_id):
+            yield threads[i]
+
+    def _matches(self, run_id: str) -> Iterator[tuple[array[int], list[T], int]]:
+        """``(the bucket's hashes, its threads, index)`` of each entry whose hash is ``run_id``'s."""
         h = hash(run_id)
         bucket = self._buckets[h % BUCKETS]
         if bucket is None:
@@ -61,28 +66,17 @@ class RunThreads(Generic[T]):
                 i = hashes.index(h, i)
             except ValueError:
                 return
-            yield threads[i]
+            yield hashes, threads, i
             i += 1
 
     def discard(self, run_id: str, thread: T) -> None:
         """Forget that ``thread`` holds run ``run_id`` (nothing when it is not recorded)."""
-        h = hash(run_id)
-        bucket = self._buckets[h % BUCKETS]
-        if bucket is None:
-            return
-        hashes, threads = bucket
-        i = 0
-        while True:
-            try:
-                i = hashes.index(h, i)
-            except ValueError:
-                return
+        for hashes, threads, i in self._matches(run_id):
             if threads[i] is thread:
-                del hashes[i]
+                del hashes[i]  # and stop: the generator's positions are stale now
                 del threads[i]
                 self._count -= 1
                 return
-            i += 1
 
     def discard_thread(self, thread: T) -> None:
         """Forget every run of ``thread`` (a thread whose runs cannot be listed: a scan of every bucket)."""
