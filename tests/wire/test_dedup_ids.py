@@ -51,5 +51,6 @@ def test_a_history_the_memo_keeps_holds_the_ids_the_hot_cache_holds() -> None:
     scan_run_input(body, "application/json", memo)
     (kept,) = memo._entries.values()
     assert kept.count == 60
-    assert all(mid is next(interned([f"u{k}"])) for k, mid in enumerate(kept.scan.ids))
     assert kept.scan.input_ids == kept.scan.ids[::2] and kept.scan.input_set == frozenset(kept.scan.ids[::2])
+    assert all(mid is next(interned([f"u{2 * k}"])) for k, mid in enumerate(kept.scan.input_ids))
+    assert all(mid is next(interned(["".join(mid)])) for mid in kept.scan.input_set)

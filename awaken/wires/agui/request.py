@@ -405,16 +405,16 @@ class KnownScan:
 
 def _memo_scan(parsed: AguiInput, all_ids: set[str] | None = None) -> KnownScan:
     """What the memo keeps of ``parsed``; a history the memo keeps for the first time (``all_ids`` None) with
-    its ids ``interned``, as the hot-thread cache keeps them (a split adds its few new ids as they are)."""
+    its input and tool ids (those the dedup looks up) ``interned``, as the hot-thread cache keeps them (a
+    split adds its few new ids as they are)."""
     scan = parsed.scan
     assert scan is not None
     if all_ids is not None:
         return KnownScan(parsed.message_ids, scan.positions, scan.ids, scan.calls, scan.id_set, all_ids,
                          scan.tool_ids)
-    ids = tuple(interned(parsed.message_ids))
-    inputs = tuple(map(ids.__getitem__, scan.positions))
-    return KnownScan(ids, scan.positions, inputs, scan.calls, frozenset(inputs), set(ids),
-                     frozenset(interned(scan.tool_ids)))
+    inputs = tuple(interned(scan.ids))  # only input and tool ids are looked up (the others are only ids)
+    return KnownScan(parsed.message_ids, scan.positions, inputs, scan.calls, frozenset(inputs),
+                     set(parsed.message_ids), frozenset(interned(scan.tool_ids)))
 
 
 def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
