@@ -295,14 +295,21 @@ export async function sessionPage(view: HTMLElement, threadId: string, signal: A
     trace.replaceChildren(timelines(detail.runs));
   }
 
+  // refreshes overlap (the timer's, an action's, a run's end): only an answer newer than the one drawn is
+  // drawn, so a slow answer read before a change never paints over the change
+  let asked = 0;
+  let drawn = 0;
+
   async function refresh(): Promise<void> {
     const want = viewing;
+    const ticket = ++asked;
     try {
       const [d, messages] = await Promise.all([
         get(`/v1/threads/${encodeURIComponent(threadId)}`), readHistory("ai-sdk", threadId, want)]);
       // a thread that branched: where its fork points sit when one is inside an assistant turn
       const ids = (d.branches ?? []).length > 1 ? await messageIds(threadId, want) : null;
-      if (signal.aborted || want !== viewing) return;
+      if (signal.aborted || want !== viewing || ticket < drawn) return;
+      drawn = ticket;
       const key = JSON.stringify([d, messages, ids]);
       if (key === last) return;
       last = key;
