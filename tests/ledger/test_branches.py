@@ -37,7 +37,6 @@ from awaken.ledger.testkit.harness import (
     tool_result,
     user,
 )
-from storage_backends.files import FileLedger
 from storage_backends.sqlite_ledger import _MIGRATIONS, SqliteLedger
 from tests.ledger_harness import file_ledger, sqlite_ledger
 
@@ -237,8 +236,6 @@ async def test_ledger_copy_carries_branches(tmp_path: Path, destination: str) ->
     """``copy_ledger`` writes every branch, the active branch, each message's and run's branch: the copy's
     snapshot (every branch's path included) equals the source's, and so does every message of any branch."""
     target = {"sqlite": sqlite_ledger, "files": file_ledger}[destination]
-    if destination == "files" and not FileLedger.supports_branches:
-        pytest.skip("the file ledger does not keep branches yet")
     async with opened(sqlite_ledger, tmp_path / "source") as source:
         await _branched_source(source)
         original = await snapshot(source)

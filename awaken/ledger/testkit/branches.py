@@ -2,9 +2,10 @@
 suite: ``awaken.ledger.testkit.conformance`` imports every test here, so a backend that runs the suite runs
 these too, over the same ``ledger_factory`` fixture.
 
-A backend that does not keep branches yet (``Ledger.supports_branches`` is False: its ``start_run`` takes no
-``fork``) is held to one promise only, that it refuses every branch operation; the others are skipped
-for it, saying so.
+Every backend that runs the suite keeps branches: one written before them (``Ledger.supports_branches`` is
+False: its ``start_run`` takes no ``fork``) still serves threads that never branch and refuses every branch
+operation (``tests/ledger/test_branches.py`` holds it to that), but fails these promises, the first of them
+saying what to add.
 
 The property test holds a backend's tree to a plain in-memory model: one Python list per branch (its
 path), built by random appends, regenerates and edits, and every branch's path read back after each.
@@ -27,7 +28,6 @@ from awaken.engine.state import Cause, RunStatus
 from awaken.ledger.interface import (
     MAX_SEQ,
     Branch,
-    BranchesUnsupported,
     Commit,
     Fork,
     Ledger,
@@ -52,7 +52,7 @@ from awaken.ledger.testkit.harness import (
 
 __all__ = [
     "branching",
-    "test_a_backend_without_branches_refuses_every_branch_operation",
+    "test_the_backend_keeps_branches",
     "test_a_thread_that_never_branched_has_branch_0_only",
     "test_a_regenerate_forks_a_branch_and_the_old_path_stays_unchanged",
     "test_an_edited_message_keeps_its_id_on_the_new_branch",
@@ -73,10 +73,8 @@ def _reference(root: Path, **options: Any) -> Ledger:
 
 @pytest.fixture
 async def branching(ledger_factory: LedgerFactory, tmp_path: Path) -> AsyncIterator[Ledger]:
-    """The backend under test, opened on an empty ``tmp_path``; the test is skipped if it keeps no branches."""
+    """The backend under test, opened on an empty ``tmp_path``."""
     async with opened(ledger_factory, tmp_path) as ledger:
-        if not ledger.supports_branches:
-            pytest.skip(f"{type(ledger).__name__} does not keep branches")
         yield ledger
 
 
@@ -93,23 +91,15 @@ async def _two_turns(ledger: Ledger, thread_id: str = "t") -> list[Message]:
     return out
 
 
-async def test_a_backend_without_branches_refuses_every_branch_operation(
-    ledger_factory: LedgerFactory, tmp_path: Path
-) -> None:
-    """A backend that keeps branches answers every branch operation; one that does not (yet) refuses each
-    with ``BranchesUnsupported`` (a ``ValueError``) and writes nothing: a fork is never silently ignored."""
+async def test_the_backend_keeps_branches(ledger_factory: LedgerFactory, tmp_path: Path) -> None:
+    """The backend keeps branches (its ``start_run``, ``read_messages`` and ``import_thread`` take ``fork``,
+    ``branch`` and ``branches``), and a thread that never branched lists branch 0 alone."""
     async with opened(ledger_factory, tmp_path) as ledger:
+        assert ledger.supports_branches, (
+            f"{type(ledger).__name__} keeps no branches: its start_run, read_messages and import_thread must take "
+            "fork, branch and branches (awaken.ledger.interface)")
         await _two_turns(ledger)
-        before = await snapshot(ledger)
-        if ledger.supports_branches:
-            assert [b.branch for b in await ledger.list_branches("t")] == [0]
-            return
-        with pytest.raises(BranchesUnsupported):
-            await ledger.start_run(run_record("r3", "t"), [], fork=Fork(3, "regenerate"))
-        with pytest.raises(BranchesUnsupported):
-            await ledger.read_messages("t", 0, 10, branch=1)
-        assert await snapshot(ledger) == before
-        assert await ledger.get_run("r3") is None
+        assert [b.branch for b in await ledger.list_branches("t")] == [0]
 
 
 async def test_a_thread_that_never_branched_has_branch_0_only(branching: Ledger) -> None:
@@ -279,8 +269,6 @@ async def test_branches_survive_reopen_and_recovery(ledger_factory: LedgerFactor
     """Branches, the active branch, every path and each run's branch are durable; a run left running on a
     branch is recovered (interrupted, ``server_restart``) on that branch, and the next run appends to it."""
     async with opened(ledger_factory, tmp_path) as ledger:
-        if not ledger.supports_branches:
-            pytest.skip(f"{type(ledger).__name__} does not keep branches")
         await _two_turns(ledger)
         await ledger.start_run(run_record("r3", "t"), [user("u2", "edited", "r3")], fork=Fork(2, "edit"))
         await ledger.commit("t", "r3", Commit(RunStatus.RUNNING, (assistant("a2", "half", "r3"),)))
@@ -305,8 +293,6 @@ async def test_import_thread_carries_branches(ledger_factory: LedgerFactory, tmp
     active branch. A message or run on a branch not given, an unknown active branch, a branch whose
     parent or fork seq is not the thread's, or an id repeated on one path raises ValueError, writing nothing."""
     async with opened(ledger_factory, tmp_path / "source") as source:
-        if not source.supports_branches:
-            pytest.skip(f"{type(source).__name__} does not keep branches")
         await _two_turns(source)
         await source.start_run(run_record("r3", "t"), [], fork=Fork(3, "regenerate"))
         await source.commit("t", "r3", Commit(RunStatus.WAITING, (assistant("a2", "again", "r3", ["c1"]),),
@@ -379,8 +365,6 @@ async def test_the_tree_agrees_with_a_list_per_branch(ledger_factory: LedgerFact
         ledger = ledger_factory(Path(tmp))
         await ledger.open()
         try:
-            if not ledger.supports_branches:
-                pytest.skip(f"{type(ledger).__name__} does not keep branches")
             paths: list[list[Message]] = [[]]  # the model: each branch's path
             active = 0
             counter = 0
