@@ -90,10 +90,12 @@ from awaken.ledger.interface import (
     WriteClock,
     answered_in,
     branch_path,
+    check_fork,
     check_import_branches,
     check_limit,
     decode_cursor,
     encode_cursor,
+    forked_branch,
     imported_updated_at,
     last_run_of,
     path_of,
@@ -490,7 +492,7 @@ class PostgresLedger(Ledger):
         first, the fork checked against its active path, the branch inserted and the row updated to it."""
         title = _enc(thread_title(inputs))
         if fork is not None:
-            _check_fork(fork)
+            check_fork(fork)
 
         def body(conn: psycopg.Connection) -> list[Message]:
             with conn.transaction():
@@ -539,16 +541,10 @@ class PostgresLedger(Ledger):
         created_at, active, last_branch = row
         branches = _branches(conn, tid, created_at) if last_branch else [Branch(0, None, 0, created_at)]
         active_path = branch_path(branches, active)
-        parent = 0
-        if fork.after_seq:
-            held = conn.execute("SELECT branch FROM messages WHERE thread_id = %s AND seq = %s",
-                                (tid, fork.after_seq)).fetchone()
-            if held is None or dict(active_path).get(held[0], -1) < fork.after_seq:
-                raise ValueError(f"cannot fork thread {run.thread_id!r} after seq {fork.after_seq}: "
-                                 "no message of its active path has that seq")
-            parent = held[0]
+        held = conn.execute("SELECT branch FROM messages WHERE thread_id = %s AND seq = %s",
+                            (tid, fork.after_seq)).fetchone() if fork.after_seq else None
         number = last_branch + 1
-        created = Branch(number, parent, fork.after_seq, run.created_at, run.run_id, fork.reason)
+        created = forked_branch(run.thread_id, number, active_path, fork, run, held[0] if held else None)
         path = branch_path([*branches, created], number)
         where, args = path_condition(active_path if last_branch else None, prefix="m.", placeholder="%s")
         kept = conn.execute(f"SELECT count(*) FROM messages m WHERE m.thread_id = %s AND m.seq <= %s{where}",
@@ -556,7 +552,7 @@ class PostgresLedger(Ledger):
         conn.execute(
             "INSERT INTO branches (thread_id, branch, parent, fork_seq, created_at, run_id, reason) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            (tid, number, parent, fork.after_seq, created.created_at, _b(run.run_id), fork.reason),
+            (tid, number, created.parent, fork.after_seq, created.created_at, _b(run.run_id), fork.reason),
         )
         branches_of_path, starts = _path_arrays(path)
         last = conn.execute(
@@ -900,13 +896,6 @@ def _path_from_arrays(branches: list[int] | None, starts: list[int] | None) -> B
         return None
     ends = [start - 1 for start in starts or ()] + [MAX_SEQ]
     return tuple(zip(branches, ends, strict=True))
-
-
-def _check_fork(fork: Fork) -> None:
-    if isinstance(fork.after_seq, bool) or not isinstance(fork.after_seq, int) or fork.after_seq < 0:
-        raise ValueError(f"a fork's after_seq is a seq of the active path or 0, not {fork.after_seq!r}")
-    if fork.reason not in ("regenerate", "edit"):
-        raise ValueError(f'a fork\'s reason is "regenerate" or "edit", not {fork.reason!r}')
 
 
 def _pending(conn: psycopg.Connection, thread_id: str) -> list[PendingCall]:

@@ -81,10 +81,12 @@ from awaken.ledger.interface import (
     WriteClock,
     answered_in,
     branch_path,
+    check_fork,
     check_import_branches,
     check_limit,
     decode_cursor,
     encode_cursor,
+    forked_branch,
     imported_updated_at,
     last_run_of,
     path_of,
@@ -737,7 +739,7 @@ class SqliteLedger(Ledger):
         self, run: RunRecord, inputs: Sequence[Message], owner: str | None = None, *, fork: Fork | None = None
     ) -> list[Message]:
         if fork is not None:
-            _check_fork(fork)
+            check_fork(fork)
 
         def body(conn: sqlite3.Connection) -> tuple[list[Message], bool]:
             if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.run_id,)).fetchone():
@@ -781,16 +783,10 @@ class SqliteLedger(Ledger):
             raise ValueError(f"cannot fork thread {thread_id!r}: it does not exist")
         branches = _branches(conn, thread_id, row[1]) if row[_LAST_BRANCH] else [Branch(0, None, 0, row[1])]
         active = branch_path(branches, row[_ACTIVE])
-        parent = 0
-        if fork.after_seq:
-            held = conn.execute("SELECT branch FROM messages WHERE thread_id = ? AND seq = ?",
-                                (thread_id, fork.after_seq)).fetchone()
-            if held is None or dict(active).get(held[0], -1) < fork.after_seq:
-                raise ValueError(f"cannot fork thread {thread_id!r} after seq {fork.after_seq}: "
-                                 "no message of its active path has that seq")
-            parent = held[0]
+        held = conn.execute("SELECT branch FROM messages WHERE thread_id = ? AND seq = ?",
+                            (thread_id, fork.after_seq)).fetchone() if fork.after_seq else None
         number = row[_LAST_BRANCH] + 1
-        created = Branch(number, parent, fork.after_seq, run.created_at, run.run_id, fork.reason)
+        created = forked_branch(thread_id, number, active, fork, run, held[0] if held else None)
         where, args = path_condition(active if row[_LAST_BRANCH] else None)
         kept = conn.execute(f"SELECT count(*) FROM messages WHERE thread_id = ? AND seq <= ?{where}",
                             (thread_id, fork.after_seq, *args)).fetchone()[0]
@@ -798,7 +794,7 @@ class SqliteLedger(Ledger):
         conn.execute(
             "INSERT INTO branches (thread_id, branch, parent, fork_seq, created_at, run_id, reason) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (thread_id, number, parent, fork.after_seq, created.created_at, created.run_id, created.reason),
+            (thread_id, number, created.parent, fork.after_seq, created.created_at, created.run_id, created.reason),
         )
         conn.execute("UPDATE threads SET active_branch = ?, last_branch = ?, message_count = ? WHERE id = ?",
                      (number, number, kept, thread_id))
@@ -1044,13 +1040,6 @@ def _path_tail(conn: sqlite3.Connection, thread: ThreadRecord, path: BranchPath 
     rows = conn.execute(f"SELECT {_MESSAGE_COLS} FROM messages WHERE thread_id = ?{where} ORDER BY seq DESC LIMIT ?",
                         (thread.thread_id, *args, max(0, count))).fetchall()
     return tuple(_message(r) for r in reversed(rows))
-
-
-def _check_fork(fork: Fork) -> None:
-    if isinstance(fork.after_seq, bool) or not isinstance(fork.after_seq, int) or fork.after_seq < 0:
-        raise ValueError(f"a fork's after_seq is a seq of the active path or 0, not {fork.after_seq!r}")
-    if fork.reason not in ("regenerate", "edit"):
-        raise ValueError(f'a fork\'s reason is "regenerate" or "edit", not {fork.reason!r}')
 
 
 _SUMMARY_COLS = (

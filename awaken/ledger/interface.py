@@ -168,6 +168,30 @@ def branch_path(branches: Sequence[Branch], branch: int) -> BranchPath:
     return tuple(reversed(ranges))
 
 
+def check_fork(fork: Fork) -> None:
+    """A ``Fork`` a backend may take: ``after_seq`` a non-negative int, ``reason`` regenerate or edit
+    (``ValueError`` otherwise, before anything is read or written)."""
+    if isinstance(fork.after_seq, bool) or not isinstance(fork.after_seq, int) or fork.after_seq < 0:
+        raise ValueError(f"a fork's after_seq is a seq of the active path or 0, not {fork.after_seq!r}")
+    if fork.reason not in ("regenerate", "edit"):
+        raise ValueError(f'a fork\'s reason is "regenerate" or "edit", not {fork.reason!r}')
+
+
+def forked_branch(thread_id: str, number: int, active_path: BranchPath, fork: Fork, run: RunRecord,
+                  held: int | None) -> Branch:
+    """The branch ``number`` a run's ``fork`` creates on a thread whose active path is ``active_path``:
+    its parent is the branch ``held`` that holds the message at ``fork.after_seq`` (None: no message has
+    that seq), branch 0 for a fork that keeps nothing. A fork after a message off the active path raises
+    ``ValueError`` (the backend writes nothing)."""
+    parent = 0
+    if fork.after_seq:
+        if held is None or dict(active_path).get(held, -1) < fork.after_seq:
+            raise ValueError(f"cannot fork thread {thread_id!r} after seq {fork.after_seq}: "
+                             "no message of its active path has that seq")
+        parent = held
+    return Branch(number, parent, fork.after_seq, run.created_at, run.run_id, fork.reason)
+
+
 def on_path(message: Message, path: BranchPath) -> bool:
     """Whether ``message`` (its ``branch`` and ``seq``) is on ``path``."""
     return any(message.branch == branch and message.seq <= max_seq for branch, max_seq in path)

@@ -44,10 +44,13 @@ from awaken.ledger.interface import (
     ThreadSummary,
     ThreadView,
     WriteClock,
+    branch_path,
+    check_fork,
     check_import_branches,
     check_limit,
     decode_cursor,
     encode_cursor,
+    forked_branch,
     imported_updated_at,
 )
 
@@ -853,8 +856,7 @@ class FileLedger(Ledger):
             }
             taken: Collection[str] = detail.ids if detail is not None else ()
             if fork is not None:
-                if fork.reason not in ("regenerate", "edit"):
-                    raise ValueError(f'a fork\'s reason is "regenerate" or "edit", not {fork.reason!r}')
+                check_fork(fork)
                 if thread is None or detail is None:
                     raise ValueError(f"thread {run.thread_id!r} does not exist: there is nothing to fork")
                 if detail.tree is None:
@@ -862,11 +864,10 @@ class FileLedger(Ledger):
                 tree = detail.tree
                 assert tree is not None
                 after = fork.after_seq
+                branch = forked_branch(run.thread_id, max(b.branch for b in tree.branches) + 1,
+                                       branch_path(tree.branches, tree.active), fork, run,
+                                       tree.branch_at(after) if after else None)
                 limits = tree.limits()
-                if type(after) is not int or after < 0 or (after and not tree.on_path(after, limits)):
-                    raise ValueError(f"seq {after!r} is not a message on the active path of thread {run.thread_id!r}")
-                branch = Branch(max(b.branch for b in tree.branches) + 1, tree.branch_at(after) if after else 0,
-                                after, run.created_at, run.run_id, fork.reason)
                 record["fork"] = branch_to_json(branch)
                 run = attrs.evolve(run, branch=branch.branch)
                 taken = tree.path_ids(limits, upto=after)
