@@ -10,7 +10,7 @@ decides. Its cost follows the request, not the thread's length.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence, Set
 
 import attrs
 
@@ -23,7 +23,7 @@ class Decision:
     """What the facts say of a request: its committed ids, its answered calls, and the calls only a
     read of the history can settle (``Ledger.answered_calls``)."""
 
-    known: frozenset[str]
+    known: Set[str]
     answered: frozenset[str]
     unresolved: frozenset[str]
 
@@ -64,7 +64,10 @@ def decide(message_ids: Collection[str], calls: Mapping[str, str | None], facts:
     answered, unresolved = resolve_answered(candidates, calls, facts.committed, facts.tail)
     known = facts.committed
     if calls:  # the facts also name the calls' result ids: only the request's own messages are known
-        known = known.intersection(message_ids).union(known.intersection(m for m in calls.values() if m is not None))
+        committed = known
+        own = {m for m in calls.values() if m is not None}
+        own.update(message_ids)
+        known = frozenset(m for m in own if m in committed)
     return Decision(known, answered, unresolved)
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import attrs
 
-from awaken.core.ids import interned
+from awaken.core.ids import AllBut, interned
 from awaken.core.messages import Message
 from awaken.ledger.interface import AdmissionFacts, PendingCall, ThreadRecord
 from awaken.runtime.tuning import HOT_BUDGET as DEFAULT_BUDGET
@@ -197,4 +197,5 @@ def cached_facts(entry: HotThread, ids: Collection[str], tail: int) -> Admission
         return None
     messages = tuple(entry.tail[max(0, len(entry.tail) - tail):]) if tail > 0 else ()
     asked = ids if isinstance(ids, frozenset) else frozenset(ids)
-    return AdmissionFacts(entry.thread, messages, entry.pending, asked.intersection(entry.ids))
+    missing = asked.difference(entry.ids)  # a replayed history's few new ids: no id object is touched
+    return AdmissionFacts(entry.thread, messages, entry.pending, AllBut(asked, missing) if missing else asked)

@@ -49,6 +49,7 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Literal
 
@@ -265,11 +266,11 @@ class ThreadView:
     messages: tuple[Message, ...]
     pending: tuple[PendingCall, ...]
     #: a tail view: of the asked message ids, those committed (None: ``messages`` is the whole history)
-    known_ids: frozenset[str] | None = None
+    known_ids: AbstractSet[str] | None = None
     #: a tail view: of the asked tool call ids, those with a committed result
     known_answered: frozenset[str] | None = None
 
-    def message_ids(self) -> frozenset[str]:
+    def message_ids(self) -> AbstractSet[str]:
         """The committed message ids an adapter may ask about (what it drops as replayed history)."""
         if self.known_ids is not None:
             return self.known_ids
@@ -295,7 +296,7 @@ class AdmissionFacts:
     #: its pending calls, in the order they were committed
     pending: tuple[PendingCall, ...]
     #: of the ids asked about, those that are committed message ids of the thread
-    committed: frozenset[str]
+    committed: AbstractSet[str]
 
 
 #: the facts of a thread nothing was ever committed to

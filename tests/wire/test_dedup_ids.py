@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from awaken.core.ids import interned, uncommitted
+from awaken.core.ids import AllBut, interned, uncommitted
 from awaken.wires.agui.request import scan_run_input
 from awaken.wires.memo import ReplayMemo
 
@@ -21,9 +21,26 @@ ids_and_committed = st.lists(st.text(min_size=1, max_size=6), max_size=40).flatm
 def test_uncommitted_is_the_plain_filter_in_request_order(case: tuple[list[str], set[str], set[str]]) -> None:
     ids, committed, others = case
     # ids unique or not, the answer a frozenset, a plain set or a list, holding ids the request may not carry
-    for answer in (frozenset(committed | others), committed | others, list(committed)):
+    id_set = frozenset(ids)
+    asked = frozenset(id_set | others)
+    # the hot-thread cache's answer: the asked ids (the request's own set, or a larger one) but the missing
+    but = [AllBut(id_set, id_set - committed), AllBut(asked, asked - committed)]
+    for answer in (frozenset(committed | others), committed | others, list(committed), *but):
         expected = [k for k, i in enumerate(ids) if i not in answer]
-        assert uncommitted(tuple(ids), frozenset(ids), answer) == expected
+        assert uncommitted(tuple(ids), id_set, answer) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids_and_committed)
+def test_the_hot_caches_answer_is_the_intersection_as_a_set(case: tuple[list[str], set[str], set[str]]) -> None:
+    ids, committed, others = case
+    asked = frozenset(ids) | others
+    answer = AllBut(asked, asked - committed)
+    expected = asked & committed
+    assert answer == expected and set(answer) == expected and len(answer) == len(expected)
+    assert all((i in answer) == (i in expected) for i in asked | {"not-asked"})
+    assert answer - {next(iter(expected), "x")} == expected - {next(iter(expected), "x")}
+    assert type(answer | {"y"}) is frozenset and answer | {"y"} == expected | {"y"}
 
 
 def test_uncommitted_finds_new_ids_anywhere_not_only_at_the_end() -> None:

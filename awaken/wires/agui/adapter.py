@@ -20,6 +20,8 @@ whole active path to compare). A waiting run on the path left behind is closed b
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from awaken.core.errors import InputRejected
 from awaken.core.messages import Message
 from awaken.ledger.interface import Ledger, ThreadView
@@ -115,7 +117,7 @@ class AguiProtocol(Protocol):
         return RunRequest(thread_id, agent_id, tuple(inputs), tuple(decisions), data.run_id, replay=replay, **extra)
 
 
-def regenerate_at(data: AguiInput, committed: frozenset[str]) -> ForkAt:
+def regenerate_at(data: AguiInput, committed: AbstractSet[str]) -> ForkAt:
     """``forwardedProps.awaken.regenerate``: the answer to the request's last user (or system, developer)
     message is made again on a new branch that keeps the active path up to that message, which the
     thread must hold."""
@@ -126,7 +128,7 @@ def regenerate_at(data: AguiInput, committed: frozenset[str]) -> ForkAt:
     return ForkAt(point, True, "regenerate")
 
 
-def edit_of(data: AguiInput, view: ThreadView, committed: frozenset[str]) -> tuple[ForkAt, list[Message]] | None:
+def edit_of(data: AguiInput, view: ThreadView, committed: AbstractSet[str]) -> tuple[ForkAt, list[Message]] | None:
     """``forwardedProps.awaken.edit``: the first user message of the request that the active path holds with
     other content is an edit. The run continues from the message before it on a new branch; its input is
     the edited message and the request's later messages the thread does not hold. None: no edit (the

@@ -27,6 +27,8 @@ entry point of the ``awaken.wires`` group).
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import orjson
 
 from awaken.core.errors import InputRejected
@@ -104,7 +106,7 @@ class AiSdkProtocol(Protocol):
         return RunRequest(thread_id, agent_id, inputs, tuple(decision_of(a) for a in answers))
 
 
-def regenerated(parsed: AiSdkInput, committed: frozenset[str]) -> ForkAt:
+def regenerated(parsed: AiSdkInput, committed: AbstractSet[str]) -> ForkAt:
     """Where ``regenerate()`` forks: after the last user (or system) message before the assistant message
     it names (``messageId``; absent: the end of the request, as ``useChat`` sliced its messages before
     that answer). That message must be committed on the thread's active path."""
@@ -120,7 +122,7 @@ def regenerated(parsed: AiSdkInput, committed: frozenset[str]) -> ForkAt:
     return ForkAt(point, True, "regenerate")
 
 
-def edited(parsed: AiSdkInput, committed: frozenset[str]) -> str | None:
+def edited(parsed: AiSdkInput, committed: AbstractSet[str]) -> str | None:
     """The id of the user message ``sendMessage({text, messageId})`` replaced: ``messageId`` names a user
     message of the request that the thread's active path holds (a tool continuation names an assistant
     message: not an edit). The run then continues from the message before it, on a new branch, with the
