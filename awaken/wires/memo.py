@@ -12,6 +12,9 @@ says: a prefix is only ever recorded from bytes that were parsed (or from orjson
 them, kept only when the body holds those very bytes). The parse is the same as the plain one; the
 memo decides nothing about threads or dedup.
 
+A split parse's ids, positions and roles are the prefix's joined to the tail's (``Joined``), not copied:
+a copy would touch each of thousands of elements.
+
 A prefix's messages can still be decoded (``Prefix.elements``): admission decodes every message the
 thread does not hold, and a memo knows nothing of what the thread holds.
 
@@ -29,10 +32,11 @@ worker threads for large bodies). Clients whose encoding is not the compact one 
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 import attrs
@@ -126,6 +130,74 @@ class PrefixedList(Sequence[Any]):
         if self._decoded is None:
             self._decoded = self.prefix.elements()
         return self._decoded[i]
+
+
+T = TypeVar("T")
+
+#: a ``Joined`` of more segments than this is copied into one (its indexing walks its segments)
+MAX_SEGMENTS = 32
+
+
+class Joined(Sequence[T]):
+    """A sequence of segments read as one, never copied: a split parse's ids, positions and roles are the
+    prefix's (thousands, kept by the memo) followed by the tail's few. Concatenating them as tuples would
+    touch every element (its reference count), each a cache miss right after the body passed through the
+    caches; joining them touches none. Equal to any sequence with the same elements, as the plain parse's
+    tuples are. More than ``MAX_SEGMENTS`` segments (a thread's turns joined one by one) are copied into one."""
+
+    __slots__ = ("_length", "segments")
+
+    def __init__(self, segments: tuple[Sequence[T], ...]) -> None:
+        if len(segments) > MAX_SEGMENTS:
+            segments = (tuple(itertools.chain.from_iterable(segments)),)
+        self.segments = segments
+        self._length = sum(map(len, segments))
+
+    @classmethod
+    def of(cls, head: Sequence[T], tail: Sequence[T]) -> Sequence[T]:
+        """``head`` followed by ``tail`` (``head`` itself when ``tail`` is empty and ``head`` a tuple or a
+        ``Joined``)."""
+        if not tail and type(head) in (tuple, Joined):
+            return head
+        return cls((*head.segments, tuple(tail)) if type(head) is Joined else (head, tuple(tail)))
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return tuple(self)[i]
+        if i < 0:
+            i += self._length
+        if not 0 <= i < self._length:
+            raise IndexError(i)
+        end = self._length
+        for segment in reversed(self.segments):  # the newest first: what a dedup looks for
+            end -= len(segment)
+            if i >= end:
+                return segment[i - end]
+        raise IndexError(i)  # pragma: no cover - the bounds were checked
+
+    def __iter__(self) -> Iterator[T]:
+        return itertools.chain.from_iterable(self.segments)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(other) == self._length and all(a == b for a, b in zip(self, other, strict=False))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Sequence[T]) -> Sequence[T]:
+        return Joined.of(self, other)
+
+    def __repr__(self) -> str:
+        return f"Joined({tuple(self)!r})"
 
 
 class ReplayMemo(Generic[ScanT]):

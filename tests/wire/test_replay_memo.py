@@ -22,7 +22,7 @@ from awaken.core.errors import InputRejected
 from awaken.core.jsonbody import MAX_MESSAGES
 from awaken.wires.agui.request import AguiInput, scan_known_run_input, scan_run_input
 from awaken.wires.aisdk.request import AiSdkInput, _decode, scan_chat_request, scan_known_chat_request
-from awaken.wires.memo import PrefixedList, ReplayMemo
+from awaken.wires.memo import MAX_SEGMENTS, Joined, PrefixedList, ReplayMemo
 
 CT = "application/json"
 
@@ -359,3 +359,24 @@ async def test_a_deleted_threads_kept_request_is_dropped_with_it(server, client)
     assert {"t-del", "t-kept"} <= memo.owners()
     assert (await client.delete("/v1/threads/t-del")).status_code == 204
     assert "t-del" not in memo.owners() and "t-kept" in memo.owners()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 9), max_size=5), min_size=1, max_size=40))
+def test_a_joined_sequence_reads_as_its_segments_concatenated(segments):
+    """A split parse joins its prefix's ids to the tail's instead of copying them: the join reads as the
+    concatenation would, by index (negative too), slice, iteration and equality, however many turns it
+    joined (more than ``MAX_SEGMENTS`` are copied into one)."""
+    joined: Any = tuple(segments[0])
+    plain = tuple(segments[0])
+    for segment in segments[1:]:
+        joined, plain = Joined.of(joined, segment), plain + tuple(segment)
+    assert len(joined) == len(plain) and list(joined) == list(plain)
+    assert joined == plain and plain == joined and joined != plain + (1,)
+    assert [joined[i] for i in range(-len(plain), len(plain))] == [plain[i] for i in range(-len(plain), len(plain))]
+    assert joined[1:-1] == plain[1:-1] and joined[::2] == plain[::2]
+    for outside in (len(plain), -len(plain) - 1):
+        with pytest.raises(IndexError):
+            joined[outside]
+    if isinstance(joined, Joined):
+        assert len(joined.segments) <= MAX_SEGMENTS

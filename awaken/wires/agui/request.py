@@ -36,7 +36,7 @@ from awaken.core.messages import ImagePart, Part, TextPart
 from awaken.models import ContextEntry, ToolSpec
 from awaken.wires.agui.frontend import parse_context, parse_state, parse_tools
 from awaken.wires.agui.interrupts import ResumeEntry
-from awaken.wires.memo import PrefixedList, ReplayMemo
+from awaken.wires.memo import Joined, PrefixedList, ReplayMemo
 
 _MEDIA_PARTS = frozenset({"audio", "video", "document", "binary"})
 _HISTORY_ROLES = ("assistant", "reasoning", "activity")  # a tuple: a role of any JSON type is compared, never hashed
@@ -365,11 +365,13 @@ def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo
         return None
     shift = prefix.count
     added_tools = [mid for mid, call in zip(fast[2], fast[3], strict=True) if call is not None]
-    scan = Scan(PrefixedList(prefix, tail), known.positions + tuple(shift + p for p in fast[1]),
-                known.input_ids + fast[2], known.calls + fast[3], id_set=known.input_set.union(fast[2]),
+    # the prefix's sequences joined to the tail's, not copied (``Joined``: no element of thousands touched)
+    scan = Scan(PrefixedList(prefix, tail), Joined.of(known.positions, [shift + p for p in fast[1]]),
+                Joined.of(known.input_ids, fast[2]), Joined.of(known.calls, fast[3]),
+                id_set=known.input_set.union(fast[2]),
                 tool_ids=known.tool_ids.union(added_tools) if added_tools else known.tool_ids)
-    parsed = AguiInput(thread_id, run_id, version, (), known.ids + fast[0], state, tools, context, resume, scan,
-                       branching=branching)
+    parsed = AguiInput(thread_id, run_id, version, (), Joined.of(known.ids, fast[0]), state, tools, context, resume,
+                       scan, branching=branching)
     # the thread's set of every id is grown in place, not copied: a parse still holding the previous
     # prefix then sees a superset of its ids, which can only make it fall back to the plain parse
     known.all_ids.update(fast[0])

@@ -36,7 +36,7 @@ from awaken.core.ids import interned, uncommitted
 from awaken.core.jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from awaken.core.media import check_count, check_image, is_image_type
 from awaken.core.messages import ImagePart, Part, TextPart
-from awaken.wires.memo import PrefixedList, ReplayMemo
+from awaken.wires.memo import Joined, PrefixedList, ReplayMemo
 
 #: tool part states that carry the client's answer to a waiting call
 DECISION_STATES = frozenset({"output-available", "output-error", "approval-responded"})
@@ -318,13 +318,15 @@ def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayM
     if len(set(every)) != len(every) or not known.id_set.isdisjoint(every):
         return None
     # every message of the prefix is a position: none of them is the body's last
-    scan = UiScan(PrefixedList(prefix, tail), tuple(range(shift)) + positions, known.ids + ids,
-                  known.roles + roles, id_set=known.id_set.union(ids))
+    # the prefix's sequences joined to the tail's, not copied (``Joined``: no element of thousands touched)
+    scan = UiScan(PrefixedList(prefix, tail), Joined.of(range(shift), positions), Joined.of(known.ids, ids),
+                  Joined.of(known.roles, roles), id_set=known.id_set.union(ids))
     parsed = AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan, message_id=message_id)
     all_ids, all_roles = scan.ids, scan.roles
     if continued_id is not None:
-        all_ids, all_roles = all_ids + (continued_id,), all_roles + ("assistant",)
-    memo.record_split(body, split, KnownUiScan(all_ids, all_roles, known.id_set.union(all_ids[shift:])))
+        all_ids, all_roles = Joined.of(all_ids, (continued_id,)), Joined.of(all_roles, ("assistant",))
+    kept_set = scan.id_set if continued_id is None else scan.id_set.union((continued_id,))
+    memo.record_split(body, split, KnownUiScan(all_ids, all_roles, kept_set))
     return parsed
 
 
