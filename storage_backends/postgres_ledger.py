@@ -57,6 +57,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Collection, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 import psycopg
@@ -367,7 +368,7 @@ class PostgresLedger(Ledger):
             return frozenset()
         return await self._call(lambda conn: _committed_ids(conn, _b(thread_id), ids))
 
-    async def admission_facts(self, thread_id: str, asked: frozenset[str], tail: int) -> AdmissionFacts:
+    async def admission_facts(self, thread_id: str, asked: AbstractSet[str], tail: int) -> AdmissionFacts:
         """One worker call, one round trip in the common case (see the module docstring)."""
         entry = self._hot.get(thread_id)
         keep = max(MIN_KEEP, tail)
@@ -433,7 +434,7 @@ class PostgresLedger(Ledger):
         return entry if self._hot.get(thread_id) is entry else None
 
     async def _uncached_facts(self, record: ThreadRecord, pending: tuple[PendingCall, ...],
-                              latest: list[Message] | None, asked: frozenset[str], tail: int) -> AdmissionFacts:
+                              latest: list[Message] | None, asked: AbstractSet[str], tail: int) -> AdmissionFacts:
         """The facts from the store (a thread too big for the cache); ``latest``: the active path's latest
         messages (at least ``tail`` of them, or all), None when they were not read."""
         thread_id = record.thread_id

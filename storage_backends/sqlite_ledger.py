@@ -48,6 +48,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -619,7 +620,7 @@ class SqliteLedger(Ledger):
 
         return await self._call(q)
 
-    async def admission_facts(self, thread_id: str, ids: frozenset[str], tail: int) -> AdmissionFacts:
+    async def admission_facts(self, thread_id: str, ids: AbstractSet[str], tail: int) -> AdmissionFacts:
         """One worker-thread round trip: the thread, the latest ``tail`` messages of its active path,
         its pending calls, and the asked ids looked up in the ``(thread_id, id, branch)`` index.
 
@@ -676,7 +677,7 @@ class SqliteLedger(Ledger):
         return await self._call(q)
 
     def _load_hot(self, conn: sqlite3.Connection, thread: ThreadRecord, path: BranchPath | None,
-                  ids: frozenset[str], tail: int) -> AdmissionFacts | None:
+                  ids: AbstractSet[str], tail: int) -> AdmissionFacts | None:
         """Load a cold thread into the cache (in the worker thread) and answer from it: its active
         path's latest messages and ids (``path`` None: a thread that never branched, every message)."""
         keep = max(MIN_KEEP, tail)

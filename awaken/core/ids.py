@@ -9,11 +9,13 @@ request carrying one that does not is refused ``INVALID_ID`` before anything is 
 Also here: ``uncommitted``, which of a request's message ids a dedup answer leaves new, in request order;
 ``interned``, the one copy of each id that the hot-thread cache and the replay memo share; and
 ``AllBut``, a dedup answer kept as the ids asked minus the few not committed (no copy of the thousands
-that are).
+that are); ``IdSet``, a request's ids kept as the set of the history it replays plus its few new ones
+(no copy of the history's).
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Collection, Iterable, Iterator, Sequence, Set
 from typing import Any
@@ -70,8 +72,9 @@ def uncommitted(ids: Sequence[str], id_set: Set[str], committed: Collection[str]
         return [k for k, i in enumerate(ids) if i not in committed]
     if type(committed) is AllBut:  # the asked ids but a few: the request's new ids are those few
         asked, missing = committed.asked, committed.missing
-        new = missing.intersection(id_set) if asked is id_set else \
-            id_set.difference(asked).union(missing.intersection(id_set))
+        new = frozenset(i for i in missing if i in id_set)
+        if asked is not id_set:
+            new = new.union(id_set.difference(asked))
     else:
         new = id_set.difference(committed)
     if not new:
@@ -105,7 +108,7 @@ class AllBut(Set[str]):
 
     __slots__ = ("asked", "missing")
 
-    def __init__(self, asked: frozenset[str], missing: frozenset[str]) -> None:
+    def __init__(self, asked: Set[str], missing: frozenset[str]) -> None:
         self.asked = asked
         self.missing = missing
 
@@ -127,3 +130,72 @@ class AllBut(Set[str]):
     @classmethod
     def _from_iterable(cls, ids: Iterable[str]) -> frozenset[str]:  # what ``&``, ``|`` and ``-`` build
         return frozenset(ids)
+
+
+#: an ``IdSet`` with more new ids than this is copied into one set
+MAX_EXTRA = 256
+
+
+class IdSet(Set[str]):
+    """The ids of a request that replays a history: the set the replay memo keeps of that history
+    (``base``, thousands of ids, one object from turn to turn) and the few the request adds (``extra``,
+    disjoint from it). Built without copying the history's set (a union touches each id's reference
+    count, cold right after the body); the hot-thread cache checks ``base`` against a thread once
+    (``HotThread.covered``) and then only ``extra``. It answers what a frozenset answers, as one."""
+
+    __slots__ = ("base", "extra")
+
+    def __init__(self, base: frozenset[str], extra: frozenset[str]) -> None:
+        self.base = base
+        self.extra = extra
+
+    @classmethod
+    def of(cls, head: Set[str], added: Iterable[str]) -> Set[str]:
+        """``head`` with ``added``: an ``IdSet`` on ``head``'s base (a frozenset copy once its new ids
+        are more than ``MAX_EXTRA``); ``head`` itself when nothing is added."""
+        base, extra = (head.base, head.extra) if type(head) is IdSet else (head, frozenset())
+        more = frozenset(added)
+        if not more or more <= extra:
+            return head
+        extra = extra.union(more.difference(base))
+        if len(extra) > MAX_EXTRA:
+            return frozenset(base).union(extra)
+        return cls(base if type(base) is frozenset else frozenset(base), extra)
+
+    def __contains__(self, value: Any) -> bool:
+        return value in self.base or value in self.extra
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.extra)
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.chain(self.base, self.extra)
+
+    def __repr__(self) -> str:
+        return f"IdSet({len(self.base)} + {sorted(self.extra)!r})"
+
+    __hash__ = Set._hash
+
+    @classmethod
+    def _from_iterable(cls, ids: Iterable[str]) -> frozenset[str]:
+        return frozenset(ids)
+
+    def difference(self, other: Iterable[str]) -> frozenset[str]:
+        parts = _parts(other)
+        return self.base.difference(*parts).union(self.extra.difference(*parts))
+
+    def intersection(self, other: Iterable[str]) -> frozenset[str]:
+        found: set[str] = set()
+        for part in _parts(other):
+            found.update(self.base.intersection(part), self.extra.intersection(part))
+        return frozenset(found)
+
+    def union(self, *others: Iterable[str]) -> frozenset[str]:
+        return self.base.union(self.extra, *others)
+
+
+def _parts(ids: Iterable[str]) -> tuple[Set[str], ...]:
+    """``ids`` as built-in sets whose union it is (an ``IdSet``'s two, a set itself, else one copy)."""
+    if type(ids) is IdSet:
+        return ids.base, ids.extra
+    return (ids,) if isinstance(ids, set | frozenset) else (frozenset(ids),)

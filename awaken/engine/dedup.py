@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence, Set
 
 import attrs
 
+from awaken.core.ids import IdSet
 from awaken.core.messages import Message, result_id
 from awaken.ledger.interface import AdmissionFacts, Ledger, ThreadView, answered_in
 
@@ -28,14 +29,14 @@ class Decision:
     unresolved: frozenset[str]
 
 
-def looked_up(message_ids: Collection[str], calls: Mapping[str, str | None]) -> frozenset[str]:
+def looked_up(message_ids: Collection[str], calls: Mapping[str, str | None]) -> Set[str]:
     """The ids admission asks the ledger about: the request's message ids, the ids of the messages
     carrying its tool calls, and the engine's result id of each call (``result_id``)."""
     extra = {m for m in calls.values() if m is not None}
     extra.update(result_id(c) for c in calls)
     if not extra:
-        return message_ids if isinstance(message_ids, frozenset) else frozenset(message_ids)
-    return frozenset(message_ids).union(extra)
+        return message_ids if isinstance(message_ids, frozenset | IdSet) else frozenset(message_ids)
+    return IdSet.of(message_ids, extra) if type(message_ids) is IdSet else frozenset(message_ids).union(extra)
 
 
 def resolve_answered(

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence, Set
 from typing import Any
 
 import attrs
 
-from awaken.core.ids import AllBut, interned
+from awaken.core.ids import AllBut, IdSet, interned
 from awaken.core.messages import Message
 from awaken.ledger.interface import AdmissionFacts, PendingCall, ThreadRecord
 from awaken.runtime.tuning import HOT_BUDGET as DEFAULT_BUDGET
@@ -71,6 +71,9 @@ class HotThread:
     ids_cost: int
     #: the number of messages on the active path (None: ``thread.last_seq``, a thread that never branched)
     length: int | None = None
+    #: the replayed history's id set (an ``IdSet``'s base) last found all in ``ids``: ``ids`` only grows while
+    #: the entry lives (a fork or a delete drops it), so it holds it still
+    covered: frozenset[str] | None = None
 
     @property
     def cost(self) -> int:
@@ -196,6 +199,15 @@ def cached_facts(entry: HotThread, ids: Collection[str], tail: int) -> Admission
     if tail > len(entry.tail) and len(entry.tail) < entry.path_length:
         return None
     messages = tuple(entry.tail[max(0, len(entry.tail) - tail):]) if tail > 0 else ()
-    asked = ids if isinstance(ids, frozenset) else frozenset(ids)
-    missing = asked.difference(entry.ids)  # a replayed history's few new ids: no id object is touched
+    held = entry.ids
+    if type(ids) is IdSet:  # a replayed history's ids and its few new ones
+        asked: Set[str] = ids
+        if entry.covered is not ids.base:
+            if ids.base.difference(held):
+                return AdmissionFacts(entry.thread, messages, entry.pending, ids.intersection(held))
+            entry.covered = ids.base  # the thread holds all of it now, and will while the entry lives
+        missing = ids.extra.difference(held)
+    else:
+        asked = ids if isinstance(ids, frozenset) else frozenset(ids)
+        missing = asked.difference(held)  # a replayed history's few new ids: no id object is touched
     return AdmissionFacts(entry.thread, messages, entry.pending, AllBut(asked, missing) if missing else asked)

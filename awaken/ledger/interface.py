@@ -542,7 +542,7 @@ class Ledger(abc.ABC):
             found.update(m.id for m in page if m.id in wanted)
         return frozenset(found)
 
-    async def admission_facts(self, thread_id: str, ids: frozenset[str], tail: int) -> AdmissionFacts:
+    async def admission_facts(self, thread_id: str, ids: AbstractSet[str], tail: int) -> AdmissionFacts:
         """What admission reads (``awaken.engine.dedup`` decides what it means): the thread, its latest
         ``tail`` messages, its pending calls, and which of ``ids`` are committed message ids of the
         thread. Its cost does not grow with the thread's length.

@@ -15,6 +15,7 @@ import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
+from collections.abc import Set as AbstractSet
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -724,7 +725,7 @@ class FileLedger(Ledger):
         held = found[2].ids
         return await self._seen(frozenset(i for i in ids if i in held))
 
-    async def admission_facts(self, thread_id: str, ids: frozenset[str], tail: int) -> AdmissionFacts:
+    async def admission_facts(self, thread_id: str, ids: AbstractSet[str], tail: int) -> AdmissionFacts:
         """A hot thread is answered from the hot-thread cache, with no I/O. A cold one: the thread,
         pending calls and committed ids from its detail (held, or rebuilt from its log), its latest
         messages (at least ``MIN_KEEP``) with one read of their byte range; then it is cached."""

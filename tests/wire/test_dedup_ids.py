@@ -7,7 +7,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from awaken.core.ids import AllBut, interned, uncommitted
+from awaken.core.ids import MAX_EXTRA, AllBut, IdSet, interned, uncommitted
+from awaken.core.messages import Message, TextPart
+from awaken.ledger.hotcache import cached_facts, entry_for
+from awaken.ledger.interface import ThreadRecord
 from awaken.wires.agui.request import scan_run_input
 from awaken.wires.memo import ReplayMemo
 
@@ -71,3 +74,40 @@ def test_a_history_the_memo_keeps_holds_the_ids_the_hot_cache_holds() -> None:
     assert kept.scan.input_ids == kept.scan.ids[::2] and kept.scan.input_set == frozenset(kept.scan.ids[::2])
     assert all(mid is next(interned([f"u{2 * k}"])) for k, mid in enumerate(kept.scan.input_ids))
     assert all(mid is next(interned(["".join(mid)])) for mid in kept.scan.input_set)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sets(st.text(min_size=1, max_size=3), max_size=8), min_size=1, max_size=60),
+       st.sets(st.text(min_size=1, max_size=3), max_size=8))
+def test_a_replayed_requests_id_set_is_the_union_it_stands_for(turns, other):
+    """A split parse adds a turn's ids to the history's set without copying it (``IdSet``): it answers as
+    the plain union would, however many turns were added (beyond ``MAX_EXTRA`` new ids it is one copy)."""
+    joined: object = frozenset(turns[0])
+    plain = frozenset(turns[0])
+    for added in turns[1:]:
+        joined, plain = IdSet.of(joined, added), plain | added
+    assert joined == plain and plain == joined and len(joined) == len(plain) and set(joined) == plain
+    assert all((i in joined) == (i in plain) for i in plain | other)
+    assert joined.difference(other) == plain - other and joined.intersection(other) == plain & other
+    assert joined.union(other) == plain | other and (joined - other) == plain - other
+    if isinstance(joined, IdSet):
+        assert len(joined.extra) <= MAX_EXTRA and joined.base.isdisjoint(joined.extra)
+        assert IdSet.of(joined, ()) is joined
+
+
+def test_the_hot_cache_checks_a_replayed_history_once_and_then_only_what_each_turn_adds():
+    history = [Message(f"h{k}", "user" if k % 2 == 0 else "assistant", (TextPart("x"),)) for k in range(40)]
+    entry = entry_for(ThreadRecord("t", 0, last_seq=40), history, 8, (), [m.id for m in history])
+    base = frozenset(m.id for m in history[::2])
+    turn = IdSet.of(base, ["new-1"])
+    facts = cached_facts(entry, turn, 4)
+    assert facts is not None and facts.committed == base and entry.covered is base
+    assert uncommitted(("new-1",), frozenset({"new-1"}), facts.committed) == [0]
+    # the history is not checked again: the next turn's answer holds the base and what it adds
+    entry.ids.add("new-1")
+    facts = cached_facts(entry, IdSet.of(turn, ["new-2"]), 4)
+    assert facts is not None and facts.committed == base | {"new-1"}
+    # a history the thread does not hold all of is answered id by id, and not marked
+    stranger = frozenset({"h0", "elsewhere"})
+    facts = cached_facts(entry, IdSet.of(stranger, ["new-3"]), 4)
+    assert facts is not None and facts.committed == {"h0"} and entry.covered is base

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import attrs
 
 from awaken.core.errors import InputRejected
-from awaken.core.ids import interned, uncommitted
+from awaken.core.ids import IdSet, interned, uncommitted
 from awaken.core.jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from awaken.core.media import check_count, check_image
 from awaken.core.messages import ImagePart, Part, TextPart
@@ -365,10 +365,11 @@ def scan_known_run_input(body: bytes, content_type: str | None, memo: ReplayMemo
         return None
     shift = prefix.count
     added_tools = [mid for mid, call in zip(fast[2], fast[3], strict=True) if call is not None]
-    # the prefix's sequences joined to the tail's, not copied (``Joined``: no element of thousands touched)
+    # the prefix's sequences and id set joined to the tail's, not copied (``Joined``, ``IdSet``: no element
+    # of the thousands touched)
     scan = Scan(PrefixedList(prefix, tail), Joined.of(known.positions, [shift + p for p in fast[1]]),
                 Joined.of(known.input_ids, fast[2]), Joined.of(known.calls, fast[3]),
-                id_set=known.input_set.union(fast[2]),
+                id_set=IdSet.of(known.input_set, fast[2]),
                 tool_ids=known.tool_ids.union(added_tools) if added_tools else known.tool_ids)
     parsed = AguiInput(thread_id, run_id, version, (), Joined.of(known.ids, fast[0]), state, tools, context, resume,
                        scan, branching=branching)

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import attrs
 
 from awaken.core.errors import InputRejected
-from awaken.core.ids import interned, uncommitted
+from awaken.core.ids import IdSet, interned, uncommitted
 from awaken.core.jsonbody import check_content_type, check_split, load_json_object, message_too_deep, reject
 from awaken.core.media import check_count, check_image, is_image_type
 from awaken.core.messages import ImagePart, Part, TextPart
@@ -318,14 +318,15 @@ def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayM
     if len(set(every)) != len(every) or not known.id_set.isdisjoint(every):
         return None
     # every message of the prefix is a position: none of them is the body's last
-    # the prefix's sequences joined to the tail's, not copied (``Joined``: no element of thousands touched)
+    # the prefix's sequences and id set joined to the tail's, not copied (``Joined``, ``IdSet``: no element
+    # of the thousands touched)
     scan = UiScan(PrefixedList(prefix, tail), Joined.of(range(shift), positions), Joined.of(known.ids, ids),
-                  Joined.of(known.roles, roles), id_set=known.id_set.union(ids))
+                  Joined.of(known.roles, roles), id_set=IdSet.of(known.id_set, ids))
     parsed = AiSdkInput(thread_id, agent_id, trigger, (), answers, continued_id, scan, message_id=message_id)
     all_ids, all_roles = scan.ids, scan.roles
     if continued_id is not None:
         all_ids, all_roles = Joined.of(all_ids, (continued_id,)), Joined.of(all_roles, ("assistant",))
-    kept_set = scan.id_set if continued_id is None else scan.id_set.union((continued_id,))
+    kept_set = scan.id_set if continued_id is None else IdSet.of(scan.id_set, (continued_id,))
     memo.record_split(body, split, KnownUiScan(all_ids, all_roles, kept_set))
     return parsed
 
