@@ -152,7 +152,8 @@ def observe(app: ASGIApp, metrics: ServerMetrics, routes: RouteTemplates) -> ASG
             metrics.streams.inc()
             facts.streaming = True
         try:
-            await app({**scope, FACTS_KEY: facts}, receive, watched)
+            scope[FACTS_KEY] = facts  # the server's scope is the request's own: no copy of it to make
+            await app(scope, receive, watched)
         finally:
             REFUSAL_COUNTER.reset(token)
             facts.close_stream(metrics)

@@ -29,7 +29,6 @@ import time
 import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -247,6 +246,7 @@ class ServerMetrics:
         self.waiting.set_function(lambda: max(0, self._waiting))
         self.watchers.set_function(lambda: 0)
         self._commit_timer = self.commits.labels(backend) if backend else None
+        self._agents: dict[tuple[str, str], AgentSeries] = {}
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text format."""
@@ -277,6 +277,14 @@ class ServerMetrics:
         """The metrics of one admitted run, started by ``subject`` (its ``RunState`` reports to them)."""
         return RunMetrics(self, run, subject)
 
+    def agent(self, agent: Any) -> AgentSeries:
+        """The series a run of ``agent`` (an ``AgentSpec``: its id, its ``config.model``) counts into."""
+        key = (agent.id, agent.config.model)
+        found = self._agents.get(key)
+        if found is None:
+            found = self._agents[key] = AgentSeries(self, *key)
+        return found
+
 
 def _timed(write: Callable[..., Any], timer: Any) -> Callable[..., Any]:
     """``write`` (a ledger's coroutine method), its every call's duration observed by ``timer``."""
@@ -295,11 +303,35 @@ def _NO_RUN() -> None:
     return None
 
 
+class AgentSeries:
+    """The series a run of one agent (with one ``model`` setting) counts into, found once per run
+    (``ServerMetrics.agent``) instead of by label values at every count."""
+
+    __slots__ = ("duration_error", "duration_ok", "first_delta", "input_tokens", "input_usage", "output_tokens",
+                 "output_usage", "started")
+
+    def __init__(self, metrics: ServerMetrics, agent_id: str, model: str) -> None:
+        provider, name = provider_and_model(model)
+        self.started = metrics.started.labels(agent_id)
+        self.first_delta = metrics.first_delta.labels(agent_id)
+        self.duration_ok = metrics.operation_duration.labels("chat", provider, name, "")
+        #: a failed call's duration series, by the exception's type (few, made on first use)
+        self.duration_error: Callable[[str], Any] = lambda kind: metrics.operation_duration.labels(
+            "chat", provider, name, kind)
+        self.input_usage = metrics.token_usage.labels("chat", provider, name, "input")
+        self.output_usage = metrics.token_usage.labels("chat", provider, name, "output")
+        self.input_tokens = metrics.tokens.labels(agent_id, model, "input")
+        self.output_tokens = metrics.tokens.labels(agent_id, model, "output")
+
+
 class RunMetrics:
     """One run's instruments: what its ``RunState`` and its steps report, counted once each, and the
-    run's ``run`` log line at its outcome. ``NO_RUN_METRICS`` is the one that counts nothing."""
+    run's ``run`` log line at its outcome. ``NO_RUN_METRICS`` is the one that counts nothing.
 
-    __slots__ = ("_began", "_first", "_input", "_metrics", "_output", "_run", "subject")
+    Nothing is observed between a run's start and its first output but two numbers: the start counts
+    (``begin``), and the first output's time is noted and observed when its model call ends."""
+
+    __slots__ = ("_began", "_first", "_input", "_metrics", "_output", "_run", "_series", "subject")
 
     def __init__(self, metrics: ServerMetrics | None, run: RunView | None, subject: str | None) -> None:
         self._metrics = metrics
@@ -309,6 +341,7 @@ class RunMetrics:
         self.subject = subject
         self._began: float | None = None
         self._first = False
+        self._series: AgentSeries | None = None
         #: the tokens of this execution's model calls
         self._input = self._output = 0
 
@@ -319,16 +352,18 @@ class RunMetrics:
             return
         self._began = time.perf_counter()
         self._input = self._output = 0
-        metrics.started.labels(self._run().agent.id).inc()
+        series = self._series = metrics.agent(self._run().agent)
+        series.started.value += 1
         metrics.active.inc()
 
-    def first_output(self) -> None:
-        """The run's model produced its first output (text, reasoning or a tool call) in this execution."""
+    def first_output(self, at: float | None = None) -> None:
+        """The run's model produced its first output (text, reasoning or a tool call) in this execution,
+        at ``at`` (``time.perf_counter``; None: now)."""
         if self._metrics is None or self._first or self._began is None:
             return
         self._first = True
-        metrics = self._metrics
-        metrics.first_delta.labels(self._run().agent.id).observe(time.perf_counter() - self._began)
+        assert self._series is not None
+        self._series.first_delta.observe((at if at is not None else time.perf_counter()) - self._began)
 
     def ended(self, outcome: str, cause: str | None = None, error_code: str | None = None) -> None:
         """The run stopped executing with ``outcome`` (a status: completed, waiting, failed, interrupted)."""
@@ -354,46 +389,12 @@ class RunMetrics:
         if self._metrics is not None:
             self._metrics._waiting -= 1
 
-    @contextmanager
-    def model_call(self, output: Any) -> Iterator[None]:
+    def model_call(self, output: Any) -> ModelCall | NoModelCall:
         """Time one model call whose output is ``output`` (a ``StepBuilder``: its ``step_usage`` is read
-        at the end); a call that raises is recorded with its error type."""
-        metrics = self._metrics
-        if metrics is None:
-            yield
-            return
-        provider, model = provider_and_model(self._run().agent.config.model)
-        original = watch = None
-        if not self._first:
-            # the run's first output: the builder's sink, swapped for one call and put back, so no
-            # delta after it pays anything
-            original = output.sink
-
-            def watch(event: Any) -> None:
-                output.sink = original
-                self.first_output()
-                original(event)
-
-            output.sink = watch
-        started = time.perf_counter()
-        error = ""
-        try:
-            yield
-        except Exception as exc:
-            error = type(exc).__name__
-            raise
-        finally:
-            if watch is not None and output.sink is watch:
-                output.sink = original
-            metrics.operation_duration.labels("chat", provider, model, error).observe(time.perf_counter() - started)
-            if not error:
-                usage = output.step_usage
-                agent = self._run().agent
-                self._input += usage.input_tokens
-                self._output += usage.output_tokens
-                for direction, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
-                    metrics.token_usage.labels("chat", provider, model, direction).observe(count)
-                    metrics.tokens.labels(agent.id, agent.config.model, direction).inc(count)
+        at the end; ``with``); a call that raises is recorded with its error type."""
+        if self._metrics is None or self._began is None:
+            return NO_MODEL_CALL
+        return ModelCall(self, output)
 
     def committed(self, commit: Any) -> None:
         """A step was committed: count its tool results (by outcome) and gate decisions."""
@@ -407,6 +408,69 @@ class RunMetrics:
             metrics.tool_calls.labels(part.name, part.status).inc()
             if part.approval is not None:
                 metrics.gates.labels(part.name, part.approval).inc()
+
+
+class ModelCall:
+    """One model call of a run, timed (``with``). The run's first output is seen by swapping the step
+    builder's sink for one event and put back, so no delta after it pays anything; its time is noted
+    then and observed when the call ends, after that output went out."""
+
+    __slots__ = ("_first_at", "_original", "_output", "_run", "_started")
+
+    def __init__(self, run: RunMetrics, output: Any) -> None:
+        self._run = run
+        self._output = output
+        self._original: Any = None
+        self._first_at: float | None = None
+
+    def __enter__(self) -> ModelCall:
+        if not self._run._first:
+            output = self._output
+            self._original = output.sink
+            output.sink = self._watch
+        self._started = time.perf_counter()
+        return self
+
+    def _watch(self, event: Any) -> None:
+        self._first_at = time.perf_counter()
+        original = self._output.sink = self._original
+        original(event)
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        ended = time.perf_counter()
+        run, output = self._run, self._output
+        if self._original is not None and output.sink == self._watch:
+            output.sink = self._original
+        if self._first_at is not None:
+            run.first_output(self._first_at)
+        series = run._series
+        assert series is not None
+        if isinstance(exc, Exception):  # a cancellation is timed as a call that ended
+            series.duration_error(type(exc).__name__).observe(ended - self._started)
+            return
+        series.duration_ok.observe(ended - self._started)
+        usage = output.step_usage
+        run._input += usage.input_tokens
+        run._output += usage.output_tokens
+        series.input_usage.observe(usage.input_tokens)
+        series.output_usage.observe(usage.output_tokens)
+        series.input_tokens.value += usage.input_tokens
+        series.output_tokens.value += usage.output_tokens
+
+
+class NoModelCall:
+    """The model call of a run no server counts: nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> NoModelCall:
+        return self
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        pass
+
+
+NO_MODEL_CALL = NoModelCall()
 
 
 #: the run metrics of a run no server counts (a bare engine in a test, crash recovery)

@@ -165,6 +165,7 @@ def configure(settings: TraceSettings) -> None:
     """Start tracing as ``settings`` say (an exporter: the OpenTelemetry SDK, its batch processor and
     exporter; none: nothing). Replaces what an earlier ``configure`` started (stopping its exporter)."""
     shutdown(0.0)
+    global _SPAN, _LEAF
     STATE.settings = settings
     STATE.capture = settings.capture_content
     if settings.exporter is None:
@@ -191,6 +192,7 @@ def configure(settings: TraceSettings) -> None:
     STATE.exporter = exporter
     STATE.tracer = provider.get_tracer(C.SCOPE, version)
     STATE.propagator = TraceContextTextMapPropagator()
+    _SPAN, _LEAF = OtelSpan, OtelLeaf
     log.info("tracing: exporting spans (%s%s) as service %s", settings.exporter,
              f" to {settings.endpoint}" if settings.endpoint else "", settings.service_name)
 
@@ -203,8 +205,10 @@ def enabled() -> bool:
 def shutdown(timeout: float = FLUSH_SECONDS) -> None:
     """Export what is queued (for up to ``timeout`` seconds) and stop the exporter; tracing is off
     afterwards. Blocking: from the event loop, ``await flush()``."""
+    global _SPAN, _LEAF
     provider, exporter = STATE.provider, STATE.exporter
     STATE.tracer = STATE.provider = STATE.exporter = STATE.propagator = None
+    _SPAN, _LEAF = Span, Leaf
     if provider is None:
         return
     try:
@@ -296,13 +300,17 @@ def error_type(exc: BaseException) -> str:
 
 
 class Span:
-    """One timed piece of a run: its timeline entry and, with an exporter, its OpenTelemetry span.
+    """One timed piece of a run: its timeline entry (and, with an exporter, an ``OtelSpan``: also its
+    OpenTelemetry span).
 
     Opened (``with``, or ``open``/``close``) it is the current span of its task and of the tasks that
-    task spawns; closing it records its end, and an exception passing through as ``error.type``."""
+    task spawns (a leaf, ``current=False``: a model call, a commit, admission, under which no span is
+    opened, leaves its parent current); closing it records its end, and an exception passing through as
+    ``error.type``. With nothing configured a span is this small object: a few slots, its attribute dict
+    and its place in the timeline."""
 
-    __slots__ = ("_otel_token", "_root", "_token", "attributes", "end_ns", "error", "id", "name", "otel", "parent",
-                 "since_ns", "start_ns", "subject", "timeline")
+    __slots__ = ("_root", "_token", "attributes", "end_ns", "error", "id", "name", "parent", "since_ns",
+                 "start_ns", "subject", "timeline")
 
     def __init__(self, name: str, parent: Span | None, attributes: dict[str, Any], start_ns: int | None,
                  timeline: Timeline, kind: Any = None) -> None:
@@ -311,31 +319,14 @@ class Span:
         self.parent = parent
         # a run's root keeps None here, not itself: a span referring to itself is a reference cycle, and
         # every run's root (with its timeline) then waited for the cycle collector after the run ended
-        self._root: Span | None = parent.root if parent is not None else None
+        self._root: Span | None = (parent._root or parent) if parent is not None else None
         self.start_ns = start_ns or _time_ns()
         self.end_ns: int | None = None
         self.attributes = attributes
         self.error: str | None = None
         self.timeline = timeline
         self._token: Any = None
-        self._otel_token: Any = None
-        self.otel: Any = None
-        #: a run's root only: who asked for this execution (a resume's decisions are theirs), and
-        #: since when the run waited (a resume: its committed ``waiting``, in ns since the epoch)
-        self.subject: str | None = None
-        self.since_ns: int | None = None
-        tracer = STATE.tracer
-        if tracer is not None:
-            from opentelemetry import context as otel_context
-            from opentelemetry import trace
-
-            if parent is not None and parent.otel is not None:
-                context = trace.set_span_in_context(parent.otel)
-            else:
-                context = otel_context.get_current()
-            self.otel = tracer.start_span(name, context=context, kind=kind or trace.SpanKind.INTERNAL,
-                                          attributes={k: v for k, v in attributes.items() if v is not None},
-                                          start_time=self.start_ns)
+        # ``subject`` and ``since_ns``: a run's root only (``run`` sets them)
         if len(timeline.spans) + timeline.packed_count < MAX_SPANS:  # Timeline.add, inlined: every span passes here
             timeline.spans.append(self)
         else:
@@ -352,26 +343,15 @@ class Span:
         if type(value) is str and len(value) > MAX_VALUE:
             value = _clip(value)
         self.attributes[key] = value
-        if self.otel is not None:
-            self.otel.set_attribute(key, value)
 
     def fail(self, kind: str, message: str | None = None) -> None:
         """The span's operation failed: ``error.type`` = ``kind``, status ERROR (``message``: why)."""
         self.error = kind
         self.attributes[C.ERROR_TYPE] = kind
-        if self.otel is not None:
-            from opentelemetry.trace import Status, StatusCode
 
-            self.otel.set_attribute(C.ERROR_TYPE, kind)
-            self.otel.set_status(Status(StatusCode.ERROR, _clip(message) if message else None))
-
-    def open(self) -> Span:
-        self._token = _CURRENT.set(self)
-        if self.otel is not None:
-            from opentelemetry import context as otel_context
-            from opentelemetry import trace
-
-            self._otel_token = otel_context.attach(trace.set_span_in_context(self.otel))
+    def open(self, current: bool = True) -> Span:
+        if current:
+            self._token = _CURRENT.set(self)
         return self
 
     def close(self, exc: BaseException | None = None, end_ns: int | None = None) -> None:
@@ -381,16 +361,9 @@ class Span:
         if exc is not None and self.error is None:
             self.fail(error_type(exc), str(exc) or None)
         self.end_ns = end_ns or _time_ns()
-        if self._otel_token is not None:
-            from opentelemetry import context as otel_context
-
-            otel_context.detach(self._otel_token)
-            self._otel_token = None
         if self._token is not None:
             _CURRENT.reset(self._token)
             self._token = None
-        if self.otel is not None:
-            self.otel.end(end_time=self.end_ns)
 
     def __enter__(self) -> Span:
         return self.open()
@@ -407,6 +380,84 @@ class Span:
 
     def as_json(self) -> dict[str, Any]:
         return span_json(self.row())
+
+
+class Leaf(Span):
+    """A span under which no span is opened (a model call, a commit, admission): opened, it leaves its
+    parent the current span (no context change to make and undo)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Span:
+        return self
+
+    def open(self, current: bool = False) -> Span:
+        return self
+
+
+class OtelSpan(Span):
+    """A span when an exporter is configured: also an OpenTelemetry span, started and ended with it,
+    given its attributes and its status; while open it is OpenTelemetry's current context too (a leaf's
+    as well: the OpenAI-compatible provider's HTTP request carries its model call's span)."""
+
+    __slots__ = ("_otel_token", "otel")
+
+    def __init__(self, name: str, parent: Span | None, attributes: dict[str, Any], start_ns: int | None,
+                 timeline: Timeline, kind: Any = None) -> None:
+        super().__init__(name, parent, attributes, start_ns, timeline, kind)
+        from opentelemetry import context as otel_context
+        from opentelemetry import trace
+
+        self._otel_token: Any = None
+        parent_otel = getattr(parent, "otel", None)
+        context = trace.set_span_in_context(parent_otel) if parent_otel is not None else otel_context.get_current()
+        self.otel = STATE.tracer.start_span(name, context=context, kind=kind or trace.SpanKind.INTERNAL,
+                                            attributes={k: v for k, v in attributes.items() if v is not None},
+                                            start_time=self.start_ns)
+
+    def set(self, key: str, value: Any) -> None:
+        if value is None:
+            return
+        if type(value) is str and len(value) > MAX_VALUE:
+            value = _clip(value)
+        self.attributes[key] = value
+        self.otel.set_attribute(key, value)
+
+    def fail(self, kind: str, message: str | None = None) -> None:
+        from opentelemetry.trace import Status, StatusCode
+
+        super().fail(kind, message)
+        self.otel.set_attribute(C.ERROR_TYPE, kind)
+        self.otel.set_status(Status(StatusCode.ERROR, _clip(message) if message else None))
+
+    def open(self, current: bool = True) -> Span:
+        from opentelemetry import context as otel_context
+        from opentelemetry import trace
+
+        if current:
+            self._token = _CURRENT.set(self)
+        self._otel_token = otel_context.attach(trace.set_span_in_context(self.otel))
+        return self
+
+    def close(self, exc: BaseException | None = None, end_ns: int | None = None) -> None:
+        if self.end_ns is not None:
+            return
+        super().close(exc, end_ns)
+        if self._otel_token is not None:
+            from opentelemetry import context as otel_context
+
+            otel_context.detach(self._otel_token)
+            self._otel_token = None
+        self.otel.end(end_time=self.end_ns)
+
+
+class OtelLeaf(OtelSpan):
+    """A leaf (``Leaf``) when an exporter is configured: OpenTelemetry's current context while open."""
+
+    __slots__ = ()
+
+    def open(self, current: bool = False) -> Span:
+        return super().open(False)
 
 
 #: attribute key -> the label the console's timeline shows it under
@@ -459,14 +510,20 @@ def current() -> Span | None:
     return _CURRENT.get()
 
 
+#: the classes spans are made of: decided with the exporter (``configure``)
+_SPAN: type[Span] = Span
+_LEAF: type[Span] = Leaf
+
+
 def child(name: str, attributes: dict[str, Any] | None = None, *, start_ns: int | None = None,
-          kind: Any = None) -> Span | _NoSpan:
+          kind: Any = None, leaf: bool = False) -> Span | _NoSpan:
     """A span under the current one (not opened yet: ``with child(...) as span``); outside a run,
-    ``NO_SPAN``."""
+    ``NO_SPAN``. A ``leaf`` has no span under it: opened, it leaves its parent the current span."""
     parent = _CURRENT.get()
     if parent is None:
         return NO_SPAN
-    return Span(name, parent, attributes if attributes is not None else {}, start_ns, parent.timeline, kind)
+    return (_LEAF if leaf else _SPAN)(name, parent, attributes if attributes is not None else {}, start_ns,
+                                      parent.timeline, kind)
 
 
 # -- the spans of a run, by what they are -------------------------------------------------------
@@ -481,8 +538,9 @@ def run(agent_id: str, description: str, thread_id: str, subject: str | None,
                                   C.GEN_AI_AGENT_NAME: agent_id, C.GEN_AI_CONVERSATION_ID: thread_id}
     if description:
         attributes[C.GEN_AI_AGENT_DESCRIPTION] = description
-    root = Span(f"{C.OP_INVOKE_AGENT} {agent_id}", None, attributes, None, Timeline(timelines))
+    root = _SPAN(f"{C.OP_INVOKE_AGENT} {agent_id}", None, attributes, None, Timeline(timelines))
     root.subject = subject
+    root.since_ns = None
     return root
 
 
@@ -526,6 +584,9 @@ def ended(root: Span, status: str, exc: BaseException | None = None) -> None:
     if C.RUN_STATUS not in root.attributes and C.RUN_ID in root.attributes:
         root.set(C.RUN_STATUS, status)
     root.close(exc)
+    store = root.timeline.store
+    if store is not None:
+        store.settle()  # the keeping its start left to now (``Timelines.keep``: a resume's joins its run's)
     root.timeline.pack()
 
 
@@ -565,16 +626,29 @@ def model_names(model: str) -> tuple[str, str]:
     return provider, name or provider
 
 
+#: a model setting -> its chat span's name and attributes (a few settings, asked on every model call)
+_CHATS: dict[str, tuple[str, dict[str, Any]]] = {}
+
+
 def chat(model: str) -> Span | _NoSpan:
     """A model call's span (``chat <model>``)."""
-    provider, name = model_names(model)
+    parent = _CURRENT.get()
+    if parent is None:
+        return NO_SPAN
+    known = _CHATS.get(model)
+    if known is None:
+        if len(_CHATS) > 64:
+            _CHATS.clear()
+        provider, name = model_names(model)
+        known = _CHATS[model] = (f"{C.OP_CHAT} {name}", {C.GEN_AI_OPERATION_NAME: C.OP_CHAT,
+                                                         C.GEN_AI_PROVIDER_NAME: provider,
+                                                         C.GEN_AI_REQUEST_MODEL: name})
     kind = None
     if STATE.tracer is not None:
         from opentelemetry.trace import SpanKind
 
         kind = SpanKind.CLIENT
-    return child(f"{C.OP_CHAT} {name}", {C.GEN_AI_OPERATION_NAME: C.OP_CHAT, C.GEN_AI_PROVIDER_NAME: provider,
-                                          C.GEN_AI_REQUEST_MODEL: name}, kind=kind)
+    return _LEAF(known[0], parent, known[1].copy(), None, parent.timeline, kind)
 
 
 def chat_result(span: Span | _NoSpan, input_tokens: int, output_tokens: int, tool_calls: bool) -> None:
@@ -612,17 +686,24 @@ def gate(name: str, call_id: str, decision: str, decided_by: str, since_ns: int 
 
 
 def step(number: int) -> Span | _NoSpan:
-    return child(f"{C.SPAN_STEP} {number}", {C.STEP_NUMBER: number})
+    parent = _CURRENT.get()  # ``child``, inlined: one a step
+    if parent is None:
+        return NO_SPAN
+    return _SPAN(f"{C.SPAN_STEP} {number}", parent, {C.STEP_NUMBER: number}, None, parent.timeline)
 
 
 def commit(status: str, messages: int, backend: str) -> Span | _NoSpan:
     """A ledger commit of the run (``awaken.commit <status>``; ``start``: its first write)."""
     return child(f"{C.SPAN_COMMIT} {status}", {C.COMMIT_STATUS: status, C.COMMIT_MESSAGES: messages,
-                                               C.LEDGER_BACKEND: backend})
+                                               C.LEDGER_BACKEND: backend}, leaf=True)
 
 
 def admission() -> Span | _NoSpan:
-    return child(C.SPAN_ADMISSION)
+    """Admission's span (a leaf)."""
+    parent = _CURRENT.get()
+    if parent is None:
+        return NO_SPAN
+    return _LEAF(C.SPAN_ADMISSION, parent, {}, None, parent.timeline)
 
 
 def capture(span: Span | _NoSpan, key: str, value: Callable[[], Any]) -> None:
@@ -713,13 +794,30 @@ class Timelines:
         #: the packed bytes of the timelines kept
         self.size = 0
         self._runs: OrderedDict[tuple[str, str], Timeline] = OrderedDict()
+        #: what ``keep`` was asked and ``settle`` has not done yet
+        self._pending: list[tuple[str, str, Timeline, bool]] = []
 
     def __len__(self) -> int:
+        self.settle()
         return len(self._runs)
 
     def keep(self, thread_id: str, run_id: str, timeline: Timeline, *, resumed: bool = False) -> None:
         """Keep ``timeline`` as the run's; a resumed run's earlier execution's spans come first. A fresh
-        run whose id another run holds is not kept under it (the ledger gives it a fresh id)."""
+        run whose id another run holds is not kept under it (the ledger gives it a fresh id).
+
+        Done at the next read of the store or the end of a run (``settle``), in the order asked: a run's
+        start (before its first output) only notes it, and every reader finds the running run."""
+        self._pending.append((thread_id, run_id, timeline, resumed))
+
+    def settle(self) -> None:
+        """Do the keeping asked so far (``keep``)."""
+        pending = self._pending
+        if pending:
+            self._pending = []
+            for thread_id, run_id, timeline, resumed in pending:
+                self._keep(thread_id, run_id, timeline, resumed)
+
+    def _keep(self, thread_id: str, run_id: str, timeline: Timeline, resumed: bool) -> None:
         key = (thread_id, run_id)
         earlier = self._runs.get(key)
         if earlier is not None and earlier is not timeline and not resumed:
@@ -756,9 +854,11 @@ class Timelines:
             self.size -= len(timeline.packed)
 
     def get(self, thread_id: str, run_id: str) -> Timeline | None:
+        self.settle()
         return self._runs.get((thread_id, run_id))
 
     def clear(self) -> None:
+        self.settle()
         for timeline in self._runs.values():
             timeline.key = None
         self._runs.clear()
