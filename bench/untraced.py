@@ -34,7 +34,8 @@ def cut_telemetry() -> Callable[[], None]:
         return None
 
     cuts: list[tuple[Any, str, Any]] = [
-        (tracing, "run", no_trace), (tracing, "identify", nothing), (tracing, "ended", nothing),
+        (tracing, "run", no_trace), (tracing, "identify", nothing), (tracing, "admitted", nothing),
+        (tracing, "refused", nothing), (tracing, "ended", nothing),
         (metrics.ServerMetrics, "run", lambda self, run, subject: metrics.NO_RUN_METRICS),
         (metrics.ServerMetrics, "time_commits", nothing), (metrics.ServerMetrics, "count_watchers", nothing),
         (edge, "observe", lambda app, _metrics, _routes: app),

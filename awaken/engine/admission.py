@@ -287,10 +287,10 @@ class RunApplication:
         run.slot = slot
         self._active[thread_id] = run
         admitted = False
-        # the run's trace: its root spans the admission and the execution, to the committed outcome
+        # the run's trace: its root spans the admission (recorded once it is decided: ``admitted``,
+        # ``refused``) and the execution, to the committed outcome
         trace = tracing.run(agent.id, agent.config.description, thread_id, principal.subject,
                             self.timelines).open()
-        admitting = tracing.admission().open()
         try:
             if not await self.claims.claim(thread_id, run.claim_token):
                 held = await self.ledger.get_thread(thread_id)
@@ -317,14 +317,12 @@ class RunApplication:
             fresh = len(asks.message_ids) - len(view.known_ids or ()) if asks is not None else 0
             request = await trio.to_thread.run_sync(build, view) if fresh >= OFF_LOOP_MESSAGES else build(view)
             await prepare(run, request, view, self.agents, off_loop=len(request.inputs) >= OFF_LOOP_MESSAGES)
-            admitting.close()
-            tracing.identify(trace, run.run_id, resumed=run.resumed)
+            tracing.admitted(trace, run.run_id, resumed=run.resumed)
             admitted = True
             yield run
         except BaseException as exc:
             if not admitted:  # refused: the trace says why
-                admitting.close(exc)
-                tracing.ended(trace, run.status.value, exc)
+                tracing.refused(trace, run.status.value, exc)
             raise
         finally:
             if admitted:

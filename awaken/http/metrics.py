@@ -22,7 +22,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import attrs
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map
 
@@ -46,26 +45,50 @@ KNOWN_PATHS = 512
 _STREAMING = frozenset({"run", "socket", "rejoin"})
 
 
-@attrs.define
 class RequestFacts:
-    """What the observer learns of a request while it is served."""
+    """What the observer learns of a request while it is served; called, it is the request's ``send``
+    as the app sees it (watched: the answer's status, a stream's end), and it names the ``send`` it
+    wraps (``__wrapped__``: the WebSocket transport finds hypercorn's stream behind it)."""
 
-    status: int = 0
-    #: the code of the refusal the request was answered with (HTTP: at most one)
-    refused: str | None = None
-    #: the subject of the principal the auth middleware attached (None: anonymous, or not a /v1/ route)
-    subject: str | None = None
+    __slots__ = ("__wrapped__", "_metrics", "refused", "status", "streaming", "subject")
 
-    #: the request is an open stream (counted in ``awaken_streams_open`` until ``close_stream``)
-    streaming: bool = False
+    def __init__(self, send: Callable[[dict[str, Any]], Awaitable[None]], metrics: ServerMetrics,
+                 streaming: bool = False) -> None:
+        self.__wrapped__ = send
+        self._metrics = metrics
+        self.status = 0
+        #: the code of the refusal the request was answered with (HTTP: at most one)
+        self.refused: str | None = None
+        #: the subject of the principal the auth middleware attached (None: anonymous, or not a /v1/ route)
+        self.subject: str | None = None
+        #: the request is an open stream (counted in ``awaken_streams_open`` until ``close_stream``)
+        self.streaming = streaming
+        if streaming:
+            metrics.open_streams += 1
 
     def refuse(self, code: str) -> None:
         self.refused = code
 
-    def close_stream(self, metrics: ServerMetrics) -> None:
+    def close_stream(self) -> None:
         if self.streaming:
             self.streaming = False
-            metrics.streams.dec()
+            self._metrics.open_streams -= 1
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if not self.status:
+            if kind in ("http.response.start", "websocket.http.response.start"):
+                self.status = message["status"]
+            elif kind == "websocket.accept":
+                self.status = 101
+            elif kind == "websocket.close":
+                self.status = 403  # closed before it was accepted: the upgrade was refused
+        # a stream is closed by its last body message or its socket's close, before the client can see
+        # its end: a scrape that follows never counts it
+        if self.streaming and (kind == "websocket.close" or kind == "http.response.body"
+                               and not message.get("more_body")):
+            self.close_stream()
+        await self.__wrapped__(message)
 
 
 class RouteTemplates:
@@ -79,16 +102,22 @@ class RouteTemplates:
                 self._wire.append((path_pattern(template), template, kind in _STREAMING))
         self._rules = url_map.bind("awaken")
         self._known: dict[tuple[str, str], tuple[str, bool]] = {}
+        #: the latest question and its answer (a server that serves one run route asks it again and again)
+        self._last: tuple[str, str, tuple[str, bool]] = ("", "", (OTHER, False))
 
     def of(self, method: str, path: str) -> tuple[str, bool]:
         """(template, whether it streams) of a request; ``other`` when no route serves the path. The
         answers for the latest paths are kept (the run routes' paths are a handful, asked on every run)."""
+        last = self._last
+        if path == last[1] and method == last[0]:
+            return last[2]
         key = (method, path)
         found = self._known.get(key)
         if found is None:
             if len(self._known) >= KNOWN_PATHS:
                 self._known.clear()  # paths with ids in them come and go: start again
             found = self._known[key] = self._match(method, path)
+        self._last = (method, path, found)
         return found
 
     def _match(self, method: str, path: str) -> tuple[str, bool]:
@@ -120,43 +149,20 @@ def observe(app: ASGIApp, metrics: ServerMetrics, routes: RouteTemplates) -> ASG
 
     async def observed(scope: dict, receive: Callable, send: Callable) -> None:
         kind = scope["type"]
-        if kind not in ("http", "websocket"):
+        if kind != "http" and kind != "websocket":
             await app(scope, receive, send)
             return
         method = scope.get("method", "GET") if kind == "http" else "WEBSOCKET"
         route, streaming = routes.of(method, scope["path"])
-        facts = RequestFacts()
-        token = REFUSAL_COUNTER.set(facts.refuse if kind == "http" else metrics.refused)
-
-        async def watched(message: dict[str, Any]) -> None:
-            kind = message["type"]
-            if not facts.status:
-                if kind in ("http.response.start", "websocket.http.response.start"):
-                    facts.status = message["status"]
-                elif kind == "websocket.accept":
-                    facts.status = 101
-                elif kind == "websocket.close":
-                    facts.status = 403  # closed before it was accepted: the upgrade was refused
-            # a stream is closed by its last body message or its socket's close, before the client can
-            # see its end: a scrape that follows never counts it
-            if facts.streaming and (kind == "websocket.close" or kind == "http.response.body"
-                                    and not message.get("more_body")):
-                facts.close_stream(metrics)
-            await send(message)
-
-        # the WebSocket transport finds hypercorn's stream behind ``send`` through it (its frames then go
-        # to that stream directly: only the accept and the close pass here)
-        watched.__wrapped__ = send  # type: ignore[attr-defined]
         started = time.perf_counter()
-        if streaming:
-            metrics.streams.inc()
-            facts.streaming = True
+        facts = RequestFacts(send, metrics, streaming)
+        token = REFUSAL_COUNTER.set(facts.refuse if kind == "http" else metrics.refused)
+        scope[FACTS_KEY] = facts  # the server's scope is the request's own: no copy of it to make
         try:
-            scope[FACTS_KEY] = facts  # the server's scope is the request's own: no copy of it to make
-            await app(scope, receive, watched)
+            await app(scope, receive, facts)
         finally:
             REFUSAL_COUNTER.reset(token)
-            facts.close_stream(metrics)
+            facts.close_stream()
             if facts.refused is not None:
                 metrics.refused(facts.refused)
             metrics.request(method, route, facts.status)

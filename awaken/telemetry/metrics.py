@@ -244,13 +244,29 @@ class ServerMetrics:
         #: that waited before a restart may be resumed after it)
         self._waiting = 0
         self.waiting.set_function(lambda: max(0, self._waiting))
+        #: runs executing and streams open now (the gauges read them when scraped: counting one is an
+        #: addition to an attribute of this object, which every request and run holds)
+        self.active_runs = 0
+        self.open_streams = 0
+        #: the runs that began executing and are not counted in ``awaken_runs_started`` yet
+        self.begun: list[RunMetrics] = []
+        self.active.set_function(lambda: self.active_runs)
+        self.streams.set_function(lambda: self.open_streams)
         self.watchers.set_function(lambda: 0)
         self._commit_timer = self.commits.labels(backend) if backend else None
         self._agents: dict[tuple[str, str], AgentSeries] = {}
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text format."""
+        self.count_begun()
         return generate_latest(self.registry)
+
+    def count_begun(self) -> None:
+        """Count the runs that began since the last count in ``awaken_runs_started`` (a run's start only
+        notes itself: ``RunMetrics.begin``)."""
+        begun, self.begun = self.begun, []
+        for run in begun:
+            run.series().started.value += 1
 
     # -- what the server wires in -----------------------------------------------------------------
 
@@ -328,22 +344,33 @@ class RunMetrics:
     """One run's instruments: what its ``RunState`` and its steps report, counted once each, and the
     run's ``run`` log line at its outcome. ``NO_RUN_METRICS`` is the one that counts nothing.
 
-    Nothing is observed between a run's start and its first output but two numbers: the start counts
-    (``begin``), and the first output's time is noted and observed when its model call ends."""
+    Between a run's start and its first output little is done: its agent's series are found when it is
+    admitted, its start counts two numbers (``begin``), and its model call (``model_call``: this object
+    is that call's context manager, a run makes one at a time) notes the time of the first output,
+    observed when the call ends."""
 
-    __slots__ = ("_began", "_first", "_input", "_metrics", "_output", "_run", "_series", "subject")
+    __slots__ = ("_agent", "_began", "_call_started", "_first", "_first_at", "_input", "_metrics", "_original",
+                 "_output", "_run", "_series", "_sink_owner", "subject")
 
     def __init__(self, metrics: ServerMetrics | None, run: RunView | None, subject: str | None) -> None:
         self._metrics = metrics
         # weakly: the run holds its state, which holds these metrics; a strong reference back would put
         # every run in a reference cycle, garbage the cyclic collector has to find later
         self._run = weakref.ref(run) if run is not None else _NO_RUN
+        #: the run's agent, and its series once a count needs them (after the run's first output)
+        self._agent = run.agent if run is not None else None
+        self._series: AgentSeries | None = None
         self.subject = subject
         self._began: float | None = None
         self._first = False
-        self._series: AgentSeries | None = None
         #: the tokens of this execution's model calls
         self._input = self._output = 0
+        #: the model call in progress: its output (whose sink is watched until the first output), the
+        #: sink put back after it, its start, and the first output's time
+        self._sink_owner: Any = None
+        self._original: Any = None
+        self._call_started = 0.0
+        self._first_at: float | None = None
 
     def begin(self) -> None:
         """The run starts executing (a fresh run, or a waiting one resumed)."""
@@ -352,9 +379,16 @@ class RunMetrics:
             return
         self._began = time.perf_counter()
         self._input = self._output = 0
-        series = self._series = metrics.agent(self._run().agent)
-        series.started.value += 1
-        metrics.active.inc()
+        metrics.active_runs += 1
+        metrics.begun.append(self)  # counted in ``awaken_runs_started`` at the next scrape or run end
+
+    def series(self) -> AgentSeries:
+        """The series this run counts into (its agent's)."""
+        series = self._series
+        if series is None:
+            assert self._metrics is not None
+            series = self._series = self._metrics.agent(self._agent)
+        return series
 
     def first_output(self, at: float | None = None) -> None:
         """The run's model produced its first output (text, reasoning or a tool call) in this execution,
@@ -362,8 +396,7 @@ class RunMetrics:
         if self._metrics is None or self._first or self._began is None:
             return
         self._first = True
-        assert self._series is not None
-        self._series.first_delta.observe((at if at is not None else time.perf_counter()) - self._began)
+        self.series().first_delta.observe((at if at is not None else time.perf_counter()) - self._began)
 
     def ended(self, outcome: str, cause: str | None = None, error_code: str | None = None) -> None:
         """The run stopped executing with ``outcome`` (a status: completed, waiting, failed, interrupted)."""
@@ -372,11 +405,12 @@ class RunMetrics:
             return
         self._began = None
         seconds = time.perf_counter() - began
+        metrics.count_begun()
         run = self._run()
         agent = run.agent.id
         metrics.ended.labels(agent, outcome).inc()
         metrics.duration.labels(agent, outcome).observe(seconds)
-        metrics.active.dec()
+        metrics.active_runs -= 1
         logs.run_line(thread=run.thread_id, run=run.run_id, agent=agent, outcome=outcome, cause=cause,
                       error_code=error_code, seconds=seconds, input_tokens=self._input,
                       output_tokens=self._output, subject=self.subject)
@@ -389,12 +423,49 @@ class RunMetrics:
         if self._metrics is not None:
             self._metrics._waiting -= 1
 
-    def model_call(self, output: Any) -> ModelCall | NoModelCall:
+    def model_call(self, output: Any) -> RunMetrics | NoModelCall:
         """Time one model call whose output is ``output`` (a ``StepBuilder``: its ``step_usage`` is read
-        at the end; ``with``); a call that raises is recorded with its error type."""
+        at the end; ``with``); a call that raises is recorded with its error type. The run's first output
+        is seen by swapping the builder's sink for one event (and putting it back), so no delta after it
+        pays anything."""
         if self._metrics is None or self._began is None:
             return NO_MODEL_CALL
-        return ModelCall(self, output)
+        self._sink_owner = output
+        if not self._first:
+            self._original = output.sink
+            output.sink = self._watch
+        self._first_at = None
+        self._call_started = time.perf_counter()
+        return self
+
+    def _watch(self, event: Any) -> None:
+        self._first_at = time.perf_counter()
+        original = self._sink_owner.sink = self._original
+        original(event)
+
+    def __enter__(self) -> RunMetrics:
+        return self
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        ended = time.perf_counter()
+        output, original = self._sink_owner, self._original
+        self._sink_owner = self._original = None
+        if original is not None and output.sink == self._watch:
+            output.sink = original
+        if self._first_at is not None:
+            self.first_output(self._first_at)
+        series = self.series()
+        if isinstance(exc, Exception):  # a cancellation is timed as a call that ended
+            series.duration_error(type(exc).__name__).observe(ended - self._call_started)
+            return
+        series.duration_ok.observe(ended - self._call_started)
+        usage = output.step_usage
+        self._input += usage.input_tokens
+        self._output += usage.output_tokens
+        series.input_usage.observe(usage.input_tokens)
+        series.output_usage.observe(usage.output_tokens)
+        series.input_tokens.value += usage.input_tokens
+        series.output_tokens.value += usage.output_tokens
 
     def committed(self, commit: Any) -> None:
         """A step was committed: count its tool results (by outcome) and gate decisions."""
@@ -408,54 +479,6 @@ class RunMetrics:
             metrics.tool_calls.labels(part.name, part.status).inc()
             if part.approval is not None:
                 metrics.gates.labels(part.name, part.approval).inc()
-
-
-class ModelCall:
-    """One model call of a run, timed (``with``). The run's first output is seen by swapping the step
-    builder's sink for one event and put back, so no delta after it pays anything; its time is noted
-    then and observed when the call ends, after that output went out."""
-
-    __slots__ = ("_first_at", "_original", "_output", "_run", "_started")
-
-    def __init__(self, run: RunMetrics, output: Any) -> None:
-        self._run = run
-        self._output = output
-        self._original: Any = None
-        self._first_at: float | None = None
-
-    def __enter__(self) -> ModelCall:
-        if not self._run._first:
-            output = self._output
-            self._original = output.sink
-            output.sink = self._watch
-        self._started = time.perf_counter()
-        return self
-
-    def _watch(self, event: Any) -> None:
-        self._first_at = time.perf_counter()
-        original = self._output.sink = self._original
-        original(event)
-
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        ended = time.perf_counter()
-        run, output = self._run, self._output
-        if self._original is not None and output.sink == self._watch:
-            output.sink = self._original
-        if self._first_at is not None:
-            run.first_output(self._first_at)
-        series = run._series
-        assert series is not None
-        if isinstance(exc, Exception):  # a cancellation is timed as a call that ended
-            series.duration_error(type(exc).__name__).observe(ended - self._started)
-            return
-        series.duration_ok.observe(ended - self._started)
-        usage = output.step_usage
-        run._input += usage.input_tokens
-        run._output += usage.output_tokens
-        series.input_usage.observe(usage.input_tokens)
-        series.output_usage.observe(usage.output_tokens)
-        series.input_tokens.value += usage.input_tokens
-        series.output_tokens.value += usage.output_tokens
 
 
 class NoModelCall:

@@ -366,7 +366,8 @@ class Span:
             self._token = None
 
     def __enter__(self) -> Span:
-        return self.open()
+        self._token = _CURRENT.set(self)  # ``open``, inlined
+        return self
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
         self.close(exc)
@@ -429,6 +430,9 @@ class OtelSpan(Span):
         super().fail(kind, message)
         self.otel.set_attribute(C.ERROR_TYPE, kind)
         self.otel.set_status(Status(StatusCode.ERROR, _clip(message) if message else None))
+
+    def __enter__(self) -> Span:
+        return self.open()
 
     def open(self, current: bool = True) -> Span:
         from opentelemetry import context as otel_context
@@ -529,30 +533,83 @@ def child(name: str, attributes: dict[str, Any] | None = None, *, start_ns: int 
 # -- the spans of a run, by what they are -------------------------------------------------------
 
 
+#: (agent id, description) -> its runs' root name and attributes, the thread's left to fill (a few
+#: agents, asked on every run)
+_ROOTS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+
+
 def run(agent_id: str, description: str, thread_id: str, subject: str | None,
         timelines: Timelines | None = None) -> Span:
     """The root of one execution of a run (``invoke_agent <agent>``), not opened yet, for the request
-    of ``subject``. Its run id is named once admission knows it (``identify``: its timeline is then
+    of ``subject``. Its run id is named once admission knows it (``admitted``: its timeline is then
     kept in ``timelines``, None: nowhere); its outcome when it ends (``ended``)."""
-    attributes: dict[str, Any] = {C.GEN_AI_OPERATION_NAME: C.OP_INVOKE_AGENT, C.GEN_AI_AGENT_ID: agent_id,
-                                  C.GEN_AI_AGENT_NAME: agent_id, C.GEN_AI_CONVERSATION_ID: thread_id}
-    if description:
-        attributes[C.GEN_AI_AGENT_DESCRIPTION] = description
-    root = _SPAN(f"{C.OP_INVOKE_AGENT} {agent_id}", None, attributes, None, Timeline(timelines))
+    known = _ROOTS.get((agent_id, description))
+    if known is None:
+        if len(_ROOTS) > 256:
+            _ROOTS.clear()
+        template: dict[str, Any] = {C.GEN_AI_OPERATION_NAME: C.OP_INVOKE_AGENT, C.GEN_AI_AGENT_ID: agent_id,
+                                    C.GEN_AI_AGENT_NAME: agent_id, C.GEN_AI_CONVERSATION_ID: None}
+        if description:
+            template[C.GEN_AI_AGENT_DESCRIPTION] = description
+        known = _ROOTS[agent_id, description] = (f"{C.OP_INVOKE_AGENT} {agent_id}", template)
+    attributes = known[1].copy()
+    attributes[_CONVERSATION_ID] = thread_id
+    root = _SPAN(known[0], None, attributes, None, Timeline(timelines))
     root.subject = subject
     root.since_ns = None
     return root
 
 
+_CONVERSATION_ID = C.GEN_AI_CONVERSATION_ID
+
+
 def identify(root: Span, run_id: str, *, resumed: bool) -> None:
-    """Admission gave the run its id: the root says it, and the run's timeline is kept under it in the
-    store ``run`` named (a resumed run's spans join the timeline of its earlier execution)."""
-    root.set(C.RUN_ID, run_id)
+    """The run has its id: the root says it, and the run's timeline is kept under it in the store
+    ``run`` named (a resumed run's spans join the timeline of its earlier execution)."""
+    if type(root) is Span:  # ``set``, inlined: no exporter
+        root.attributes[C.RUN_ID] = run_id
+    else:
+        root.set(C.RUN_ID, run_id)
     if resumed:
         root.set(C.RUN_RESUMED, True)
+    timeline = root.timeline
+    if timeline.store is not None:
+        timeline.store.keep(root.attributes[_CONVERSATION_ID], run_id, timeline, resumed=resumed)
+
+
+def admitted(root: Span, run_id: str, *, resumed: bool) -> None:
+    """Admission gave the run its id: its span (``awaken.admission``, from the root's start to now) is
+    recorded, and the run identified (``identify``). With nothing but the timelines to record to, the
+    root says its id now and the rest is left to the store's next read or the run's end
+    (``Timelines.settle``): none of it comes between a run and its first delta."""
     store = root.timeline.store
-    if store is not None:
-        store.keep(root.attributes[C.GEN_AI_CONVERSATION_ID], run_id, root.timeline, resumed=resumed)
+    if type(root) is not Span or store is None:
+        _admission(root, _time_ns())
+        identify(root, run_id, resumed=resumed)
+        return
+    attributes = root.attributes
+    attributes[C.RUN_ID] = run_id
+    if resumed:
+        attributes[C.RUN_RESUMED] = True
+    store._pending.append((root, run_id, resumed, _time_ns()))
+
+
+def _admission(root: Span, end_ns: int, exc: BaseException | None = None) -> None:
+    """Record admission's span: from the root's start to ``end_ns``, right after the root."""
+    timeline = root.timeline
+    span = _LEAF(C.SPAN_ADMISSION, root, {}, root.start_ns, timeline)
+    span.close(exc, end_ns)
+    spans = timeline.spans
+    if spans and spans[-1] is span and spans[0] is not span:  # made after the run's other spans: it follows the root
+        spans.pop()
+        at = next((i for i, s in enumerate(spans) if s is root), len(spans) - 1) + 1
+        spans.insert(at, span)
+
+
+def refused(root: Span, status: str, exc: BaseException) -> None:
+    """Admission refused the run (``exc``): its span records why, and the root ends."""
+    _admission(root, _time_ns(), exc)
+    ended(root, status, exc)
 
 
 def renamed(run_id: str) -> None:
@@ -794,8 +851,8 @@ class Timelines:
         #: the packed bytes of the timelines kept
         self.size = 0
         self._runs: OrderedDict[tuple[str, str], Timeline] = OrderedDict()
-        #: what ``keep`` was asked and ``settle`` has not done yet
-        self._pending: list[tuple[str, str, Timeline, bool]] = []
+        #: what ``keep`` (and ``admitted``) asked and ``settle`` has not done yet
+        self._pending: list[tuple[Any, str, Any, Any]] = []
 
     def __len__(self) -> int:
         self.settle()
@@ -810,12 +867,16 @@ class Timelines:
         self._pending.append((thread_id, run_id, timeline, resumed))
 
     def settle(self) -> None:
-        """Do the keeping asked so far (``keep``)."""
+        """Do the keeping asked so far (``keep``, and ``admitted``: a run's admission span first)."""
         pending = self._pending
         if pending:
             self._pending = []
-            for thread_id, run_id, timeline, resumed in pending:
-                self._keep(thread_id, run_id, timeline, resumed)
+            for first, run_id, third, fourth in pending:
+                if type(first) is str:
+                    self._keep(first, run_id, third, fourth)
+                else:  # (root, run id, resumed, admission's end): ``admitted``
+                    _admission(first, fourth)
+                    self._keep(first.attributes[_CONVERSATION_ID], run_id, first.timeline, third)
 
     def _keep(self, thread_id: str, run_id: str, timeline: Timeline, resumed: bool) -> None:
         key = (thread_id, run_id)
