@@ -43,6 +43,7 @@ import trio
 from awaken.core.messages import Message, TextPart
 from awaken.engine.state import RunStatus
 from awaken.ledger.interface import Commit, Fork, Ledger, RunRecord, ledger_class
+from awaken.ledger.paging import MAX_LIMIT
 
 from .client import Endpoint, HttpConnection, Session, StreamResult, new_id, script
 from .servers import awaken_server
@@ -51,6 +52,10 @@ LENGTHS = (10, 100, 1000, 5000)
 #: (messages, characters of text per message) of the replay-size sweep
 REPLAY_SIZES = ((1000, 50), (1000, 250), (1000, 500), (1000, 1000))
 TARGET_RATIO = 1.5
+#: the first replay after a page reload (the whole history read back from the server and sent again)
+RELOAD_RATIO = 3.0
+#: the history route's page (its most)
+HISTORY_PAGE = MAX_LIMIT
 #: the pause before each turn: a turn starts on a settled server (the previous request's cleanup,
 #: e.g. freeing a 684 KB replay's objects, is not billed to the next case), as a person's next turn would
 SETTLE_S = 0.02
@@ -159,18 +164,22 @@ async def branched_case(backend: str, data: Path, logs: Path, turns: int, dsn: s
     await server.start()
     try:
         endpoint = Endpoint("awaken", "agui", "sse", f"{server.base_url}/v1/ag-ui")
-        rows = await measure(endpoint, cases, turns, server.cpu_seconds)
+        rows = await measure(endpoint, cases, turns, server.cpu_seconds, reload=True)
     finally:
         await server.stop()
-    return {"rows": rows, "active_path": active, "branches": BRANCHES + 1, "target": TARGET_RATIO}
+    return {"rows": rows, "active_path": active, "branches": BRANCHES + 1, "target": TARGET_RATIO,
+            "reload_target": RELOAD_RATIO}
 
 
 def branched_verdicts(backend: str, result: dict[str, Any]) -> list[str]:
     """One line per body: the branched thread's first delta ÷ a new thread's, and whether it meets the target."""
     out = []
-    for mode in ("new-only", "replay"):
+    for mode in ("new-only", "replay", "reload"):
+        if f"branched/{mode}" not in result["rows"]:
+            continue
         row, plain = result["rows"][f"branched/{mode}"], result["rows"].get(f"linear/{mode}")
-        ok = row["ratio"] <= TARGET_RATIO
+        target = RELOAD_RATIO if mode == "reload" else TARGET_RATIO
+        ok = row["ratio"] <= target and (plain is None or plain["ratio"] <= target)
         out.append(f"- {backend}, {result['active_path']:,} messages, {result['branches'] - 1} branches, {mode}: "
                    f"{row['ratio']:.2f}× a new thread — {'met' if ok else 'MISSED'}"
                    + (f" (never branched: {plain['ratio']:.2f}×)" if plain else ""))
@@ -223,12 +232,30 @@ async def refusal_ms(probe: HttpConnection, path: str, size: int) -> float:
     return (result.t_first_byte - result.t_send) * 1000
 
 
+async def read_history(probe: HttpConnection, path: str, thread_id: str) -> list[dict[str, Any]]:
+    """The thread's whole history as the AG-UI history route pages it (what a page reloading reads back)."""
+    items: list[dict[str, Any]] = []
+    cursor = ""
+    while True:
+        status, body = await probe.get_status(f"{path}/threads/{thread_id}/messages?limit={HISTORY_PAGE}"
+                                              + (f"&cursor={cursor}" if cursor else ""))
+        if status != 200:
+            raise RuntimeError(f"history of {thread_id}: HTTP {status}")
+        page = orjson.loads(body)
+        items += page["items"]
+        if not page["items"] or not page.get("cursor"):
+            return items
+        cursor = page["cursor"]
+
+
 async def measure(endpoint: Endpoint, cases: dict[str, Turns], turns: int,
-                  cpu: Callable[[], float] | None = None) -> dict[str, dict[str, Any]]:
+                  cpu: Callable[[], float] | None = None, *, reload: bool = False) -> dict[str, dict[str, Any]]:
     """``turns`` rounds; each round runs one new-thread turn and one turn per case (both bodies); each
     replayed turn is followed by its floor probes (``refusal_ms`` of its size and of 1 byte, ``loads_ms``).
-    ``cpu`` (the server's CPU seconds, all threads) gives each turn's server CPU time too: unlike wall
-    time it does not grow when other work shares the machine's cores."""
+    With ``reload``, each case also has a turn after a page reload (``…/reload``): the client's array is
+    read back from the history route first (not timed), then the whole of it is sent with the new message,
+    so the server has never seen those bytes. ``cpu`` (the server's CPU seconds, all threads) gives each
+    turn's server CPU time too: unlike wall time it does not grow when other work shares the machine's cores."""
     samples: dict[str, list[float]] = {"new": []}
     cpu_ms: dict[str, list[float]] = {}
     sizes: dict[str, int] = {}
@@ -249,9 +276,12 @@ async def measure(endpoint: Endpoint, cases: dict[str, Turns], turns: int,
         session = Session(endpoint, nursery=nursery)
         try:
             for rnd in range(turns + 1):
-                order = [("new", None, False)] + [(f"{k}/{mode}", t, mode == "replay")
-                                                   for k, t in cases.items() for mode in ("new-only", "replay")]
+                modes = ("new-only", "replay", "reload") if reload else ("new-only", "replay")
+                order = [("new", None, False)] + [(f"{k}/{mode}", t, mode != "new-only")
+                                                   for k, t in cases.items() for mode in modes]
                 for key, turn, replay in (order if rnd % 2 == 0 else order[::-1]):
+                    if turn is not None and key.endswith("/reload"):
+                        turn.held = await read_history(probe, path, turn.thread_id)  # the AG-UI route's
                     body = new_thread_body() if turn is None else turn.body(replay)
                     await settle()
                     cpu_before = cpu() if cpu is not None else 0.0

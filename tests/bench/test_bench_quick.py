@@ -66,7 +66,7 @@ def test_bench_quick_reports_every_section(tmp_path):
     # the thread that branched (bench/threads.py): measured on SQLite, both bodies with their target
     [branched] = [c for c in report["branched"] if c["backend"] == "sqlite"]
     assert (branched["active_path"], branched["branches"]) == (500, 21)  # a quick run's: 5,000 in a full one
-    assert {("awaken[sqlite]", f"agui/sse {mode}") for mode in ("new-only", "replay")} <= {
+    assert {("awaken[sqlite]", f"agui/sse {mode}") for mode in ("new-only", "replay", "reload")} <= {
         (t["subject"], t["channel"]) for t in report["targets"] if "20 branches" in t["target"]}
     assert "## A thread that branched" in (out / "report.md").read_text()
     targets = {t["target"].split(" ")[0] for t in report["targets"]}
@@ -94,8 +94,10 @@ def check_targets(report: dict) -> None:
         if "20 branches" in target["target"]:  # the thread that branched: a ratio to a new thread, not the floor
             backend = target["subject"].removeprefix("awaken[").removesuffix("]")
             [case] = [c for c in report["branched"] if c["backend"] == backend]
-            row = case["rows"][f"branched/{target['channel'].split(' ')[1]}"]
-            assert target["value"] == round(row["ratio"], 3) and target["met"] == (target["value"] <= 1.5), target
+            mode = target["channel"].split(" ")[1]
+            row = case["rows"][f"branched/{mode}"]
+            limit = 3.0 if mode == "reload" else 1.5  # the first turn after a page reload: <= 3x
+            assert target["value"] == round(row["ratio"], 3) and target["met"] == (target["value"] <= limit), target
             continue
         name = next(key for key in FIGURES if key in target["target"])
         section, key = FIGURES[name]
