@@ -289,8 +289,8 @@ class RunApplication:
         admitted = False
         # the run's trace: its root spans the admission (recorded once it is decided: ``admitted``,
         # ``refused``) and the execution, to the committed outcome
-        trace = tracing.run(agent.id, agent.config.description, thread_id, principal.subject,
-                            self.timelines).open()
+        trace = tracing.run(agent.id, agent.config.description, thread_id, principal.subject, self.timelines,
+                            current=True)
         try:
             if not await self.claims.claim(thread_id, run.claim_token):
                 held = await self.ledger.get_thread(thread_id)

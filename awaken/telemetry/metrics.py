@@ -363,14 +363,10 @@ class RunMetrics:
         self.subject = subject
         self._began: float | None = None
         self._first = False
-        #: the tokens of this execution's model calls
-        self._input = self._output = 0
-        #: the model call in progress: its output (whose sink is watched until the first output), the
-        #: sink put back after it, its start, and the first output's time
-        self._sink_owner: Any = None
-        self._original: Any = None
-        self._call_started = 0.0
-        self._first_at: float | None = None
+        # set by ``begin``: ``_input``, ``_output``, the tokens of this execution's model calls; by
+        # ``model_call``: ``_sink_owner``, ``_original``, ``_call_started``, ``_first_at``, the call in
+        # progress (its output, whose sink is watched until the first output, the sink put back after
+        # it, its start, and the first output's time)
 
     def begin(self) -> None:
         """The run starts executing (a fresh run, or a waiting one resumed)."""
@@ -434,6 +430,8 @@ class RunMetrics:
         if not self._first:
             self._original = output.sink
             output.sink = self._watch
+        else:
+            self._original = None
         self._first_at = None
         self._call_started = time.perf_counter()
         return self

@@ -299,6 +299,13 @@ def error_type(exc: BaseException) -> str:
     return code if isinstance(code, str) and code else type(exc).__qualname__
 
 
+class Shared(dict):  # type: ignore[type-arg]
+    """Attributes spans share (every first step's, every call of one model's) until one of them sets its
+    own: it is given a copy then (``Span.set``, ``Span.fail``)."""
+
+    __slots__ = ()
+
+
 class Span:
     """One timed piece of a run: its timeline entry (and, with an exporter, an ``OtelSpan``: also its
     OpenTelemetry span).
@@ -342,12 +349,18 @@ class Span:
             return
         if type(value) is str and len(value) > MAX_VALUE:
             value = _clip(value)
-        self.attributes[key] = value
+        attributes = self.attributes
+        if type(attributes) is Shared:
+            attributes = self.attributes = dict(attributes)
+        attributes[key] = value
 
     def fail(self, kind: str, message: str | None = None) -> None:
         """The span's operation failed: ``error.type`` = ``kind``, status ERROR (``message``: why)."""
         self.error = kind
-        self.attributes[C.ERROR_TYPE] = kind
+        attributes = self.attributes
+        if type(attributes) is Shared:
+            attributes = self.attributes = dict(attributes)
+        attributes[C.ERROR_TYPE] = kind
 
     def open(self, current: bool = True) -> Span:
         if current:
@@ -421,7 +434,7 @@ class OtelSpan(Span):
             return
         if type(value) is str and len(value) > MAX_VALUE:
             value = _clip(value)
-        self.attributes[key] = value
+        super().set(key, value)
         self.otel.set_attribute(key, value)
 
     def fail(self, kind: str, message: str | None = None) -> None:
@@ -539,10 +552,11 @@ _ROOTS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
 
 
 def run(agent_id: str, description: str, thread_id: str, subject: str | None,
-        timelines: Timelines | None = None) -> Span:
-    """The root of one execution of a run (``invoke_agent <agent>``), not opened yet, for the request
-    of ``subject``. Its run id is named once admission knows it (``admitted``: its timeline is then
-    kept in ``timelines``, None: nowhere); its outcome when it ends (``ended``)."""
+        timelines: Timelines | None = None, *, current: bool = False) -> Span:
+    """The root of one execution of a run (``invoke_agent <agent>``) for the request of ``subject``,
+    not opened yet (``current``: opened, the current span). Its run id is named once admission knows it
+    (``admitted``: its timeline is then kept in ``timelines``, None: nowhere); its outcome when it ends
+    (``ended``)."""
     known = _ROOTS.get((agent_id, description))
     if known is None:
         if len(_ROOTS) > 256:
@@ -557,6 +571,8 @@ def run(agent_id: str, description: str, thread_id: str, subject: str | None,
     root = _SPAN(known[0], None, attributes, None, Timeline(timelines))
     root.subject = subject
     root.since_ns = None
+    if current:
+        return root.open()
     return root
 
 
@@ -697,15 +713,15 @@ def chat(model: str) -> Span | _NoSpan:
         if len(_CHATS) > 64:
             _CHATS.clear()
         provider, name = model_names(model)
-        known = _CHATS[model] = (f"{C.OP_CHAT} {name}", {C.GEN_AI_OPERATION_NAME: C.OP_CHAT,
-                                                         C.GEN_AI_PROVIDER_NAME: provider,
-                                                         C.GEN_AI_REQUEST_MODEL: name})
+        known = _CHATS[model] = (f"{C.OP_CHAT} {name}", Shared({C.GEN_AI_OPERATION_NAME: C.OP_CHAT,
+                                                                C.GEN_AI_PROVIDER_NAME: provider,
+                                                                C.GEN_AI_REQUEST_MODEL: name}))
     kind = None
     if STATE.tracer is not None:
         from opentelemetry.trace import SpanKind
 
         kind = SpanKind.CLIENT
-    return _LEAF(known[0], parent, known[1].copy(), None, parent.timeline, kind)
+    return _LEAF(known[0], parent, known[1], None, parent.timeline, kind)
 
 
 def chat_result(span: Span | _NoSpan, input_tokens: int, output_tokens: int, tool_calls: bool) -> None:
@@ -742,11 +758,20 @@ def gate(name: str, call_id: str, decision: str, decided_by: str, since_ns: int 
                  start_ns=since_ns)
 
 
+#: a step number -> its span's name and attributes
+_STEPS: dict[int, tuple[str, Shared]] = {}
+
+
 def step(number: int) -> Span | _NoSpan:
     parent = _CURRENT.get()  # ``child``, inlined: one a step
     if parent is None:
         return NO_SPAN
-    return _SPAN(f"{C.SPAN_STEP} {number}", parent, {C.STEP_NUMBER: number}, None, parent.timeline)
+    known = _STEPS.get(number)
+    if known is None:
+        if len(_STEPS) > 256:
+            _STEPS.clear()
+        known = _STEPS[number] = (f"{C.SPAN_STEP} {number}", Shared({C.STEP_NUMBER: number}))
+    return _SPAN(known[0], parent, known[1], None, parent.timeline)
 
 
 def commit(status: str, messages: int, backend: str) -> Span | _NoSpan:
