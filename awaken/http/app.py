@@ -85,7 +85,7 @@ from awaken.streams.exchange import sse_route, ws_route
 from awaken.streams.rejoin import rejoin_route
 from awaken.telemetry import tracing
 from awaken.wires.agui.capabilities import capabilities as agui_capabilities_of
-from awaken.wires.memo import with_memos
+from awaken.wires.memo import Memoized, with_memos
 from awaken.wires.registry import PageReader, Wire, known_wires, path_pattern, protocols, quart_rule
 
 ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
@@ -167,9 +167,12 @@ def build_quart(ctx: ServerContext, wires: dict[str, Wire]) -> QuartTrio:
             return quart_error(exc)
         return jsonify(agui_capabilities_of(agent))
 
-    def history_route(read: PageReader) -> Callable[[str], Awaitable[Any]]:
-        """``GET …/threads/{threadId}/messages?cursor=&limit=&branch=`` → ``{items, cursor}`` (400/404/503)."""
+    def history_route(read: PageReader, protocol: Any) -> Callable[[str], Awaitable[Any]]:
+        """``GET …/threads/{threadId}/messages?cursor=&limit=&branch=`` → ``{items, cursor}`` (400/404/503).
+        The active path's pages are told to the wire's replay memo (``Memoized.served``): a page that reloads
+        and sends the history it read back is split, not parsed whole."""
         reads_branches = "branch" in inspect.signature(read).parameters  # a plugin's reader may read none
+        memoized = protocol if isinstance(protocol, Memoized) else None
 
         async def history(thread_id: str):  # noqa: ANN202
             try:
@@ -187,8 +190,12 @@ def build_quart(ctx: ServerContext, wires: dict[str, Wire]) -> QuartTrio:
             except (BadCursor, BadLimit, UnknownBranch, UnknownThread, StoreUnavailable) as exc:  # 400, 404, 503
                 return quart_error(exc)
             # orjson: a page of 500 long messages is megabytes, which the stdlib encoder behind
-            # ``jsonify`` takes tens of milliseconds to write, on the event loop (``bench.stall``)
-            return Response(orjson.dumps({"items": items, "cursor": cursor}, option=orjson.OPT_SORT_KEYS),
+            # ``jsonify`` takes tens of milliseconds to write, on the event loop (``bench.stall``). The
+            # items are written once: the page is those bytes in ``{"cursor": …, "items": …}`` (sorted keys)
+            encoded = orjson.dumps(items, option=orjson.OPT_SORT_KEYS)
+            if memoized is not None and branch is None:
+                memoized.served(thread_id, request.args.get("cursor") or None, cursor, items, encoded)
+            return Response(b'{"cursor":' + orjson.dumps(cursor) + b',"items":' + encoded + b"}",
                             content_type="application/json")
 
         return history
@@ -196,7 +203,7 @@ def build_quart(ctx: ServerContext, wires: dict[str, Wire]) -> QuartTrio:
     for name, wire in wires.items():
         for index, template in enumerate(wire.history):
             app.add_url_rule(quart_rule(template), f"{name}_history_{index}",
-                             history_route(wire.read_history), methods=["GET"])  # type: ignore[arg-type]
+                             history_route(wire.read_history, wire.protocol), methods=["GET"])  # type: ignore[arg-type]
     threads_api.add_routes(app, ctx, protocols(wires))
     console.add_routes(app)
     return app

@@ -47,6 +47,8 @@ MEMO_MAX_CANDIDATES = 4
 #: estimated bytes per scanned message beyond the prefix's bytes (its id string and scan slots:
 #: ``python -m bench.memtrace`` of a 5,000-message memo entry)
 MEMO_PER_MESSAGE = 160
+#: threads whose history pages, read from the start, the memo follows (``ReplayMemo.served``)
+MEMO_SERVED_THREADS = 64
 
 # -- the hot-thread cache (``awaken.ledger.hotcache``) ---------------------------------------------------
 

@@ -50,6 +50,7 @@ from awaken.runtime.tuning import MEMO_MAX_CANDIDATES as MAX_CANDIDATES
 from awaken.runtime.tuning import MEMO_MIN_BODY as MIN_BODY
 from awaken.runtime.tuning import MEMO_PER_KEY as PER_KEY
 from awaken.runtime.tuning import MEMO_PER_MESSAGE as _PER_MESSAGE
+from awaken.runtime.tuning import MEMO_SERVED_THREADS as SERVED_THREADS
 from awaken.runtime.tuning import ON_LOOP_REST  # noqa: F401 - re-exported: the adapters split on the loop up to it
 from awaken.wires.encoding import EncoderBase, WireEvent
 from awaken.wires.protocol import Asks, Protocol, RunRequest
@@ -211,6 +212,8 @@ class ReplayMemo(Generic[ScanT]):
         self.hits = 0
         self._entries: OrderedDict[int, Prefix[ScanT]] = OrderedDict()
         self._by_key: dict[bytes, list[Prefix[ScanT]]] = {}
+        #: thread -> (the cursor after the last page served from its start, the pages so far as a prefix)
+        self._served: OrderedDict[str, tuple[str | None, Prefix[ScanT]]] = OrderedDict()
         self._lock = threading.Lock()  # parses of large bodies run in worker threads
 
     def __len__(self) -> int:
@@ -303,9 +306,51 @@ class ReplayMemo(Generic[ScanT]):
                                      encoded.count(b"{") + encoded.count(b"["), scan))
             return
 
+    def served(self, owner: str, after: str | None, end: str | None, items: list[Any], encoded: bytes,
+               scan_of: Callable[[list[Any]], ScanT | None], join: Callable[[ScanT, ScanT, int], ScanT | None]) -> None:
+        """A page of thread ``owner``'s history went out: ``items`` after cursor ``after`` (None: from the
+        thread's start) up to cursor ``end``, as the JSON array ``encoded`` (orjson's bytes of ``items``).
+        Pages read from the thread's start, each after the one before, are kept as the thread's prefix: a
+        page that reloads and sends the history it read back whole (``HttpAgent``, ``useChat`` apps) sends
+        those very bytes, and is split instead of parsed whole. The scan is the protocol's own of the items
+        (``scan_of``, ``join``: what its parse of those bytes would give)."""
+        if self.budget <= 0 or not items or len(encoded) < 2:
+            return
+        base = None
+        if after is not None:
+            chained = self._served.get(owner)
+            if chained is None or chained[0] != after:
+                return
+            base = chained[1]
+        scan = scan_of(items)
+        if scan is not None and base is not None:
+            scan = join(base.scan, scan, base.count)
+        if scan is None:
+            self._served.pop(owner, None)
+            return
+        inner = memoryview(encoded)[1:-1]  # the items, without the array's brackets
+        if base is None:
+            data, containers = b"[" + inner, 1
+        else:
+            data, containers = bytes(base.data) + b"," + inner, base.containers
+        containers += inner.obj.count(b"{", 1, len(encoded) - 1) + inner.obj.count(b"[", 1, len(encoded) - 1)
+        prefix = Prefix(owner, memoryview(data), (base.count if base is not None else 0) + len(items), containers, scan)
+        with self._lock:
+            if base is not None and id(base) in self._entries:
+                self._drop(base)  # the pages before this one: a shorter prefix of the same bytes
+            self._served[owner] = (end, prefix)
+            self._served.move_to_end(owner)
+            while len(self._served) > SERVED_THREADS:
+                self._served.popitem(last=False)
+            if len(data) >= max(self.min_body, KEY_BYTES):  # (shorter: followed, not kept yet)
+                self._put(prefix)
+                if id(prefix) not in self._entries:  # the budget does not take it: no chain outlives its bytes
+                    self._served.pop(owner, None)
+
     def forget(self, owner: str) -> None:
         """Drop every request kept for thread ``owner`` (it was deleted: its bytes go with it)."""
         with self._lock:
+            self._served.pop(owner, None)
             for entry in [e for e in self._entries.values() if e.owner == owner]:
                 self._entries.pop(id(entry), None)
                 self.total -= entry.cost
@@ -317,6 +362,7 @@ class ReplayMemo(Generic[ScanT]):
 
     def clear(self) -> None:
         with self._lock:
+            self._served.clear()
             self._entries.clear()
             self._by_key.clear()
             self.total = 0
@@ -361,6 +407,9 @@ class ReplayMemo(Generic[ScanT]):
     def _remove(self, entry: Prefix[ScanT]) -> None:
         if self._entries.pop(id(entry), None) is not None:
             self.total -= entry.cost
+        chained = self._served.get(entry.owner)
+        if chained is not None and chained[1] is entry:  # no page chain outlives its bytes in the budget
+            del self._served[entry.owner]
 
     def _evict(self) -> None:
         while self.total > self.budget and self._entries:
@@ -387,6 +436,11 @@ class Parses(Generic[ScanT]):
 
     plain: Callable[[bytes, str | None, ReplayMemo[ScanT] | None], Any]
     split: Callable[..., Any]
+    #: the scan of a history page's items as the server serves them (None: not well formed), and the
+    #: scan of two pages in a row (the second's positions shifted by the first's count; None: they repeat
+    #: an id): with both, a history read back from its start is kept as the thread's prefix (``served``)
+    served: Callable[[list[Any]], ScanT | None] | None = None
+    join: Callable[[ScanT, ScanT, int], ScanT | None] | None = None
 
 
 class Memoized(Protocol):
@@ -405,6 +459,12 @@ class Memoized(Protocol):
         """``parse`` of a body whose bulk this memo holds, cheap enough for the event loop (at most
         ``ON_LOOP_REST`` bytes left to decode); None: ``parse`` it (in a worker thread)."""
         return self.parses.split(body, content_type, self.memo, most=ON_LOOP_REST)
+
+    def served(self, owner: str, after: str | None, end: str | None, items: list[Any], encoded: bytes) -> None:
+        """A history page of thread ``owner`` went out (``ReplayMemo.served``), if the protocol scans pages."""
+        parses = self.parses
+        if parses.served is not None and parses.join is not None:
+            self.memo.served(owner, after, end, items, encoded, parses.served, parses.join)
 
     def target(self, parsed: Any, route_agent: str | None) -> tuple[str | None, str | None]:
         return self.inner.target(parsed, route_agent)

@@ -22,7 +22,7 @@ from awaken.core.errors import InputRejected
 from awaken.core.jsonbody import MAX_MESSAGES
 from awaken.wires.agui.request import AguiInput, scan_known_run_input, scan_run_input
 from awaken.wires.aisdk.request import AiSdkInput, _decode, scan_chat_request, scan_known_chat_request
-from awaken.wires.memo import MAX_SEGMENTS, Joined, PrefixedList, ReplayMemo
+from awaken.wires.memo import KEY_BYTES, MAX_SEGMENTS, Joined, PrefixedList, ReplayMemo
 
 CT = "application/json"
 
@@ -380,3 +380,115 @@ def test_a_joined_sequence_reads_as_its_segments_concatenated(segments):
             joined[outside]
     if isinstance(joined, Joined):
         assert len(joined.segments) <= MAX_SEGMENTS
+
+
+# --- a history read back from the history route ---------------------------------------------------
+
+def serve(memo: ReplayMemo, parses: Any, thread: str, items: list[Any], sizes: list[int], *,
+          start: str | None = None) -> list[Any]:
+    """Serve ``items`` in pages of ``sizes`` as the history route does (sorted keys; page k's cursor is
+    ``c<k>``), starting after cursor ``start``; returns the items as a client holds them (decoded pages)."""
+    held: list[Any] = []
+    at, after = 0, start
+    for k, size in enumerate(sizes):
+        page = items[at:at + size]
+        if not page:
+            break
+        encoded = orjson.dumps(page, option=orjson.OPT_SORT_KEYS)
+        memo.served(thread, after, f"c{k}", orjson.loads(encoded), encoded, parses.served, parses.join)
+        held += orjson.loads(encoded)
+        at, after = at + size, f"c{k}"
+    return held
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kinds=st.lists(st.sampled_from(GOOD_AGUI), min_size=1, max_size=12), body=text,
+       sizes=st.lists(st.integers(1, 5), min_size=1, max_size=12), new=st.sampled_from(GOOD_AGUI + BAD_AGUI))
+def test_an_agui_history_read_back_from_the_history_route_is_split_as_the_plain_parse(kinds, body, sizes, new):
+    """AG-UI: a history the server served page by page from the thread's start, sent back whole with a new
+    message (a page that reloaded), is parsed split, and the split equals the plain parse."""
+    from awaken.wires.agui.adapter import AguiProtocol
+
+    memo = ReplayMemo(min_body=0)
+    items = [agui_message(i, kind, body) for i, kind in enumerate(kinds)]
+    held = serve(memo, AguiProtocol.parses, "t1", items, [*sizes, len(items)])
+    request = agui_body("t1", [*held, agui_message(len(items), new, body)])
+    known = outcome(lambda: scan_known_run_input(request, CT, memo))
+    plain = outcome(lambda: scan_run_input(request, CT))
+    if new in GOOD_AGUI and len(orjson.dumps(held)) > KEY_BYTES:  # (shorter bytes are never kept)
+        assert known[0] == "ok" and known[1] is not None and isinstance(known[1].scan.raw, PrefixedList)
+    if known == ("ok", None):
+        return  # the new message is off: the plain parse words it
+    assert (known[0], agui_summary(known[1]) if known[0] == "ok" else known[1]) == \
+        (plain[0], agui_summary(plain[1]) if plain[0] == "ok" else plain[1])
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kinds=st.lists(st.sampled_from(GOOD_UI), min_size=1, max_size=12), body=text,
+       sizes=st.lists(st.integers(1, 5), min_size=1, max_size=12), new=st.sampled_from(GOOD_UI + BAD_UI))
+def test_an_ai_sdk_history_read_back_from_the_history_route_is_split_as_the_plain_parse(kinds, body, sizes, new):
+    """AI SDK: the same for ``UIMessage`` pages a ``useChat`` app reads back and sends with its next message."""
+    from awaken.wires.aisdk.adapter import AiSdkProtocol
+
+    memo = ReplayMemo(min_body=0)
+    items = [ui_message(i, kind, body) for i, kind in enumerate(kinds)]
+    held = serve(memo, AiSdkProtocol.parses, "t1", items, [*sizes, len(items)])
+    request = orjson.dumps({"id": "t1", "messages": [*held, ui_message(len(items), new, body)],
+                            "trigger": "submit-message", "messageId": None})
+    known = outcome(lambda: scan_known_chat_request(request, CT, memo))
+    plain = outcome(lambda: scan_chat_request(request, CT))
+    if new in GOOD_UI and len(orjson.dumps(held)) > KEY_BYTES:
+        assert known[0] == "ok" and known[1] is not None and isinstance(known[1].scan.raw, PrefixedList)
+    if known == ("ok", None):
+        return
+    assert (known[0], ui_summary(known[1]) if known[0] == "ok" else known[1]) == \
+        (plain[0], ui_summary(plain[1]) if plain[0] == "ok" else plain[1])
+
+
+def test_only_pages_read_from_the_threads_start_one_after_another_are_kept():
+    from awaken.wires.agui.adapter import AguiProtocol
+
+    parses = AguiProtocol.parses
+    items = long_history(60)
+    # from a cursor never served (not the thread's start): nothing kept
+    memo = ReplayMemo(min_body=0)
+    serve(memo, parses, "t1", items, [20, 20], start="c-elsewhere")
+    assert len(memo) == 0
+    # a page that does not follow the one before it ends the chain: what came before stays, nothing after
+    memo = ReplayMemo(min_body=0)
+    held = serve(memo, parses, "t1", items[:20], [20])
+    encoded = orjson.dumps(items[40:], option=orjson.OPT_SORT_KEYS)
+    memo.served("t1", "c-other", "c9", items[40:], encoded, parses.served, parses.join)
+    assert len(memo) == 1
+    assert scan_known_run_input(agui_body("t1", [*held, {"id": "u", "role": "user", "content": "x"}]), CT, memo)
+    # another thread's pages are not this thread's; a deleted thread's chain goes with it
+    assert scan_known_run_input(agui_body("t2", [*held, {"id": "u", "role": "user", "content": "x"}]), CT, memo) is None
+    memo.forget("t1")
+    assert len(memo) == 0 and not memo._served
+
+
+async def test_a_page_that_reloads_and_sends_the_history_it_read_back_is_split(server, client):
+    """Over HTTP: the AG-UI history route's pages, read from the start and sent back whole with a new message
+    (what a reloaded page does), are split by the replay memo, not parsed whole; the run answers."""
+    memo = server.memo("ag-ui")
+    history = long_history(300, 400)  # what the thread keeps (its user messages) is over the memo's smallest body
+    body = agui_body("t-reload", [*history, {"id": "u1", "role": "user", "content": "hi"}])
+    response = await client.post("/v1/ag-ui", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 200 and b'"RUN_FINISHED"' in response.content
+    memo.clear()  # a reload: the server never saw the bytes the client will send
+    held: list[Any] = []
+    cursor = None
+    while True:
+        page = (await client.get("/v1/ag-ui/threads/t-reload/messages",
+                                 params={"limit": 100, **({"cursor": cursor} if cursor else {})})).json()
+        if not page["items"]:
+            break
+        held += page["items"]
+        cursor = page["cursor"]
+    # the thread holds the user messages (a client's assistant messages are its history, not input) and the answer
+    assert [m["id"] for m in held[:151]] == [m["id"] for m in history[::2]] + ["u1"] and len(held) == 152
+    hits = memo.hits
+    body = agui_body("t-reload", [*held, {"id": "u2", "role": "user", "content": "again"}])
+    response = await client.post("/v1/ag-ui", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 200 and b'"RUN_FINISHED"' in response.content
+    assert memo.hits == hits + 1

@@ -29,7 +29,14 @@ from awaken.ledger.paging import read_page
 from awaken.wires.agui.encoder import AguiEncoder, messages_snapshot
 from awaken.wires.agui.history import project_history
 from awaken.wires.agui.interrupts import call_of, open_interrupts, resume_decisions
-from awaken.wires.agui.request import AguiInput, InputMessage, scan_known_run_input, scan_run_input
+from awaken.wires.agui.request import (
+    AguiInput,
+    InputMessage,
+    join_scans,
+    scan_known_run_input,
+    scan_run_input,
+    served_scan,
+)
 from awaken.wires.denial import read_gate_answer
 from awaken.wires.encoding import WireEvent
 from awaken.wires.memo import Parses
@@ -39,7 +46,7 @@ from awaken.wires.registry import Wire
 
 class AguiProtocol(Protocol):
     #: what a server's replay memo wraps (``awaken.wires.memo.with_memos``)
-    parses = Parses(scan_run_input, scan_known_run_input)
+    parses = Parses(scan_run_input, scan_known_run_input, served_scan, join_scans)
 
     def parse(self, body: bytes, content_type: str | None) -> AguiInput:
         # messages are decoded at admission, only those the thread does not hold (``AguiInput.fresh``)

@@ -420,6 +420,29 @@ def _memo_scan(parsed: AguiInput, all_ids: set[str] | None = None) -> KnownScan:
                      set(parsed.message_ids), frozenset(interned(scan.tool_ids)))
 
 
+def served_scan(items: list[Any]) -> KnownScan | None:
+    """The memo's scan of history items as the history route serves them (``ReplayMemo.served``): what
+    the plain scan of those bytes keeps, its input and tool ids interned as a history kept for the first
+    time. None when the fast scan does not take them (the plain parse then decides)."""
+    fast = _shapes(items)
+    if fast is None:
+        return None
+    ids, positions, inputs, calls = fast
+    kept = tuple(interned(inputs))
+    tools = frozenset(interned(mid for mid, call in zip(inputs, calls, strict=True) if call is not None))
+    return KnownScan(ids, positions, kept, calls, frozenset(kept), set(ids), tools)
+
+
+def join_scans(first: KnownScan, then: KnownScan, count: int) -> KnownScan | None:
+    """The scan of two history pages in a row (``then``'s positions follow ``first``'s ``count``
+    messages); None when they repeat an id (a plain parse words the refusal)."""
+    if not first.all_ids.isdisjoint(then.all_ids):
+        return None
+    return KnownScan(Joined.of(first.ids, then.ids), Joined.of(first.positions, [count + p for p in then.positions]),
+                     Joined.of(first.input_ids, then.input_ids), Joined.of(first.calls, then.calls),
+                     first.input_set | then.input_set, first.all_ids | then.all_ids, first.tool_ids | then.tool_ids)
+
+
 def _scan(body: bytes, content_type: str | None, *, eager: bool) -> AguiInput:
     check_content_type(content_type)
     data = load_json_object(body, messages_deep=eager)

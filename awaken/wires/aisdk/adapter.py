@@ -37,7 +37,14 @@ from awaken.ledger.interface import Ledger, ThreadView
 from awaken.ledger.paging import encode_cursor, read_page, read_path
 from awaken.wires.aisdk.encoder import AiSdkEncoder
 from awaken.wires.aisdk.history import project_history, same_group
-from awaken.wires.aisdk.request import AiSdkInput, ToolPartAnswer, scan_chat_request, scan_known_chat_request
+from awaken.wires.aisdk.request import (
+    AiSdkInput,
+    ToolPartAnswer,
+    join_ui_scans,
+    scan_chat_request,
+    scan_known_chat_request,
+    served_ui_scan,
+)
 from awaken.wires.aisdk.wire import DONE, approval_id
 from awaken.wires.encoding import WireEvent
 from awaken.wires.memo import Parses
@@ -69,7 +76,7 @@ class AiSdkProtocol(Protocol):
         return [DONE]
 
     #: what a server's replay memo wraps (``awaken.wires.memo.with_memos``)
-    parses = Parses(scan_chat_request, scan_known_chat_request)
+    parses = Parses(scan_chat_request, scan_known_chat_request, served_ui_scan, join_ui_scans)
 
     def parse(self, body: bytes, content_type: str | None) -> AiSdkInput:
         # messages are decoded at admission, only those the thread does not hold (``fresh_inputs``)

@@ -331,6 +331,29 @@ def scan_known_chat_request(body: bytes, content_type: str | None, memo: ReplayM
     return parsed
 
 
+def served_ui_scan(items: list[Any]) -> KnownUiScan | None:
+    """The memo's scan of ``UIMessage`` history items as the history route serves them
+    (``ReplayMemo.served``): what ``scan_chat_request`` keeps of those bytes. None when they would be
+    refused (the plain parse then words it)."""
+    try:
+        every, _positions, ids, roles, _answers, continued_id = _message_shapes(items, eager=False)
+    except InputRejected:
+        return None
+    if len(set(every)) != len(every):
+        return None
+    if continued_id is not None:  # the last message, an assistant one, is not in the scan
+        ids, roles = ids + (continued_id,), roles + ("assistant",)
+    kept = tuple(interned(ids))
+    return KnownUiScan(kept, roles, frozenset(kept))
+
+
+def join_ui_scans(first: KnownUiScan, then: KnownUiScan, count: int) -> KnownUiScan | None:
+    """The scan of two history pages in a row; None when they repeat an id."""
+    if not first.id_set.isdisjoint(then.id_set):
+        return None
+    return KnownUiScan(Joined.of(first.ids, then.ids), Joined.of(first.roles, then.roles), first.id_set | then.id_set)
+
+
 def _thread_of(data: dict[str, Any]) -> str | None:
     for key in ("threadId", "id"):
         value = data.get(key)
