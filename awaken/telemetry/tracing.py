@@ -572,7 +572,10 @@ def run(agent_id: str, description: str, thread_id: str, subject: str | None,
     root.subject = subject
     root.since_ns = None
     if current:
-        return root.open()
+        if type(root) is Span:
+            root._token = _CURRENT.set(root)  # ``open``, inlined
+        else:
+            root.open()
     return root
 
 
@@ -598,16 +601,19 @@ def admitted(root: Span, run_id: str, *, resumed: bool) -> None:
     recorded, and the run identified (``identify``). With nothing but the timelines to record to, the
     root says its id now and the rest is left to the store's next read or the run's end
     (``Timelines.settle``): none of it comes between a run and its first delta."""
-    store = root.timeline.store
-    if type(root) is not Span or store is None:
-        _admission(root, _time_ns())
-        identify(root, run_id, resumed=resumed)
+    if type(root) is Span:
+        store = root.timeline.store
+        if store is not None:
+            attributes = root.attributes
+            attributes[C.RUN_ID] = run_id
+            if resumed:
+                attributes[C.RUN_RESUMED] = True
+            store._pending.append((root, run_id, resumed, _time_ns()))
+            return
+    elif root is NO_SPAN:
         return
-    attributes = root.attributes
-    attributes[C.RUN_ID] = run_id
-    if resumed:
-        attributes[C.RUN_RESUMED] = True
-    store._pending.append((root, run_id, resumed, _time_ns()))
+    _admission(root, _time_ns())
+    identify(root, run_id, resumed=resumed)
 
 
 def _admission(root: Span, end_ns: int, exc: BaseException | None = None) -> None:
@@ -624,6 +630,8 @@ def _admission(root: Span, end_ns: int, exc: BaseException | None = None) -> Non
 
 def refused(root: Span, status: str, exc: BaseException) -> None:
     """Admission refused the run (``exc``): its span records why, and the root ends."""
+    if root is NO_SPAN:
+        return
     _admission(root, _time_ns(), exc)
     ended(root, status, exc)
 
