@@ -311,9 +311,9 @@ class Span:
     OpenTelemetry span).
 
     Opened (``with``, or ``open``/``close``) it is the current span of its task and of the tasks that
-    task spawns (a leaf, ``current=False``: a model call, a commit, admission, under which no span is
-    opened, leaves its parent current); closing it records its end, and an exception passing through as
-    ``error.type``. With nothing configured a span is this small object: a few slots, its attribute dict
+    task spawns (a ``Leaf``, a span with no span under it, leaves its parent current); closing it
+    records its end, and an exception passing through as ``error.type``. With nothing configured a span
+    is this small object: a few slots, its attribute dict (shared until it sets its own: ``Shared``)
     and its place in the timeline."""
 
     __slots__ = ("_root", "_token", "attributes", "end_ns", "error", "id", "name", "parent", "since_ns",
