@@ -157,10 +157,13 @@ def observe(app: ASGIApp, metrics: ServerMetrics, routes: RouteTemplates) -> ASG
         started = time.perf_counter()
         facts = RequestFacts(send, metrics, streaming)
         token = REFUSAL_COUNTER.set(facts.refuse if kind == "http" else metrics.refused)
-        scope[FACTS_KEY] = facts  # the server's scope is the request's own: no copy of it to make
+        # the server's scope is the request's own: no copy of it to make (and the facts leave it at the
+        # end, or the connection would refer to itself through them: a cycle, freed by no reference count)
+        scope[FACTS_KEY] = facts
         try:
             await app(scope, receive, facts)
         finally:
+            del scope[FACTS_KEY]
             REFUSAL_COUNTER.reset(token)
             facts.close_stream()
             if facts.refused is not None:
