@@ -1,7 +1,8 @@
 """The suite's per-test deadline (tests/conftest.py): a hang fails its test in seconds, not the suite.
 
 Each test runs pytest in a subprocess on a tiny file of hanging tests, with this suite's conftest loaded
-as a plugin, and reads every test's outcome and duration from the JUnit XML report.
+as a plugin (in one process: no workers to start for one file), and reads every test's outcome and
+duration from the JUnit XML report.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def run_pytest(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict[
     xml = tmp_path / "report.xml"
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-q",
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-q", "-n", "0",
          "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path), f"--junitxml={xml}",
          str(tmp_path / "test_hanging.py"), *args],
         cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
