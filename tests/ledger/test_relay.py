@@ -139,6 +139,11 @@ async def test_copilotkit_connect_and_stop_on_another_process(tmp_path: Path) ->
         async with contextlib.AsyncExitStack() as stack:
             origin = Frames(await stack.enter_async_context(on_a.stream("POST", f"{ck}/run", json=body)))
             await origin.until(is_type("TEXT_MESSAGE_CONTENT"))
+            # the run's first write may land after its first delta (it overlaps the first step): both
+            # connects snapshot the history once it holds the run's input, as any read after it would
+            with trio.fail_after(10):
+                while "u2" not in [m["id"] for m in (await on_a.get("/v1/ag-ui/threads/t-ck/messages")).json()["items"]]:
+                    await trio.sleep(0.01)
             connect = agui_body("t-ck", "r-connect", [])
             joined = []
             for client in (on_a, on_b):
