@@ -549,6 +549,25 @@ def child(name: str, attributes: dict[str, Any] | None = None, *, start_ns: int 
 #: (agent id, description) -> its runs' root name and attributes, the thread's left to fill (a few
 #: agents, asked on every run)
 _ROOTS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+#: the most keys a cache of span names and attributes holds (beyond: emptied, then filled again)
+_NAMES_KEPT = 256
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> Any:
+    """Keep ``value`` as ``cache[key]`` (a span name and attributes made once per agent, model or step;
+    the hit is a plain ``dict.get`` at the call site) and return it."""
+    if len(cache) > _NAMES_KEPT:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def _root_names(agent_id: str, description: str) -> tuple[str, dict[str, Any]]:
+    template: dict[str, Any] = {C.GEN_AI_OPERATION_NAME: C.OP_INVOKE_AGENT, C.GEN_AI_AGENT_ID: agent_id,
+                                C.GEN_AI_AGENT_NAME: agent_id, C.GEN_AI_CONVERSATION_ID: None}
+    if description:
+        template[C.GEN_AI_AGENT_DESCRIPTION] = description
+    return f"{C.OP_INVOKE_AGENT} {agent_id}", template
 
 
 def run(agent_id: str, description: str, thread_id: str, subject: str | None,
@@ -557,15 +576,8 @@ def run(agent_id: str, description: str, thread_id: str, subject: str | None,
     not opened yet (``current``: opened, the current span). Its run id is named once admission knows it
     (``admitted``: its timeline is then kept in ``timelines``, None: nowhere); its outcome when it ends
     (``ended``)."""
-    known = _ROOTS.get((agent_id, description))
-    if known is None:
-        if len(_ROOTS) > 256:
-            _ROOTS.clear()
-        template: dict[str, Any] = {C.GEN_AI_OPERATION_NAME: C.OP_INVOKE_AGENT, C.GEN_AI_AGENT_ID: agent_id,
-                                    C.GEN_AI_AGENT_NAME: agent_id, C.GEN_AI_CONVERSATION_ID: None}
-        if description:
-            template[C.GEN_AI_AGENT_DESCRIPTION] = description
-        known = _ROOTS[agent_id, description] = (f"{C.OP_INVOKE_AGENT} {agent_id}", template)
+    known = _ROOTS.get((agent_id, description)) or _remember(_ROOTS, (agent_id, description),
+                                                             _root_names(agent_id, description))
     attributes = known[1].copy()
     attributes[_CONVERSATION_ID] = thread_id
     root = _SPAN(known[0], None, attributes, None, Timeline(timelines))
@@ -711,19 +723,18 @@ def model_names(model: str) -> tuple[str, str]:
 _CHATS: dict[str, tuple[str, dict[str, Any]]] = {}
 
 
+def _chat_names(model: str) -> tuple[str, Shared]:
+    provider, name = model_names(model)
+    return f"{C.OP_CHAT} {name}", Shared({C.GEN_AI_OPERATION_NAME: C.OP_CHAT, C.GEN_AI_PROVIDER_NAME: provider,
+                                          C.GEN_AI_REQUEST_MODEL: name})
+
+
 def chat(model: str) -> Span | _NoSpan:
     """A model call's span (``chat <model>``)."""
     parent = _CURRENT.get()
     if parent is None:
         return NO_SPAN
-    known = _CHATS.get(model)
-    if known is None:
-        if len(_CHATS) > 64:
-            _CHATS.clear()
-        provider, name = model_names(model)
-        known = _CHATS[model] = (f"{C.OP_CHAT} {name}", Shared({C.GEN_AI_OPERATION_NAME: C.OP_CHAT,
-                                                                C.GEN_AI_PROVIDER_NAME: provider,
-                                                                C.GEN_AI_REQUEST_MODEL: name}))
+    known = _CHATS.get(model) or _remember(_CHATS, model, _chat_names(model))
     kind = None
     if STATE.tracer is not None:
         from opentelemetry.trace import SpanKind
@@ -774,11 +785,8 @@ def step(number: int) -> Span | _NoSpan:
     parent = _CURRENT.get()  # ``child``, inlined: one a step
     if parent is None:
         return NO_SPAN
-    known = _STEPS.get(number)
-    if known is None:
-        if len(_STEPS) > 256:
-            _STEPS.clear()
-        known = _STEPS[number] = (f"{C.SPAN_STEP} {number}", Shared({C.STEP_NUMBER: number}))
+    known = _STEPS.get(number) or _remember(_STEPS, number, (f"{C.SPAN_STEP} {number}",
+                                                              Shared({C.STEP_NUMBER: number})))
     return _SPAN(known[0], parent, known[1], None, parent.timeline)
 
 
