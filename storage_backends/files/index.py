@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import errno
+import struct
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict
@@ -41,7 +42,16 @@ from .runs import RunThreads
 _SMALL_IDS = 8  # up to this many message ids per thread are kept in a tuple, more in a set
 
 
-@attrs.define(weakref_slot=False)
+#: an entry's packed part: created_at, updated_at, size (the log's applied bytes), which of the title and
+#: the latest run id are set (bit 0, bit 1), the run id's length in bytes; then the run id, then the title
+_PACKED = struct.Struct("<qqqBH")
+_HAS_TITLE, _HAS_RUN = 1, 2
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # any str round-trips, a lone surrogate too
+
+
 class ThreadEntry:
     """What the index keeps of every thread, hot or idle: what a listing shows, where its log ends.
 
@@ -49,30 +59,95 @@ class ThreadEntry:
     the thread is hot (``HeldDetails``, an LRU capped in bytes); an idle thread's detail is rebuilt
     from its log on access (one read of the log, no message parsed). So what an idle thread costs does
     not grow with its messages or runs.
+
+    The times, the log's size, the title and the latest run's id live in one ``bytes`` (``_PACKED``):
+    as separate objects (three big ints, two strings) they cost about 130 bytes more per idle thread.
+    Each is read through a property and a change re-packs the whole (a write to the log costs far more).
     """
 
-    thread_id: str
-    created_at: int
-    last_seq: int = 0
-    size: int = 0  # bytes of the log that hold applied records
-    message_count: int = 0  # on the active path
-    owner: str | None = None
-    title: str | None = None
-    agent_id: str | None = None  # of the latest run
-    updated_at: int = 0
-    # the latest run's summary, kept as its parts (a ``RunSummary`` object per idle thread cost 72 bytes)
-    last_run_id: str | None = None
-    last_status: RunStatus | None = None
-    last_fault: tuple[str | None, str | None] | None = None  # (cause, error_code), None when both are
-    waiting: bool = False  # pending calls exist
-    detail: ThreadDetail | None = None
+    __slots__ = ("thread_id", "last_seq", "message_count", "owner", "agent_id", "last_status", "last_fault",
+                 "waiting", "detail", "_packed")
+
+    def __init__(self, thread_id: str, created_at: int, last_seq: int = 0, owner: str | None = None) -> None:
+        self.thread_id = thread_id
+        self.last_seq = last_seq
+        self.message_count = 0  # on the active path
+        self.owner = owner
+        self.agent_id: str | None = None  # of the latest run
+        # the latest run's summary, kept as its parts (its id packed; a ``RunSummary`` per idle thread cost 72 B)
+        self.last_status: RunStatus | None = None
+        self.last_fault: tuple[str | None, str | None] | None = None  # (cause, error_code), None when both are
+        self.waiting = False  # pending calls exist
+        self.detail: ThreadDetail | None = None
+        self._packed = _PACKED.pack(created_at, 0, 0, 0, 0)
+
+    def __repr__(self) -> str:
+        return (f"ThreadEntry({self.thread_id!r}, created_at={self.created_at}, updated_at={self.updated_at}, "
+                f"last_seq={self.last_seq}, size={self.size}, title={self.title!r}, "
+                f"last_run_id={self.last_run_id!r}, hot={self.detail is not None})")
+
+    def _pack(self, created_at: int, updated_at: int, size: int, title: str | None, run_id: str | None) -> None:
+        run = b"" if run_id is None else _utf8(run_id)
+        flags = (_HAS_TITLE if title is not None else 0) | (_HAS_RUN if run_id is not None else 0)
+        head = _PACKED.pack(created_at, updated_at, size, flags, len(run))
+        self._packed = head + run + _utf8(title) if title is not None else head + run
+
+    def _parts(self) -> tuple[int, int, int, str | None, str | None]:
+        packed = self._packed
+        created_at, updated_at, size, flags, run_len = _PACKED.unpack_from(packed)
+        run_end = _PACKED.size + run_len
+        run_id = packed[_PACKED.size:run_end].decode("utf-8", "surrogatepass") if flags & _HAS_RUN else None
+        title = packed[run_end:].decode("utf-8", "surrogatepass") if flags & _HAS_TITLE else None
+        return created_at, updated_at, size, title, run_id
+
+    @property
+    def created_at(self) -> int:
+        return _PACKED.unpack_from(self._packed)[0]
+
+    @property
+    def updated_at(self) -> int:
+        return _PACKED.unpack_from(self._packed)[1]
+
+    @updated_at.setter
+    def updated_at(self, value: int) -> None:
+        created_at, _, size, title, run_id = self._parts()
+        self._pack(created_at, value, size, title, run_id)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the log that hold applied records."""
+        return _PACKED.unpack_from(self._packed)[2]
+
+    @size.setter
+    def size(self, value: int) -> None:
+        created_at, updated_at, _, title, run_id = self._parts()
+        self._pack(created_at, updated_at, value, title, run_id)
+
+    @property
+    def title(self) -> str | None:
+        return self._parts()[3]
+
+    @title.setter
+    def title(self, value: str | None) -> None:
+        created_at, updated_at, size, _, run_id = self._parts()
+        self._pack(created_at, updated_at, size, value, run_id)
+
+    @property
+    def last_run_id(self) -> str | None:
+        return self._parts()[4]
+
+    @last_run_id.setter
+    def last_run_id(self, value: str | None) -> None:
+        created_at, updated_at, size, title, _ = self._parts()
+        self._pack(created_at, updated_at, size, title, value)
 
     @property
     def last_run(self) -> RunSummary | None:
-        if self.last_run_id is None:
+        run_id = self.last_run_id
+        if run_id is None:
             return None
         cause, error_code = self.last_fault or (None, None)
-        return RunSummary(self.last_run_id, self.last_status, cause, error_code)  # type: ignore[arg-type]
+        return RunSummary(run_id, self.last_status, cause, error_code)  # type: ignore[arg-type]
 
     def set_last_run(self, run: RunRecord | None) -> None:
         if run is None:
@@ -92,21 +167,24 @@ class ThreadEntry:
         )
 
     def summary(self) -> ThreadSummary:
+        created_at, updated_at, _, title, run_id = self._parts()
+        cause, error_code = self.last_fault or (None, None)
         return ThreadSummary(
             thread_id=self.thread_id,
-            title=self.title,
+            title=title,
             agent_id=self.agent_id,
-            created_at=self.created_at,
-            updated_at=self.updated_at,
+            created_at=created_at,
+            updated_at=updated_at,
             message_count=self.message_count,
-            last_run=self.last_run,
+            last_run=None if run_id is None else RunSummary(
+                run_id, self.last_status, cause, error_code),  # type: ignore[arg-type]
             waiting=self.waiting,
             owner=self.owner,
         )
 
     def take_title(self, raw: list[dict[str, Any]]) -> None:
         """Set the title from the first user text of ``raw`` messages, if the thread has none yet."""
-        if self.title is None and any(d.get("role") == "user" for d in raw):
+        if not _PACKED.unpack_from(self._packed)[3] & _HAS_TITLE and any(d.get("role") == "user" for d in raw):
             self.title = thread_title(message_from_json(d) for d in raw if d.get("role") == "user")
 
 
