@@ -163,7 +163,12 @@ async def test_a_killed_process_s_runs_are_interrupted_by_the_others_once_its_le
         assert run_row(tmp_path, "r-dead")[0] == "running"  # type: ignore[index]
         busy = await post_agui(on_b, agui_body("t-dead", "r-b", [user("u2", "hello")]))
         assert busy[0]["code"] == "THREAD_BUSY"  # the lease has not lapsed yet: A might be alive
-        await status_becomes(tmp_path, "r-dead", "interrupted", LEASE_SECONDS * 10)  # B's sweep
+        # B's sweep, every third of a lease: a generous bound (a loaded 2-core CI machine), and B's log if not
+        try:
+            await status_becomes(tmp_path, "r-dead", "interrupted", LEASE_SECONDS * 45)
+        except trio.TooSlowError:
+            raise AssertionError("B never interrupted the dead process's run; its log:\n"
+                                 + (tmp_path / "b.log").read_text(errors="replace")[-4000:]) from None
         assert run_row(tmp_path, "r-dead") == ("interrupted", "owner_died", "the process running it died")
         again = await post_agui(on_b, agui_body("t-dead", "r-b", [user("u2", "hello")]))
         assert types(again)[-1] == "RUN_FINISHED" and text_of(again) == 'You said: "hello".'
