@@ -226,15 +226,25 @@ class Served:
         """The session's committed events, and its thread view (``since``: only the events of the messages
         from that ``seq`` on, read as a window of the thread, not the whole of it). The runs are read
         first: a run's status is committed with or after its messages, so an ended run's messages are
-        all in the view. A run followed live (``running``) is taken as running, whatever the ledger said
-        a moment before (a resumed run reads ``waiting`` until its first commit)."""
+        all in the view. They are read again after the view, and the three reads again while a status
+        changed between them (``CONSISTENT_READS`` at most): a waiting run's status read before a commit
+        resumed and ended it, beside the messages read after, would project that turn's last message as a
+        wait (``requires_action``) at the very position of its ``end_turn``, which a stream then never sends.
+        A run followed live (``running``) is taken as running, whatever the ledger said a moment before (a
+        resumed run reads ``waiting`` until its first commit)."""
         runs = await ctx.ledger.list_runs(thread_id)
-        previous = None
-        if since is None:
-            view = await ctx.ledger.thread_view(thread_id)
-        else:
-            messages, previous = await _window(ctx, thread_id, since)
-            view = ThreadView(None, tuple(messages), tuple(await ctx.ledger.pending_calls(thread_id)))
+        for attempt in range(CONSISTENT_READS):
+            previous = None
+            if since is None:
+                view = await ctx.ledger.thread_view(thread_id)
+            else:
+                messages, previous = await _window(ctx, thread_id, since)
+                view = ThreadView(None, tuple(messages), tuple(await ctx.ledger.pending_calls(thread_id)))
+            again = await ctx.ledger.list_runs(thread_id)
+            if [(r.run_id, r.status) for r in again] == [(r.run_id, r.status) for r in runs] \
+                    or attempt == CONSISTENT_READS - 1:  # the last try keeps the runs read before its view
+                break
+            runs = again
         agent = self._agent(ctx, thread_id, runs[-1].agent_id if runs else None)
         clients = {t.name for t in agent.client_tools} | {t.name for r in runs for t in r.tools}
         facts = {r.run_id: mev.RunFacts(RunStatus.RUNNING if r.run_id == running else r.status, r.error_code,
@@ -404,6 +414,8 @@ class Served:
                          max_buffered=server.max_buffered_bytes)
 
 
+#: how many times ``events_of`` reads a session again when a run's status changed while it read
+CONSISTENT_READS = 4
 #: messages read per page of a stream's window
 WINDOW_PAGE = 500
 

@@ -359,13 +359,16 @@ NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 
 
 @pytest.mark.slow
-async def test_the_node_sdk_quickstart_gate_reconnect_and_tool_runner(server):
+async def test_the_node_sdk_quickstart_gate_reconnect_and_tool_runner(server, tmp_path):
     """``@anthropic-ai/sdk`` (tests/node/managed_client.mjs): the quickstart, a gate allowed at
     ``requires_action``, a reconnect with ``Last-Event-ID``, and the SDK's session tool runner."""
-    with trio.fail_after(90):
-        done = await trio.run_process(["node", "managed_client.mjs", server.base_url], cwd=NODE_DIR,
-                                      capture_stdout=True, capture_stderr=True, check=False)
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    steps = tmp_path / "steps.log"  # the script's steps as they start: a run that never ends says where it waits
+    with steps.open("wb") as stderr:
+        with trio.move_on_after(50) as waited:  # within the test's own 60 s deadline
+            done = await trio.run_process(["node", "managed_client.mjs", server.base_url], cwd=NODE_DIR,
+                                          capture_stdout=True, stderr=stderr, check=False)
+    assert not waited.cancelled_caught, "the script did not end in 50 s; its steps:\n" + steps.read_text()[-3000:]
+    assert done.returncode == 0, steps.read_text()[-2000:]
     out = json.loads(done.stdout)
     assert "failure" not in out, out["failure"]
     quick = out["quickstart"]
@@ -388,3 +391,35 @@ async def test_the_node_sdk_quickstart_gate_reconnect_and_tool_runner(server):
                                  "session.status_idle", "user.custom_tool_result", "session.status_running",
                                  "agent.message", "session.status_idle"]
     assert "Grace" in runner["answer"]
+
+
+async def test_a_turn_that_ends_while_its_events_are_read_reads_as_ended_not_waiting(server, client, monkeypatch):
+    """The session's events are projected from its runs and its messages, two reads: a status read just
+    before the commit that resumed and ended a waiting turn, beside the messages read after it, would show
+    that turn's answer followed by ``requires_action`` (at the position of its ``end_turn``, which a
+    stream then never sends). The runs are read again after the messages, and all of it again while they
+    differ."""
+    session = await client.beta.sessions.create(agent="frontend", environment_id="env_local")
+    await client.beta.sessions.events.send(session.id, events=text('/call ask_user {"question": "Name?"}'))
+    await wait_idle(client, session.id)
+    ledger = server.ctx.ledger
+    stale = await ledger.list_runs(session.id)  # the turn waits for its client tool
+    use = [e async for e in client.beta.sessions.events.list(session.id)][2]
+    await client.beta.sessions.events.send(session.id, events=[{
+        "type": "user.custom_tool_result", "custom_tool_use_id": use.id,
+        "content": [{"type": "text", "text": "Grace"}]}])
+    await wait_idle(client, session.id)
+    real = ledger.list_runs
+    reads = []
+
+    async def list_runs(thread_id: str) -> Any:  # the first read is the one from before the answer
+        reads.append(thread_id)
+        return stale if len(reads) == 1 else await real(thread_id)
+
+    monkeypatch.setattr(ledger, "list_runs", list_runs)
+    listed = [e async for e in client.beta.sessions.events.list(session.id)]
+    assert [e.type for e in listed] == [
+        "user.message", "session.status_running", "agent.custom_tool_use", "session.status_idle",
+        "user.custom_tool_result", "session.status_running", "agent.message", "session.status_idle"]
+    assert (listed[3].stop_reason.type, listed[7].stop_reason.type) == ("requires_action", "end_turn")
+    assert len(reads) == 3  # stale; after the messages, real (they differ: read again); real again: done

@@ -13,12 +13,15 @@ import { betaTool } from "@anthropic-ai/sdk/helpers/beta/json-schema";
 const [baseUrl] = process.argv.slice(2);
 const client = new Anthropic({ baseURL: baseUrl, apiKey: "unused", maxRetries: 0 });
 const text = (t) => [{ type: "user.message", content: [{ type: "text", text: t }] }];
+// each step goes to stderr as it starts, so a run that never ends says where it waits
+const step = (name) => process.stderr.write(`step: ${name}\n`);
 const pick = (events) => events.map((e) => [e.id ?? e.event?.id ?? e.event_id, e.type]);
 
 async function untilIdle(iterator, out, { onAction } = {}) {
   for (;;) {
     const { value, done } = await iterator.next();
     if (done) throw new Error(`the stream ended early: ${out.map((e) => e.type)}`);
+    step(`  event ${value.type}${value.stop_reason ? ` (${value.stop_reason.type})` : ""}`);
     out.push(value);
     if (value.type === "session.status_idle") {
       if (value.stop_reason.type !== "requires_action") return value;
@@ -28,6 +31,7 @@ async function untilIdle(iterator, out, { onAction } = {}) {
 }
 
 async function quickstart() {
+  step("quickstart: create, send, stream");
   const session = await client.beta.sessions.create({ agent: "assistant", environment_id: "env_node", title: "Node" });
   const sent = await client.beta.sessions.events.send(session.id, { events: text("/words 4") });
   const stream = await client.beta.sessions.events.stream(session.id, { event_deltas: ["agent.message"] });
@@ -35,6 +39,7 @@ async function quickstart() {
   await untilIdle(stream[Symbol.asyncIterator](), events);
   stream.controller.abort();
   const history = [];
+  step("quickstart: list, reconnect");
   for await (const event of client.beta.sessions.events.list(session.id, { limit: 2 })) history.push(event);
   const reconnect = await client.beta.sessions.events.stream(session.id, {}, { headers: { "Last-Event-ID": sent.data[0].id } });
   const resumed = [];
@@ -47,6 +52,7 @@ async function quickstart() {
 }
 
 async function gate() {
+  step("gate: create, stream, send");
   const session = await client.beta.sessions.create({ agent: "guarded", environment_id: "env_node" });
   const stream = await client.beta.sessions.events.stream(session.id);
   const events = [];
@@ -64,6 +70,7 @@ async function gate() {
 }
 
 async function runner() {
+  step("runner: create, tool runner");
   const session = await client.beta.sessions.create({ agent: "frontend", environment_id: "env_node" });
   const asked = [];
   const askUser = betaTool({
@@ -71,6 +78,10 @@ async function runner() {
     inputSchema: { type: "object", properties: { question: { type: "string" } }, required: ["question"] },
     run: async ({ question }) => { asked.push(question); return "Grace"; },
   });
+  // the end of the turn is awaited on a stream opened before anything is sent: one opened after the tool
+  // runner posts its answer may open once the turn's idle went out (to the runner's own stream), and then
+  // starts at the end, waiting for a turn that never comes
+  const stream = await client.beta.sessions.events.stream(session.id);
   const tools = client.beta.sessions.events.toolRunner(session.id, { tools: [askUser] });
   const calls = [];
   const sending = client.beta.sessions.events.send(session.id, { events: text('/call ask_user {"question": "Name?"}') });
@@ -79,10 +90,11 @@ async function runner() {
     break;
   }
   await sending;
-  const stream = await client.beta.sessions.events.stream(session.id);
+  step("runner: stream until idle");
   const tail = [];
   await untilIdle(stream[Symbol.asyncIterator](), tail);
   stream.controller.abort();
+  step("runner: history");
   const history = [];
   for await (const event of client.beta.sessions.events.list(session.id)) history.push(event);
   return { asked, calls, history: history.map((e) => e.type), answer: history.find((e) => e.type === "agent.message")?.content[0].text };
@@ -96,4 +108,6 @@ try {
 } catch (error) {
   out.failure = String(error?.stack ?? error);
 }
-console.log(JSON.stringify(out));
+step("done");
+// written, then exit: a stream the SDK's tool runner still holds would keep the process alive
+process.stdout.write(JSON.stringify(out) + "\n", () => process.exit(0));
