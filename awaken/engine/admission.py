@@ -485,13 +485,14 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView, agent
     client_state = request.state is not None and request.state != state
     if client_state:  # the client's state differs from the committed one: it is committed first
         state = dict(request.state or {})
-    spec = RunSpec(request, run.agent, run.thread_id, state=state, client_state=client_state)
     history = list(view.messages)
     pending = list(view.pending)
-    if request.replay:
-        spec = _prepare_replay(run, spec)
-    elif request.decisions:
-        spec = await _prepare_resume(run, spec, pending, history, agents)
+    if request.replay or request.decisions:
+        spec = RunSpec(request, run.agent, run.thread_id, state=state, client_state=client_state)
+        if request.replay:
+            spec = _prepare_replay(run, spec)
+        else:
+            spec = await _prepare_resume(run, spec, pending, history, agents)
     elif request.inputs or request.fork is not None:
         fork = None
         if request.fork is not None:  # a regenerate or an edit: the run starts from the path up to the fork
@@ -500,11 +501,16 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView, agent
             closed = await _supersede(run, pending)
             if fork is None:  # closed on the path the run continues (a fork leaves that path behind)
                 history.extend(closed)
-        spec = attrs.evolve(_prepare_fresh(run, spec), fork=fork)
+        # a fresh run: its record and input are written while the first step streams (its spec made once)
+        run.start = trio.Event()
+        run_id = request.run_id or new_id("run")
         if off_loop:
-            history.extend(await trio.to_thread.run_sync(_stamped, request.inputs, spec.run_id))
+            history.extend(await trio.to_thread.run_sync(_stamped, request.inputs, run_id))
         else:
-            history.extend(_stamped(request.inputs, spec.run_id))
+            history.extend(_stamped(request.inputs, run_id))
+        run.admitted(RunSpec(request, run.agent, run.thread_id, run_id, new_id("msg"), tuple(history), state,
+                             client_state, offered_client_tools(run.agent, request.tools), fork=fork))
+        return
     else:
         raise InputRejected("the request carries no new input: every message is already committed",
                             code="NO_NEW_INPUT")
@@ -523,14 +529,6 @@ def offered_client_tools(agent: Agent, declared: tuple[ToolSpec, ...]) -> tuple[
     agent's own tools never replaces it (for a server tool it is how the page renders its gate)."""
     own = {t.name for t in agent.tools}
     return tuple(t for t in declared if t.name not in own)
-
-
-def _prepare_fresh(run: AdmittedRun, spec: RunSpec) -> RunSpec:
-    """A new run: its record and input are written while the first step streams."""
-    run.start = trio.Event()
-    return attrs.evolve(spec, run_id=spec.request.run_id or new_id("run"),
-                        client_tools=offered_client_tools(spec.agent, spec.request.tools),
-                        answer_message_id=new_id("msg"))
 
 
 async def _forked(run: AdmittedRun, at: ForkAt, view: ThreadView) -> tuple[Fork, list[Message]]:
