@@ -30,6 +30,7 @@ admission, which holds the thread's claim, so no write of that thread can run me
 from __future__ import annotations
 
 import sys
+from array import array
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence, Set
 from typing import Any
@@ -67,7 +68,8 @@ class HotThread:
     keep: int
     pending: tuple[PendingCall, ...]
     ids: set[str]
-    tail_costs: list[int]
+    #: each tail message's ``message_cost``, as machine integers (a list of int objects took 28 B more each)
+    tail_costs: array
     ids_cost: int
     #: the number of messages on the active path (None: ``thread.last_seq``, a thread that never branched)
     length: int | None = None
@@ -89,7 +91,7 @@ def entry_for(thread: ThreadRecord, tail: Sequence[Message], keep: int, pending:
     """An entry for ``thread``: ``tail``, ``ids`` and ``length`` are its active path's (``length`` None: a
     thread that never branched, every message is on it)."""
     held = set(interned(ids))  # shared with the replay memo's copies: the dedup compares pointers
-    return HotThread(thread, list(tail), keep, tuple(pending), held, [message_cost(m) for m in tail],
+    return HotThread(thread, list(tail), keep, tuple(pending), held, array("q", [message_cost(m) for m in tail]),
                      sum(id_cost(i) for i in held), length)
 
 
@@ -178,7 +180,7 @@ class HotThreads:
         if pending or resolved:
             gone = frozenset(resolved)
             entry.pending = tuple(p for p in entry.pending if p.tool_call_id not in gone) + tuple(
-                attrs.evolve(p, thread_id=thread_id) for p in pending)
+                p if p.thread_id == thread_id else attrs.evolve(p, thread_id=thread_id) for p in pending)
         cost = entry.cost
         self.total += cost - self._costs[thread_id]
         self._costs[thread_id] = cost
