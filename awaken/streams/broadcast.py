@@ -66,14 +66,17 @@ class Watcher:
     snapshot stops where the live tail starts, however late the snapshot is read).
     """
 
-    __slots__ = ("boundary", "channel", "deliver", "done", "held", "mark", "marker", "on_done")
+    __slots__ = ("_boundary", "channel", "deliver", "done", "held", "mark", "marker", "on_done", "reached")
 
     def __init__(self, channel: Channel, deliver: Deliver, *, hold: bool = False,
                  marker: Callable[[], int] | None = None) -> None:
         self.channel = channel
         self.deliver = deliver
         self.done = trio.Event()
-        self.boundary = trio.Event()
+        #: whether it receives yet (``boundary``'s event is made only for a rejoin that waits for it: a
+        #: stream's own watcher receives from the start, and an event per stream cost 216 bytes)
+        self.reached = False
+        self._boundary: trio.Event | None = None
         self.held: list[tuple[bytes, bytes]] | None = [] if hold else None
         self.marker = marker
         self.mark: int | None = None
@@ -87,11 +90,23 @@ class Watcher:
             if self.on_done is not None:
                 self.on_done()
 
+    @property
+    def boundary(self) -> trio.Event:
+        """Set once the watcher receives (at once, or for one that joined "at the next step boundary"
+        when the run reaches it)."""
+        if self._boundary is None:
+            self._boundary = trio.Event()
+            if self.reached:
+                self._boundary.set()
+        return self._boundary
+
     def reach_boundary(self) -> None:
         """Start receiving here: take the mark, then set ``boundary``."""
-        if not self.boundary.is_set():
+        if not self.reached:
             self.mark = self.marker() if self.marker is not None else None
-            self.boundary.set()
+            self.reached = True
+            if self._boundary is not None:
+                self._boundary.set()
 
     def push(self, pos: bytes, payload: bytes) -> None:
         if self.held is not None:
@@ -207,7 +222,7 @@ class Channel:
         if not self.holds_after(after):
             return None
         watcher = Watcher(self, deliver, hold=hold)
-        watcher.boundary.set()
+        watcher.reached = True
         for seq, payload in self._ring.after(after):
             watcher.push(position(self.key, seq), payload)
         if self.closed:
@@ -263,7 +278,6 @@ class RunBroadcast:
         self._log = EventLog(limit)
         self._started: ev.RunStarted | None = None
         self.closed = False
-        self.ended = trio.Event()
         #: carries every event to watchers on other processes (a ledger shared by processes; else None)
         self.relay: RunRelay | None = None
 
@@ -321,4 +335,3 @@ class RunBroadcast:
         for channel in self.channels.values():
             channel.close()
         self._log.clear()
-        self.ended.set()
