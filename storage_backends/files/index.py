@@ -100,6 +100,12 @@ class ThreadEntry:
         title = packed[run_end:].decode("utf-8", "surrogatepass") if flags & _HAS_TITLE else None
         return created_at, updated_at, size, title, run_id
 
+    def _set(self, index: int, value: int | str | None) -> None:
+        """Re-pack with part ``index`` of ``_parts`` replaced by ``value``."""
+        parts: list[Any] = list(self._parts())
+        parts[index] = value
+        self._pack(*parts)
+
     @property
     def created_at(self) -> int:
         return _PACKED.unpack_from(self._packed)[0]
@@ -110,8 +116,7 @@ class ThreadEntry:
 
     @updated_at.setter
     def updated_at(self, value: int) -> None:
-        created_at, _, size, title, run_id = self._parts()
-        self._pack(created_at, value, size, title, run_id)
+        self._set(1, value)
 
     @property
     def size(self) -> int:
@@ -120,8 +125,7 @@ class ThreadEntry:
 
     @size.setter
     def size(self, value: int) -> None:
-        created_at, updated_at, _, title, run_id = self._parts()
-        self._pack(created_at, updated_at, value, title, run_id)
+        self._set(2, value)
 
     @property
     def title(self) -> str | None:
@@ -129,8 +133,7 @@ class ThreadEntry:
 
     @title.setter
     def title(self, value: str | None) -> None:
-        created_at, updated_at, size, _, run_id = self._parts()
-        self._pack(created_at, updated_at, size, value, run_id)
+        self._set(3, value)
 
     @property
     def last_run_id(self) -> str | None:
@@ -138,8 +141,7 @@ class ThreadEntry:
 
     @last_run_id.setter
     def last_run_id(self, value: str | None) -> None:
-        created_at, updated_at, size, title, _ = self._parts()
-        self._pack(created_at, updated_at, size, title, value)
+        self._set(4, value)
 
     @property
     def last_run(self) -> RunSummary | None:
