@@ -129,7 +129,11 @@ class Tab:
     async def wait_for_state(self, predicate: str, within: float = 15) -> dict[str, Any]:
         """Wait until ``predicate(window.__state)`` holds; return that state."""
         source = f"() => {{ const s = window.__state; return s && ({predicate})(s) ? s : null; }}"
-        return await self.wait_for(source, within=within)
+        try:
+            return await self.wait_for(source, within=within)
+        except BrowserError as exc:  # say what the page held instead
+            held = await self.state()
+            raise BrowserError(f"{exc}\nthe page's state then: {orjson.dumps(held).decode()[-3000:]}") from None
 
     async def state(self) -> Any:
         return await self.command("eval", expression="window.__state")
