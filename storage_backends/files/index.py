@@ -43,13 +43,37 @@ _SMALL_IDS = 8  # up to this many message ids per thread are kept in a tuple, mo
 
 
 #: an entry's packed part: created_at, updated_at, size (the log's applied bytes), which of the title and
-#: the latest run id are set (bit 0, bit 1), the run id's length in bytes; then the run id, then the title
+#: the latest run id are set (bit 0, bit 1), the run id's length in bytes (an id is at most ``MAX_ID_LENGTH``
+#: characters, so 2 bytes hold it); then the run id, then the title
 _PACKED = struct.Struct("<qqqBH")
 _HAS_TITLE, _HAS_RUN = 1, 2
 
 
 def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")  # any str round-trips, a lone surrogate too
+
+
+class _Part:
+    """One part of a ``ThreadEntry``'s packed bytes (``_parts`` order), read and set as an attribute: a number is
+    read straight from the header, a string decoded; setting one re-packs the whole."""
+
+    __slots__ = ("index", "writable")
+
+    def __init__(self, index: int, *, writable: bool = True) -> None:
+        self.index = index
+        self.writable = writable
+
+    def __get__(self, entry: ThreadEntry | None, owner: type | None = None) -> Any:
+        if entry is None:
+            return self
+        if self.index < 3:
+            return _PACKED.unpack_from(entry._packed)[self.index]
+        return entry._parts()[self.index]
+
+    def __set__(self, entry: ThreadEntry, value: Any) -> None:
+        if not self.writable:
+            raise AttributeError("a thread's created_at does not change")
+        entry._set(self.index, value)
 
 
 class ThreadEntry:
@@ -62,7 +86,7 @@ class ThreadEntry:
 
     The times, the log's size, the title and the latest run's id live in one ``bytes`` (``_PACKED``):
     as separate objects (three big ints, two strings) they cost about 130 bytes more per idle thread.
-    Each is read through a property and a change re-packs the whole (a write to the log costs far more).
+    Each is read as an attribute (``_Part``) and a change re-packs the whole (a write to the log costs far more).
     """
 
     __slots__ = ("thread_id", "last_seq", "message_count", "owner", "agent_id", "last_status", "last_fault",
@@ -106,42 +130,11 @@ class ThreadEntry:
         parts[index] = value
         self._pack(*parts)
 
-    @property
-    def created_at(self) -> int:
-        return _PACKED.unpack_from(self._packed)[0]
-
-    @property
-    def updated_at(self) -> int:
-        return _PACKED.unpack_from(self._packed)[1]
-
-    @updated_at.setter
-    def updated_at(self, value: int) -> None:
-        self._set(1, value)
-
-    @property
-    def size(self) -> int:
-        """Bytes of the log that hold applied records."""
-        return _PACKED.unpack_from(self._packed)[2]
-
-    @size.setter
-    def size(self, value: int) -> None:
-        self._set(2, value)
-
-    @property
-    def title(self) -> str | None:
-        return self._parts()[3]
-
-    @title.setter
-    def title(self, value: str | None) -> None:
-        self._set(3, value)
-
-    @property
-    def last_run_id(self) -> str | None:
-        return self._parts()[4]
-
-    @last_run_id.setter
-    def last_run_id(self, value: str | None) -> None:
-        self._set(4, value)
+    created_at = _Part(0, writable=False)
+    updated_at = _Part(1)
+    size = _Part(2)  # bytes of the log that hold applied records
+    title = _Part(3)
+    last_run_id = _Part(4)
 
     @property
     def last_run(self) -> RunSummary | None:
