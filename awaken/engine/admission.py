@@ -493,6 +493,7 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView, agent
             spec = _prepare_replay(run, spec)
         else:
             spec = await _prepare_resume(run, spec, pending, history, agents)
+        run.admitted(attrs.evolve(spec, history=tuple(history)))
     elif request.inputs or request.fork is not None:
         fork = None
         if request.fork is not None:  # a regenerate or an edit: the run starts from the path up to the fork
@@ -510,11 +511,9 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView, agent
             history.extend(_stamped(request.inputs, run_id))
         run.admitted(RunSpec(request, run.agent, run.thread_id, run_id, new_id("msg"), tuple(history), state,
                              client_state, offered_client_tools(run.agent, request.tools), fork=fork))
-        return
     else:
         raise InputRejected("the request carries no new input: every message is already committed",
                             code="NO_NEW_INPUT")
-    run.admitted(attrs.evolve(spec, history=tuple(history)))
 
 
 def _prepare_replay(run: AdmittedRun, spec: RunSpec) -> RunSpec:
