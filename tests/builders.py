@@ -20,15 +20,23 @@ import orjson
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
+from werkzeug.routing import Map
 
 from awaken.config import AppConfig, parse_config
+from awaken.config.auth import AuthConfig
 from awaken.core.errors import InputRejected
 from awaken.core.messages import Message, TextPart
 from awaken.engine.state import RunStatus
 from awaken.http.app import build_asgi
+from awaken.http.auth import Authenticator, build
 from awaken.http.context import ServerContext
+from awaken.http.cors import CorsPolicy
+from awaken.http.edge import Edge
+from awaken.http.hosts import HostPolicy
+from awaken.http.metrics import RouteTemplates
 from awaken.runtime import tcp
 from awaken.streams.exchange import MAX_BODY
+from awaken.telemetry.metrics import ServerMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,6 +105,14 @@ def openai_config(tmp_path: Path, base_url: str, *, tools: tuple[str, ...] = ("c
                        providers={"openai": {"base_url": base_url, "api_key_env": "FAKE_OPENAI_API_KEY", **provider}},
                        agents={"assistant": {"model": "openai:fake-model", "tools": list(tools)}},
                        default_agent="assistant")
+
+
+def edge_around(app: Any, authenticator: Authenticator | None = None) -> Edge:
+    """The HTTP edge of a server bound to 127.0.0.1:1 (no CORS origin; ``authenticator``: mode "none") in
+    front of ``app``, with no route of its own."""
+    return Edge(app, metrics=ServerMetrics(), routes=RouteTemplates({}, Map()), host_policy=HostPolicy.of("127.0.0.1:1"),
+                cors_policy=CorsPolicy.of([]), authenticator=authenticator or build(AuthConfig(mode="none"), "127.0.0.1:1", {}),
+                metrics_roles=["admin"])
 
 
 def free_port() -> int:

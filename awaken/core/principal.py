@@ -1,4 +1,4 @@
-"""Who is asking: the ``Principal`` the auth middleware attaches to every ``/v1/`` request's scope.
+"""Who is asking: the ``Principal`` the HTTP edge attaches (``awaken/http/edge.py``) to every ``/v1/`` request's scope.
 
 Routes read it with ``principal_of(scope)`` (for quart routes: ``principal_of(request.scope)``).
 """
@@ -12,7 +12,7 @@ import attrs
 #: the ASGI scope key holding the request's ``Principal``
 PRINCIPAL_KEY = "awaken.principal"
 #: the ASGI scope key of the request's telemetry facts (``awaken/http/metrics.py``): an object whose
-#: ``subject`` the auth middleware sets to the principal's, for the request's log line
+#: ``subject`` the HTTP edge sets to the principal's, for the request's log line
 FACTS_KEY = "awaken.request_facts"
 
 
@@ -31,7 +31,7 @@ ANONYMOUS = Principal(None, "anonymous")
 
 
 def principal_of(scope: dict) -> Principal:
-    """The principal the auth middleware attached to ``scope``.
+    """The principal the HTTP edge attached to ``scope``.
 
     Raises ``LookupError`` for a scope that never went through it (a route outside ``/v1/``, or a
     server built without ``AuthMiddleware``): failing closed, never guessing a principal.
@@ -39,4 +39,4 @@ def principal_of(scope: dict) -> Principal:
     try:
         return scope[PRINCIPAL_KEY]
     except KeyError:
-        raise LookupError(f"no principal on this request ({scope.get('path')!r} is not behind the auth middleware)") from None
+        raise LookupError(f"no principal on this request ({scope.get('path')!r} is not behind the HTTP edge's authentication)") from None

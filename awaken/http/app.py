@@ -4,14 +4,14 @@ The wires' routes come from the wire registry (``awaken.wires.registry``, the ``
 entry-point group: AG-UI, the AI SDK, the CopilotKit runtime and any plugin's): their run, socket,
 rejoin and extra routes are served as raw ASGI (``wire_routes``), so nothing sits between the run and
 the socket but the transport; their history routes, like everything else (health, agents, threads),
-are routes of a quart-trio app. ``AuthMiddleware`` wraps
-the whole app: every ``/v1/`` request carries a ``Principal`` (``auth.principal_of(scope)``) or is
-refused 401. Outside it sits the CORS middleware (awaken/http/cors.py), which answers browser
-preflights for every ``/v1/`` path and puts CORS headers on every answer, a 401 included. Outside
-CORS: the Host check and the cross-site check (awaken/http/hosts.py: 403 ``HOST_NOT_ALLOWED`` for a
-``Host`` that does not name the server, 403 ``ORIGIN_NOT_ALLOWED`` for a state change or a socket
-from a foreign page), the framing headers of HTML answers (awaken/http/framing.py) and, outermost,
-``Connection: close`` on an answer that starts before its request body was read (transports/early.py).
+are routes of a quart-trio app. In front of all of them is the HTTP edge (awaken/http/edge.py), one
+layer applying, in order: the request observer, the Host check and the cross-site check
+(awaken/http/hosts.py: 403 ``HOST_NOT_ALLOWED`` for a ``Host`` that does not name the server, 403
+``ORIGIN_NOT_ALLOWED`` for a state change or a socket from a foreign page), ``GET /metrics``, CORS
+(awaken/http/cors.py: browser preflights for every ``/v1/`` path, CORS headers on every answer, a 401
+included) and authentication (every ``/v1/`` request carries a ``Principal``, ``auth.principal_of(scope)``,
+or is refused 401); and on every answer's head, the framing headers of HTML (awaken/http/framing.py) and
+``Connection: close`` when it starts before its request body was read (awaken/http/early.py).
 
 Routes (from ``POST /v1/ag-ui`` on, the shipped wires' as they declare them):
     GET  /healthz                                    200 while the process serves
@@ -73,11 +73,12 @@ from awaken.core.errors import (
 )
 from awaken.core.ids import id_problem
 from awaken.engine.access import visible_thread
-from awaken.http import console, cors, early, framing, hosts
+from awaken.http import console, cors, hosts
 from awaken.http import metrics as telemetry
 from awaken.http import threads as threads_api
-from awaken.http.auth import AuthMiddleware, principal_of
+from awaken.http.auth import principal_of
 from awaken.http.context import ServerContext
+from awaken.http.edge import Edge
 from awaken.http.errors import quart_error, write_error
 from awaken.ledger.paging import parse_branch, parse_limit
 from awaken.runtime import memory
@@ -267,21 +268,13 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
                 return
         await quart_app(scope, receive, send)
 
-    # every /v1/ request is authenticated before routing; principal_of(scope) reads who is asking.
-    # CORS sits outside authentication: preflights are answered before it, and every answer
-    # (streams and refusals, a 401 included) carries the headers an allowed origin needs. Outside CORS,
-    # the Host and cross-site checks (hosts.py) refuse what does not name this server or comes from a
-    # foreign page to change state; HTML answers carry the framing headers (framing.py); outermost,
-    # an answer that starts before its request body was read closes its connection (transports/early.py).
+    # the edge (edge.py): observed, the Host and cross-site checks, GET /metrics, CORS, authentication;
+    # principal_of(scope) reads who is asking
     server = ctx.config.server
     cors_policy = cors.CorsPolicy.of(server.cors_origins, server.cors_extra_headers)
-    app = cors.middleware(AuthMiddleware(ctx.auth, asgi), cors_policy)
-    # GET /metrics: its own credential check ([auth] metrics_roles), behind the Host check
-    app = telemetry.metrics_route(app, ctx.metrics, ctx.auth, ctx.config.auth.metrics_roles)
-    app = hosts.middleware(app, hosts.HostPolicy.of(server.bind, server.allowed_hosts), cors_policy)
-    app = early.middleware(framing.middleware(app))
-    # every request counted by route template and status, every stream while open; the JSON request line
-    app = telemetry.observe(app, ctx.metrics, telemetry.RouteTemplates(wires, quart_app.url_map))
+    app = Edge(asgi, metrics=ctx.metrics, routes=telemetry.RouteTemplates(wires, quart_app.url_map),
+               host_policy=hosts.HostPolicy.of(server.bind, server.allowed_hosts), cors_policy=cors_policy,
+               authenticator=ctx.auth, metrics_roles=ctx.config.auth.metrics_roles)
     app = tracing.incoming(app)  # a client's traceparent parents its run (only with an exporter)
     app.quart = quart_app  # type: ignore[attr-defined]
     app.wires = wires  # type: ignore[attr-defined]  # what this server serves, its replay memos included

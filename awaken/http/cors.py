@@ -1,11 +1,11 @@
-"""Cross-origin access for browser apps: the CORS policy (pure) and the ASGI middleware applying it.
+"""Cross-origin access for browser apps: the CORS policy (pure) and the HTTP edge applies it (``awaken/http/edge.py``).
 
 A page served from ``http://localhost:3000`` that calls Awaken on ``http://127.0.0.1:8000`` is a
 cross-origin caller. Its browser sends a preflight (``OPTIONS`` with ``Origin`` and
 ``Access-Control-Request-Method``) before a JSON POST, and reads a response only if it carries
 ``Access-Control-Allow-Origin``. ``[server] cors_origins`` lists the origins allowed to do that.
 
-The rules (``CorsPolicy`` decides, ``middleware`` only moves bytes):
+The rules (``CorsPolicy`` decides, the edge only moves bytes):
 
 * Scope: every path under ``/v1/`` (runs, history, agents, threads, stop, and routes still to come);
   ``/healthz`` and ``/readyz`` are not for browsers and get nothing.
@@ -25,12 +25,12 @@ The rules (``CorsPolicy`` decides, ``middleware`` only moves bytes):
   no CORS header at all.
 * An actual request from an allowed origin gets ``Access-Control-Allow-Origin`` and
   ``Access-Control-Expose-Headers`` (``EXPOSED_HEADERS``: the headers clients read) on its
-  ``http.response.start`` — streaming SSE runs and error answers (a 401 included: this middleware is
-  the outermost layer) alike. Other origins get no CORS header and the browser hides the answer.
+  ``http.response.start`` — streaming SSE runs and error answers (a 401 included: the edge applies CORS
+  before authentication) alike. Other origins get no CORS header and the browser hides the answer.
   Every ``/v1/`` answer carries ``Vary: Origin`` (caches must not mix origins).
 * WebSocket upgrades get no CORS headers: browsers apply no CORS to sockets. An upgrade whose
   ``Origin`` is neither allowed here nor one of the server's own origins is refused before it is
-  accepted by the cross-site check (``awaken/http/hosts.py``), which sits outside this middleware.
+  accepted by the cross-site check (``awaken/http/hosts.py``), which the edge applies before CORS.
 
 Bodies: CORS does not stop a "simple" cross-origin POST (``text/plain``, a form, no body) that skips
 the preflight. The cross-site check (``awaken/http/hosts.py``) refuses every state-changing request whose
@@ -40,14 +40,13 @@ not ``application/json`` (``UNSUPPORTED_MEDIA_TYPE``) before any run starts.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
 from awaken.core.errors import error_response
 
-ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
 
 #: the path prefix whose routes answer browsers
@@ -141,32 +140,3 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
 def is_preflight(scope: dict[str, Any]) -> bool:
     return (scope.get("method") == "OPTIONS" and _header(scope, b"origin") is not None
             and _header(scope, b"access-control-request-method") is not None)
-
-
-def middleware(app: ASGIApp, policy: CorsPolicy) -> ASGIApp:
-    """Wrap ``app`` (the whole server, outermost) with ``policy``."""
-
-    async def cors(scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] not in ("http", "websocket") or not scope["path"].startswith(PREFIX):
-            await app(scope, receive, send)
-            return
-        origin = _header(scope, b"origin")
-        if scope["type"] == "websocket":  # its origin was checked outside (awaken/http/hosts.py)
-            await app(scope, receive, send)
-            return
-        if is_preflight(scope):
-            assert origin is not None
-            status, headers, body = policy.preflight(origin)
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-            return
-        added = policy.response_headers(origin)
-
-        async def send_with_cors(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": merge_headers(message.get("headers", []), added)}
-            await send(message)
-
-        await app(scope, receive, send_with_cors)
-
-    return cors

@@ -13,15 +13,13 @@ gets:
   (``http(s)`` and ``data:`` URLs) stay allowed;
 * ``X-Content-Type-Options: nosniff``.
 
-``middleware`` adds them on ``http.response.start``; headers an answer set itself are kept.
+The HTTP edge (``awaken/http/edge.py``) adds them on ``http.response.start``; headers an answer set itself
+are kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
-
-ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 
 #: the Content-Security-Policy of every HTML answer
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob: http: https:; "
@@ -47,21 +45,3 @@ def with_html_headers(headers: Any) -> list[tuple[bytes, bytes]]:
     present = {name.lower() for name, _ in out}
     out.extend((name, value) for name, value in HTML_HEADERS if name not in present)
     return out
-
-
-def middleware(app: ASGIApp) -> ASGIApp:
-    """Wrap ``app``: every HTML answer carries ``HTML_HEADERS``."""
-
-    async def framing(scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-
-        async def send_framed(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start" and is_html(message.get("headers", [])):
-                message = {**message, "headers": with_html_headers(message["headers"])}
-            await send(message)
-
-        await app(scope, receive, send_framed)
-
-    return framing

@@ -1,5 +1,5 @@
-"""Who may reach the server at all: the ``Host`` check and the cross-site check (a pure policy and the
-ASGI middleware applying it, outside CORS and authentication: ``server.build_asgi``).
+"""Who may reach the server at all: the ``Host`` check and the cross-site check (a pure policy; the HTTP
+edge applies it before CORS and authentication: ``awaken/http/edge.py``).
 
 DNS rebinding: a page on ``rebind.evil.example`` whose name is re-resolved to 127.0.0.1 reaches a
 server on the developer's machine as its own origin: the browser lets it read every answer. What
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -44,7 +44,6 @@ from awaken.config.edge import Authority, split_authority
 from awaken.core.errors import error_response
 from awaken.http.cors import CorsPolicy
 
-ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
 
 #: the names every server answers to, on any port
@@ -57,6 +56,8 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 REFUSED_STATUS = 403
 HOST_CODE = "HOST_NOT_ALLOWED"
 ORIGIN_CODE = "ORIGIN_NOT_ALLOWED"
+#: the close code refusing a WebSocket upgrade where the server cannot answer it with the 403
+CLOSE_REFUSED = 1008
 
 _ORIGIN = re.compile(r"^(?P<scheme>https?)://(?P<authority>[^/?#@\s]+)$")
 
@@ -166,33 +167,3 @@ def verdict(scope: dict[str, Any], hosts: HostPolicy, cors: CorsPolicy) -> tuple
 def refusal(code: str, message: str) -> tuple[int, Headers, bytes]:
     """The whole 403 answer (``error_response``): (status, headers, body)."""
     return error_response(code, message)
-
-
-def middleware(app: ASGIApp, hosts: HostPolicy, cors: CorsPolicy) -> ASGIApp:
-    """Wrap ``app`` (the whole server) with the Host and cross-site checks."""
-
-    async def guard(scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await app(scope, receive, send)
-            return
-        refused = verdict(scope, hosts, cors)
-        if refused is None:
-            await app(scope, receive, send)
-            return
-        status, headers, body = refusal(*refused)
-        if scope["type"] == "http":
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body, "more_body": False})
-            return
-        message = await receive()
-        if message["type"] != "websocket.connect":
-            return  # the client left before the handshake finished
-        if "websocket.http.response" in scope.get("extensions", {}):
-            # the refused upgrade's connection is closed after the answer: say so, or a client may reuse it
-            await send({"type": "websocket.http.response.start", "status": status,
-                        "headers": [*headers, (b"connection", b"close")]})
-            await send({"type": "websocket.http.response.body", "body": body})
-        else:  # refused before accept: the server answers the upgrade 403
-            await send({"type": "websocket.close", "code": 1008, "reason": refused[0]})
-
-    return guard

@@ -1,6 +1,6 @@
-"""The HTTP edge's telemetry: ``GET /metrics``, and one observer around every request.
+"""The HTTP edge's telemetry: ``GET /metrics``, and what is observed of every request.
 
-``observe`` is the outermost ASGI middleware: for every HTTP request and WebSocket it counts the answer
+The HTTP edge (``awaken/http/edge.py``) keeps a ``RequestFacts`` for every HTTP request and WebSocket: it counts the answer
 by method, route template (``/v1/threads/{thread}``, never the path itself: the label's values stay
 few) and status (``awaken_http_requests_total``), keeps ``awaken_streams_open`` for the run and rejoin
 routes' streams, makes the request's refusals countable (``awaken.core.errors.REFUSAL_COUNTER``: an
@@ -8,7 +8,7 @@ HTTP request answers at most one refusal, a WebSocket one per refused message), 
 ``[server] log_format = "json"``, writes the request's ``request`` line with its principal's subject
 (``awaken/telemetry/logs.py``). A request whose path matches no route is counted under ``other``.
 
-``metrics_route`` serves ``GET /metrics`` (the Prometheus text format, ``ServerMetrics.render``) inside
+``serve_metrics`` answers ``GET /metrics`` (the Prometheus text format, ``ServerMetrics.render``) inside
 the Host check and outside the ``/v1/`` authentication: with ``[auth] mode = "none"`` it is open, as
 every route is; otherwise it needs a bearer credential whose role ``[auth] metrics_roles`` lists
 (default ``["admin"]``): 401 ``UNAUTHENTICATED`` without valid credentials, 403 ``FORBIDDEN`` with a
@@ -18,23 +18,19 @@ role not listed.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map
 
-from awaken.core.errors import REFUSAL_COUNTER, Unauthenticated
+from awaken.core.errors import Unauthenticated
 from awaken.core.principal import FACTS_KEY
 from awaken.http.auth.authenticator import Authenticator
-from awaken.http.auth.middleware import bearer_token, refusal
+from awaken.http.auth.credentials import bearer_token, refusal
 from awaken.http.errors import write_error
-from awaken.telemetry import logs
 from awaken.telemetry.metrics import CONTENT_TYPE, ServerMetrics
 from awaken.wires.registry import Wire, path_pattern
-
-ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 
 METRICS_PATH = "/metrics"
 #: the route label of a path no route serves (a scanner's guesses stay one label value)
@@ -46,20 +42,17 @@ _STREAMING = frozenset({"run", "socket", "rejoin"})
 
 
 class RequestFacts:
-    """What the observer learns of a request while it is served; called, it is the request's ``send``
-    as the app sees it (watched: the answer's status, a stream's end), and it names the ``send`` it
-    wraps (``__wrapped__``: the WebSocket transport finds hypercorn's stream behind it)."""
+    """What is learnt of a request while it is served: the answer's status and a stream's end (from each
+    message sent, ``saw``), its refusal, who asked."""
 
-    __slots__ = ("__wrapped__", "_metrics", "refused", "status", "streaming", "subject")
+    __slots__ = ("_metrics", "refused", "status", "streaming", "subject")
 
-    def __init__(self, send: Callable[[dict[str, Any]], Awaitable[None]], metrics: ServerMetrics,
-                 streaming: bool = False) -> None:
-        self.__wrapped__ = send
+    def __init__(self, metrics: ServerMetrics, streaming: bool = False) -> None:
         self._metrics = metrics
         self.status = 0
         #: the code of the refusal the request was answered with (HTTP: at most one)
         self.refused: str | None = None
-        #: the subject of the principal the auth middleware attached (None: anonymous, or not a /v1/ route)
+        #: the subject of the principal the edge attached (None: anonymous, or not a /v1/ route)
         self.subject: str | None = None
         #: the request is an open stream (counted in ``awaken_streams_open`` until ``close_stream``)
         self.streaming = streaming
@@ -74,7 +67,8 @@ class RequestFacts:
             self.streaming = False
             self._metrics.open_streams -= 1
 
-    async def __call__(self, message: dict[str, Any]) -> None:
+    def saw(self, message: dict[str, Any]) -> None:
+        """A message the request's answer sends."""
         kind = message["type"]
         if not self.status:
             if kind in ("http.response.start", "websocket.http.response.start"):
@@ -88,7 +82,6 @@ class RequestFacts:
         if self.streaming and (kind == "websocket.close" or kind == "http.response.body"
                                and not message.get("more_body")):
             self.close_stream()
-        await self.__wrapped__(message)
 
 
 class RouteTemplates:
@@ -144,67 +137,30 @@ def _rule_of(adapter: Any, path: str) -> Any:
     return None
 
 
-def observe(app: ASGIApp, metrics: ServerMetrics, routes: RouteTemplates) -> ASGIApp:
-    """Wrap ``app`` (the whole server): count every request and stream, and log it (JSON format)."""
-
-    async def observed(scope: dict, receive: Callable, send: Callable) -> None:
-        kind = scope["type"]
-        if kind != "http" and kind != "websocket":
-            await app(scope, receive, send)
-            return
-        method = scope.get("method", "GET") if kind == "http" else "WEBSOCKET"
-        route, streaming = routes.of(method, scope["path"])
-        started = time.perf_counter()
-        facts = RequestFacts(send, metrics, streaming)
-        token = REFUSAL_COUNTER.set(facts.refuse if kind == "http" else metrics.refused)
-        # the server's scope is the request's own: no copy of it to make (and the facts leave it at the
-        # end, or the connection would refer to itself through them: a cycle, freed by no reference count)
-        scope[FACTS_KEY] = facts
-        try:
-            await app(scope, receive, facts)
-        finally:
-            del scope[FACTS_KEY]
-            REFUSAL_COUNTER.reset(token)
-            facts.close_stream()
-            if facts.refused is not None:
-                metrics.refused(facts.refused)
-            metrics.request(method, route, facts.status)
-            logs.request_line(method, route, facts.status, time.perf_counter() - started, facts.subject)
-
-    return observed
-
-
-def metrics_route(app: ASGIApp, metrics: ServerMetrics, authenticator: Authenticator, roles: list[str]) -> ASGIApp:
-    """Serve ``GET /metrics`` in front of ``app``: for a bearer credential of one of ``roles`` (with
+async def serve_metrics(scope: dict[str, Any], send: Callable[[dict[str, Any]], Awaitable[None]],
+                        metrics: ServerMetrics, authenticator: Authenticator, roles: list[str]) -> None:
+    """Answer a request for ``METRICS_PATH``: the metrics, for a bearer credential of one of ``roles`` (with
     ``[auth] mode = "none"`` every request is the anonymous principal, and may)."""
-    allowed = frozenset(roles) | {"anonymous"}
-
-    async def route(scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http" or scope["path"] != METRICS_PATH:
-            await app(scope, receive, send)
-            return
-        if scope.get("method") != "GET":
-            await write_error(send, "METHOD_NOT_ALLOWED", f"{scope.get('method')} is not allowed here; use GET",
-                              headers=[(b"allow", b"GET")])
-            return
-        try:
-            principal = authenticator.authenticate(bearer_token(scope))
-        except Unauthenticated as exc:
-            status, headers, body = refusal(exc)
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-            return
-        facts = scope.get(FACTS_KEY)
-        if facts is not None:
-            facts.subject = principal.subject
-        if principal.role not in allowed:
-            await write_error(send, "FORBIDDEN", f"the role {principal.role!r} may not read metrics "
-                              f"([auth] metrics_roles: {', '.join(sorted(roles)) or 'none'})")
-            return
-        body = metrics.render()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", CONTENT_TYPE.encode()), (b"cache-control", b"no-store"),
-                                (b"content-length", str(len(body)).encode())]})
+    if scope.get("method") != "GET":
+        await write_error(send, "METHOD_NOT_ALLOWED", f"{scope.get('method')} is not allowed here; use GET",
+                          headers=[(b"allow", b"GET")])
+        return
+    try:
+        principal = authenticator.authenticate(bearer_token(scope))
+    except Unauthenticated as exc:
+        status, headers, body = refusal(exc)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-    return route
+        return
+    facts = scope.get(FACTS_KEY)
+    if facts is not None:
+        facts.subject = principal.subject
+    if principal.role not in roles and principal.role != "anonymous":
+        await write_error(send, "FORBIDDEN", f"the role {principal.role!r} may not read metrics "
+                          f"([auth] metrics_roles: {', '.join(sorted(roles)) or 'none'})")
+        return
+    body = metrics.render()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", CONTENT_TYPE.encode()), (b"cache-control", b"no-store"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -11,7 +11,7 @@ socket drops rejoins the run over SSE instead (``GET …/threads/{id}/stream`` o
 ``…/chat/{chatId}/stream``) from the run's start, which replays the messages it saw, in order.
 Keep-alive is a WebSocket ping frame every ``server.ws_ping_seconds`` (``<= 0`` turns it off).
 A client that offers the subprotocol ``awaken.v1`` gets it selected in the accept (browsers carry a
-bearer token as a second offered entry, ``bearer.<token>``: see ``awaken/http/auth/middleware.py``).
+bearer token as a second offered entry, ``bearer.<token>``: see ``awaken/http/auth/credentials.py``).
 
 One request at a time, and streams never interleave. A text message that arrives while the previous
 request is still streaming gets ``REQUEST_BUSY`` as that protocol's rejection stream (AG-UI: one

@@ -1,4 +1,4 @@
-"""``[auth]`` config and start-up refusals, and the middleware's pure parts, without a server.
+"""``[auth]`` config and start-up refusals, and how the HTTP edge applies credentials, without a server.
 
 Bad config stops start-up with one line naming the key (issue 13 item 2): the shape is checked when
 the file is parsed, the bind, the environment and the key file when the server is built.
@@ -19,8 +19,8 @@ from awaken import cli
 from awaken.config.auth import AuthConfig, JwtConfig, TokenConfig
 from awaken.core.errors import ConfigError
 from awaken.http import auth
-from awaken.http.auth.middleware import AuthMiddleware, bearer_token
-from tests.builders import ROOT, make_config
+from awaken.http.auth.credentials import bearer_token
+from tests.builders import ROOT, edge_around, make_config
 
 KEY = "k-0123456789abcdef-0123"
 
@@ -222,9 +222,9 @@ class Recorder:
 
 async def test_without_the_http_response_extension_a_refused_upgrade_closes_4401_before_accepting():
     rec = Recorder([{"type": "websocket.connect"}])
-    middleware = AuthMiddleware(auth.build(AuthConfig(mode="tokens", tokens=[TokenConfig("a", "A", "user", "a")]),
-                                           "127.0.0.1:1", {"A": KEY}), rec.app)
-    await middleware(scope("websocket", path="/v1/ag-ui/ws"), rec.receive, rec.send)
+    edge = edge_around(rec.app, auth.build(AuthConfig(mode="tokens", tokens=[TokenConfig("a", "A", "user", "a")]),
+                                           "127.0.0.1:1", {"A": KEY}))
+    await edge(scope("websocket", path="/v1/ag-ui/ws", headers=[(b"host", b"127.0.0.1:1")]), rec.receive, rec.send)
     assert rec.sent == [{"type": "websocket.close", "code": 4401,
                          "reason": "this route needs credentials: send Authorization: Bearer <key>"}]
     assert rec.app_scopes == []
@@ -232,19 +232,19 @@ async def test_without_the_http_response_extension_a_refused_upgrade_closes_4401
 
 async def test_the_principal_rides_on_the_request_s_scope_and_other_paths_pass_untouched():
     rec = Recorder([])
-    middleware = AuthMiddleware(auth.build(AuthConfig(mode="tokens", tokens=[TokenConfig("a", "A", "admin", "ops")]),
-                                           "127.0.0.1:1", {"A": KEY}), rec.app)
-    original = scope(headers=[(b"authorization", f"Bearer {KEY}".encode())])
-    await middleware(original, rec.receive, rec.send)
+    edge = edge_around(rec.app, auth.build(AuthConfig(mode="tokens", tokens=[TokenConfig("a", "A", "admin", "ops")]),
+                                           "127.0.0.1:1", {"A": KEY}))
+    original = scope(headers=[(b"authorization", f"Bearer {KEY}".encode()), (b"host", b"127.0.0.1:1")])
+    await edge(original, rec.receive, rec.send)
     # the request's own scope (the server makes one per request): no copy held for a stream's life
     assert rec.app_scopes[0] is original
     assert auth.principal_of(rec.app_scopes[0]) == auth.Principal("ops", "admin")
     for path in ("/healthz", "/readyz", "/v1x"):
-        await middleware(scope(path=path), rec.receive, rec.send)
+        await edge(scope(path=path, headers=[(b"host", b"127.0.0.1:1")]), rec.receive, rec.send)
         assert rec.app_scopes[-1]["path"] == path
         with pytest.raises(LookupError):
             auth.principal_of(rec.app_scopes[-1])
-    await middleware({"type": "lifespan"}, rec.receive, rec.send)
+    await edge({"type": "lifespan"}, rec.receive, rec.send)
     assert rec.app_scopes[-1] == {"type": "lifespan"}
     assert rec.sent == []
 

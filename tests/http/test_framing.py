@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from awaken.http import framing
 from tests.browser_harness import BrowserError
+from tests.builders import edge_around
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob: http: https:; "
        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -43,7 +43,8 @@ async def test_every_html_answer_gets_the_headers_and_others_do_not():
                                  (b"application/xhtml+xml", True), (b"application/json", False),
                                  (b"text/event-stream", False), (b"text/plain", False)):
         sent.clear()
-        await framing.middleware(app_answering(content_type))({"type": "http"}, None, send)
+        await edge_around(app_answering(content_type))(
+            {"type": "http", "path": "/x", "headers": [(b"host", b"127.0.0.1:1")]}, None, send)
         headers = dict(sent[0]["headers"])
         if framed:
             assert headers == {b"Content-Type": content_type, b"x-frame-options": b"DENY",

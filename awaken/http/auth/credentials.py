@@ -1,4 +1,5 @@
-"""The auth middleware: every ``/v1/`` request (HTTP and WebSocket) gets a ``Principal`` or a 401.
+"""A request's credentials: every ``/v1/`` request (HTTP and WebSocket) gets a ``Principal`` or a 401
+(the HTTP edge applies this: ``awaken/http/edge.py``).
 
 Credentials, in this order:
 
@@ -20,14 +21,9 @@ put on the request's scope under ``PRINCIPAL_KEY``; routes read it with ``princi
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from awaken.core.errors import Unauthenticated, error_response
-from awaken.core.principal import FACTS_KEY, PRINCIPAL_KEY
-from awaken.http.auth.authenticator import Authenticator
-
-ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 
 #: the ``Sec-WebSocket-Protocol`` entry prefix that carries a bearer token
 BEARER_SUBPROTOCOL_PREFIX = "bearer."
@@ -68,45 +64,3 @@ def refusal(exc: Unauthenticated) -> tuple[int, list[tuple[bytes, bytes]], bytes
     """The 401 response for a refused request (``error_response``): (status, headers, body)."""
     challenge = b'Bearer error="invalid_token"' if exc.token_given else b"Bearer"
     return error_response(exc, headers=[(b"www-authenticate", challenge)])
-
-
-class AuthMiddleware:
-    """Wraps the ASGI app: authenticates ``/v1/`` requests with ``authenticator``."""
-
-    def __init__(self, authenticator: Authenticator, app: ASGIApp) -> None:
-        self.authenticator = authenticator
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] not in ("http", "websocket") or not guarded(scope["path"]):
-            await self.app(scope, receive, send)
-            return
-        try:
-            principal = self.authenticator.authenticate(bearer_token(scope))
-        except Unauthenticated as exc:
-            await self._refuse(scope, receive, send, exc)
-            return
-        facts = scope.get(FACTS_KEY)
-        if facts is not None:  # the request's telemetry learns who is asking (its log line's subject)
-            facts.subject = principal.subject
-        # the server's scope is the request's own: the principal joins it (a copy of the scope, held for
-        # the whole of a stream, cost about 0.9 KB per open stream)
-        scope[PRINCIPAL_KEY] = principal
-        await self.app(scope, receive, send)
-
-    async def _refuse(self, scope: dict, receive: Callable, send: Callable, exc: Unauthenticated) -> None:
-        status, headers, body = refusal(exc)
-        if scope["type"] == "http":
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-            return
-        message = await receive()
-        if message["type"] != "websocket.connect":
-            return  # the client left before the handshake finished
-        if "websocket.http.response" in scope.get("extensions", {}):
-            # the refused upgrade's connection is closed after the answer: say so, or a client may reuse it
-            await send({"type": "websocket.http.response.start", "status": status,
-                        "headers": [*headers, (b"connection", b"close")]})
-            await send({"type": "websocket.http.response.body", "body": body})
-        else:
-            await send({"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED, "reason": exc.message})
