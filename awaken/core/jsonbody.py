@@ -34,6 +34,8 @@ MAX_MESSAGES = 10_000
 MAX_CONTAINERS = 100_000
 #: bytes counted per call when bounding a body's containers (a call holds the interpreter throughout)
 COUNT_WINDOW = 1 << 20
+#: the largest body whose brackets are counted to skip its nesting walk (``load_json_object``)
+SHALLOW_BYTES = 16 * 1024
 
 
 def reject(message: str, code: str = "INVALID_REQUEST") -> InputRejected:
@@ -78,6 +80,10 @@ def load_json_object(body: bytes, *, messages_deep: bool = True) -> dict[str, An
     if len(body) > 2 * MAX_CONTAINERS:  # a shorter body cannot hold more (each array or object is 2 bytes or more)
         if count_containers(body) > MAX_CONTAINERS:
             raise _too_many_containers()
+    # nesting deeper than MAX_DEPTH takes more than MAX_DEPTH containers: a small body holding fewer
+    # brackets (a turn's new message) is not walked (a large one surely holds more: it is not counted)
+    shallow = len(body) <= 2 * MAX_DEPTH or (len(body) <= SHALLOW_BYTES
+                                             and body.count(b"{") + body.count(b"[") <= MAX_DEPTH)
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -85,7 +91,9 @@ def load_json_object(body: bytes, *, messages_deep: bool = True) -> dict[str, An
     if not isinstance(data, dict):
         raise reject("the body must be a JSON object")
     messages = data.get("messages")
-    if messages_deep or not isinstance(messages, list):
+    if shallow:
+        deep = False
+    elif messages_deep or not isinstance(messages, list):
         deep = too_deep(data, MAX_DEPTH)
     else:  # the object is level 1, ``messages`` level 2: its elements are not walked here
         deep = any(too_deep(v, MAX_DEPTH - 1) for k, v in data.items() if k != "messages")

@@ -526,7 +526,9 @@ def _prepare_replay(run: AdmittedRun, spec: RunSpec) -> RunSpec:
 def offered_client_tools(agent: Agent, declared: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
     """The declared tools that become the run's client tools: a declaration naming one of the
     agent's own tools never replaces it (for a server tool it is how the page renders its gate)."""
-    own = {t.name for t in agent.tools}
+    if not declared:
+        return ()
+    own = agent.tool_names
     return tuple(t for t in declared if t.name not in own)
 
 

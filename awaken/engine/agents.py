@@ -45,11 +45,27 @@ class Agent:
     client_tools: tuple[ToolSpec, ...]
     #: where the server tools named in ``config.tools`` are looked up
     registry: ToolRegistry
+    #: the registry's generation, the server tools, all the tools and their names, as of that generation
+    #: (every run asks; an MCP server's tools change the registry, and so its generation)
+    _known: list[Any] = attrs.field(factory=lambda: [-1, (), (), frozenset()], init=False, eq=False, repr=False)
+
+    def _current(self) -> list[Any]:
+        known = self._known
+        if known[0] != self.registry.generation:
+            server = tuple(self.registry.get(name).spec for name in self._server_tool_names())
+            every = server + self.client_tools
+            known[:] = [self.registry.generation, server, every, frozenset(t.name for t in every)]
+        return known
 
     @property
     def server_tools(self) -> tuple[ToolSpec, ...]:
         """The server tools this agent may call now."""
-        return tuple(self.registry.get(name).spec for name in self._server_tool_names())
+        return self._current()[1]
+
+    @property
+    def tool_names(self) -> frozenset[str]:
+        """The names of ``tools``."""
+        return self._current()[3]
 
     def _server_tool_names(self) -> list[str]:
         names: dict[str, None] = {}
@@ -74,7 +90,8 @@ class Agent:
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
-        return self.server_tools + self.client_tools
+        """The server tools, then the client tools."""
+        return self._current()[2]
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -82,6 +82,8 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        #: counts the changes (``add``, ``remove``): what was derived from the tools at one count holds
+        self.generation = 0
         for each in tools:
             self.add(each)
 
@@ -93,6 +95,7 @@ class ToolRegistry:
             raise ConfigError(f"tool {tool.name}: parameters is not a valid JSON schema: {exc.message}") from None
         self._tools[tool.name] = tool
         self._validators[tool.name] = cls(tool.parameters)
+        self.generation += 1
 
     async def aclose(self) -> None:
         """Close what the tools hold (each ``Tool.close``, once, in turn); a failure is logged, the rest
@@ -108,6 +111,7 @@ class ToolRegistry:
     def remove(self, name: str) -> None:
         self._tools.pop(name, None)
         self._validators.pop(name, None)
+        self.generation += 1
 
     def __contains__(self, name: str) -> bool:
         return name in self._tools

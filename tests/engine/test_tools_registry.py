@@ -57,3 +57,28 @@ async def test_a_plugin_tool_serves_an_agent_end_to_end(tmp_path):
     assert result["content"] == '{"city":"Oslo","forecast":"sunny","celsius":21}'
     text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == 'Here is what the tools said: forecast returned {"city":"Oslo","forecast":"sunny","celsius":21}.'
+
+
+def test_an_agent_s_tools_follow_every_change_of_the_registry():
+    """An agent names ``docs__*``: a tool its MCP server adds is offered from the next run on, one it
+    removes is not, and a tool under another prefix never is."""
+    from awaken.config import AgentConfig
+    from awaken.engine.agents import Agent
+    from awaken.models import ToolSpec
+    from awaken.tools.base import Tool
+
+    async def call(args, ctx):  # noqa: ANN001, ANN202
+        return "ok"
+
+    registry = ToolRegistry(BUILTINS)
+    browser = ToolSpec("pick_color", "asks the page", {"type": "object"})
+    agent = Agent("a", AgentConfig(tools=["calculator", "docs__*"]), None, (browser,), registry)  # type: ignore[arg-type]
+    assert [t.name for t in agent.tools] == ["calculator", "pick_color"]
+    registry.add(Tool("docs__search", "search", {"type": "object"}, call, kind="mcp"))
+    registry.add(Tool("other__search", "search", {"type": "object"}, call, kind="mcp"))
+    assert [t.name for t in agent.server_tools] == ["calculator", "docs__search"]
+    assert [t.name for t in agent.tools] == ["calculator", "docs__search", "pick_color"]
+    assert agent.tool_names == {"calculator", "docs__search", "pick_color"}
+    registry.remove("docs__search")
+    assert [t.name for t in agent.tools] == ["calculator", "pick_color"]
+    assert agent.tool_names == {"calculator", "pick_color"}

@@ -11,6 +11,8 @@ import threading
 from typing import Any
 
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from trio_websocket import open_websocket_url
 
 from awaken.core import jsonbody
@@ -74,6 +76,31 @@ async def test_a_body_of_more_arrays_and_objects_than_the_cap_is_refused_undecod
     assert code == "BODY_TOO_LARGE" and f"{MAX_CONTAINERS:,}" in message
     assert not [size for size in decoded if size > 1_000_000]  # the body itself was never decoded
     assert await server.ctx.ledger.get_thread("finding-2") is None
+
+
+def chain(depth: int, leaf: Any) -> Any:
+    """``leaf`` inside ``depth`` containers, objects and arrays in turn."""
+    for level in range(depth):
+        leaf = [leaf] if level % 2 else {"k": leaf}
+    return leaf
+
+
+@settings(max_examples=200, deadline=None)
+@given(depth=st.integers(1, MAX_DEPTH + 3), messages=st.booleans(), pad=st.integers(0, 40))
+def test_a_small_body_is_refused_for_nesting_exactly_when_the_walk_refuses_it(depth, messages, pad):
+    """The nesting walk is skipped for a small body with few brackets; the answer is the walk's."""
+    data = {"messages": [chain(depth - 2, "x")] if messages else [], "other": chain(depth - 1, "y" * pad)}
+    body = json.dumps(data).encode()
+    for messages_deep in (True, False):
+        walked = jsonbody.too_deep(data, MAX_DEPTH) if messages_deep else jsonbody.too_deep(
+            {k: v for k, v in data.items() if k != "messages"}, MAX_DEPTH)
+        try:
+            jsonbody.load_json_object(body, messages_deep=messages_deep)
+            refused = False
+        except Exception as exc:  # noqa: BLE001
+            assert getattr(exc, "code", None) == "NESTING_TOO_DEEP"
+            refused = True
+        assert refused == walked, (depth, messages, messages_deep)
 
 
 def test_the_container_bound_counts_every_bracket_across_windows():
