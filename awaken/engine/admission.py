@@ -92,6 +92,45 @@ from awaken.wires.protocol import Asks, ForkAt, RunRequest, ToolDecision, new_id
 log = logging.getLogger("awaken.engine")
 
 
+class Handoff:
+    """A run admitted in the server's nursery for a request that waits for it (``RunApplication.start``):
+    the admitted run or the refusal, handed to the request; what ``nursery.start`` does, without the
+    nursery of its own per request. A request cancelled while it waits abandons the run: its admission
+    ends without starting it."""
+
+    __slots__ = ("_lot", "abandoned", "error", "run")
+
+    def __init__(self) -> None:
+        self.run: AdmittedRun | None = None
+        self.error: BaseException | None = None
+        self.abandoned = False
+        self._lot = trio.lowlevel.ParkingLot()
+
+    @property
+    def handed(self) -> bool:
+        return self.run is not None or self.error is not None
+
+    def started(self, run: AdmittedRun) -> None:
+        self.run = run
+        self._lot.unpark_all()
+
+    def failed(self, error: BaseException) -> None:
+        self.error = error
+        self._lot.unpark_all()
+
+    async def wait(self) -> AdmittedRun:
+        try:
+            while self.run is None and self.error is None:
+                await self._lot.park()
+        except trio.Cancelled:
+            self.abandoned = True
+            raise
+        if self.error is not None:
+            raise self.error
+        assert self.run is not None
+        return self.run
+
+
 class RunApplication:
     """The only execution authority: admits runs, keeps the active ones, stops them."""
 
@@ -165,15 +204,37 @@ class RunApplication:
                     broadcast: Callable[[AdmittedRun], Broadcast], asks: Asks | None = None, *,
                     principal: Principal) -> AdmittedRun:
         """``launch`` in a server that hosts runs (``hosting`` is open): the run is a task of the server's
-        nursery, so the caller holds nothing open for it (a context held per stream cost about 1.5 KB)."""
+        nursery, so the caller holds nothing open for it (a context held per stream cost about 1.5 KB).
+        Admission runs in that task too and is handed back (``Handoff``), as ``nursery.start`` would."""
         assert self._host is not None, "start needs hosting(); launch works without it"
-        return await self._host.start(self._hosted, thread_id, agent_id, build, broadcast, asks, principal)
+        handoff = Handoff()
+        self._host.start_soon(self._hosted, thread_id, agent_id, build, broadcast, asks, principal, handoff)
+        return await handoff.wait()
 
     async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
                       broadcast: Callable[[AdmittedRun], Broadcast], asks: Asks | None,
                       principal: Principal,
-                      task_status: trio.TaskStatus[AdmittedRun] = trio.TASK_STATUS_IGNORED) -> None:
+                      task_status: trio.TaskStatus[AdmittedRun] | Handoff = trio.TASK_STATUS_IGNORED) -> None:
+        handoff = task_status if isinstance(task_status, Handoff) else None
+        try:
+            await self._admit_and_execute(thread_id, agent_id, build, broadcast, asks, principal, task_status)
+        except BaseException as exc:
+            if handoff is None or handoff.handed:
+                raise
+            # refused before the run was handed over: the error is the waiting request's, as from
+            # ``nursery.start`` (a cancellation is the server's nursery closing: the request hears why)
+            handoff.failed(exc.with_traceback(None) if isinstance(exc, Exception)
+                           else ServerDraining("the server is shutting down and starts no new run"))
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _admit_and_execute(self, thread_id: str, agent_id: str | None,
+                                 build: Callable[[ThreadView], RunRequest],
+                                 broadcast: Callable[[AdmittedRun], Broadcast], asks: Asks | None,
+                                 principal: Principal, task_status: trio.TaskStatus[AdmittedRun] | Handoff) -> None:
         async with self.admit(thread_id, agent_id, build, asks, principal=principal) as run:
+            if isinstance(task_status, Handoff) and task_status.abandoned:
+                return  # the request went while it was admitted: the run never starts (nothing was written)
             run.broadcast = out = broadcast(run)
             task_status.started(run)
             # the request's task attaches its transport before the run takes the CPU (a few scheduler

@@ -229,3 +229,32 @@ def test_on_new_input_is_validated(tmp_path):
     with pytest.raises(ConfigError, match="agents.a.on_new_input: later not in literal"):
         make_config(tmp_path, agents={"a": {"on_new_input": "later"}}, default_agent="a")
     assert make_config(tmp_path).agents["assistant"].on_new_input == "reject"
+
+
+async def test_a_queued_request_whose_client_leaves_never_starts_its_run(server, monkeypatch):
+    """``enqueue``: a request waiting for the thread is abandoned with its socket; once the running turn
+    ends, nothing of it is committed and the thread takes the next request."""
+    thread, gate = "enq-left", "gate-enq-left"
+    queued = making_way(server, monkeypatch)
+    async with streams(server) as start:
+        first = await start("ag-ui", "sse", "patient", request_for("ag-ui", thread, "r1", [held(gate, 3)], "patient"))
+        with trio.fail_after(10):
+            await first.first_delta.wait()
+        url = ws_url(server.base_url, path("ag-ui", "ws", "patient"))
+        async with open_websocket_url(url) as ws:
+            await ws.send_message(json.dumps(request_for("ag-ui", thread, "r2", [held(gate, 3), "gone"], "patient")))
+            with trio.fail_after(10):
+                await queued.wait()
+        # the socket is closed while its request waits for the thread
+        open_gate(server.ctx, gate)
+        with trio.fail_after(10):
+            await first.done.wait()
+            while server.ctx.app.is_active(thread):
+                await trio.sleep(0.01)
+        third = await start("ag-ui", "sse", "patient", request_for("ag-ui", thread, "r3", [held(gate, 3), "next"], "patient"))
+        with trio.fail_after(10):
+            await third.done.wait()
+    assert text_of("ag-ui", third.events) == 'You said: "next".'
+    assert await thread_history(server, thread) == [("user", held(gate, 3), None), ("assistant", FIRST_WORDS, None),
+                                                    ("user", "next", None), ("assistant", 'You said: "next".', None)]
+    assert [r.run_id for r in await server.ctx.ledger.list_runs(thread)] == ["r1", "r3"]
