@@ -192,7 +192,7 @@ class RunApplication:
         refused: AwakenError | None = None
         async with trio.open_nursery() as own:
             try:
-                run = await own.start(self._hosted, *args)
+                run = await own.start(self._hosted, *args, own)
             except AwakenError as exc:  # a refusal leaves the nursery as itself, not in an exception group
                 refused = exc
             else:
@@ -208,16 +208,17 @@ class RunApplication:
         Admission runs in that task too and is handed back (``Handoff``), as ``nursery.start`` would."""
         assert self._host is not None, "start needs hosting(); launch works without it"
         handoff = Handoff()
-        self._host.start_soon(self._hosted, thread_id, agent_id, build, broadcast, asks, principal, handoff)
+        self._host.start_soon(self._hosted, thread_id, agent_id, build, broadcast, asks, principal, self._host, handoff)
         return await handoff.wait()
 
     async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
                       broadcast: Callable[[AdmittedRun], Broadcast], asks: Asks | None,
-                      principal: Principal,
+                      principal: Principal, nursery: trio.Nursery,
                       task_status: trio.TaskStatus[AdmittedRun] | Handoff = trio.TASK_STATUS_IGNORED) -> None:
+        """Admit the request and execute its run, a task of ``nursery`` (which hosts its first write too)."""
         handoff = task_status if isinstance(task_status, Handoff) else None
         try:
-            await self._admit_and_execute(thread_id, agent_id, build, broadcast, asks, principal, task_status)
+            await self._admit_and_execute(thread_id, agent_id, build, broadcast, asks, principal, task_status, nursery)
         except BaseException as exc:
             if handoff is None or handoff.handed:
                 raise
@@ -231,7 +232,8 @@ class RunApplication:
     async def _admit_and_execute(self, thread_id: str, agent_id: str | None,
                                  build: Callable[[ThreadView], RunRequest],
                                  broadcast: Callable[[AdmittedRun], Broadcast], asks: Asks | None,
-                                 principal: Principal, task_status: trio.TaskStatus[AdmittedRun] | Handoff) -> None:
+                                 principal: Principal, task_status: trio.TaskStatus[AdmittedRun] | Handoff,
+                                 nursery: trio.Nursery | None) -> None:
         async with self.admit(thread_id, agent_id, build, asks, principal=principal) as run:
             if isinstance(task_status, Handoff) and task_status.abandoned:
                 return  # the request went while it was admitted: the run never starts (nothing was written)
@@ -245,7 +247,7 @@ class RunApplication:
                     break
                 await trio.lowlevel.cancel_shielded_checkpoint()
             try:
-                await run.execute(out.sink)
+                await run.execute(out.sink, nursery)
             except Exception:  # never: execute commits every failure; a bug must not take the server down
                 log.exception("run %s: unexpected error", run.run_id)
             finally:

@@ -1,10 +1,11 @@
 """``AdmittedRun``: one admitted run (fresh or resumed) as it executes, and the scope that stops it.
 Its data (the frozen spec, the progress, the ``RunState``) is ``rundata.RunBase``'s.
 
-``execute`` opens the run's own cancel scope and nursery: the nursery hosts the work the run starts
-beside itself (a fresh run's first write, shielded, concurrent with the first model step: begun
-once the run's first output was written out, so the write is off the path to the first delta, and
-finished before anything the run commits after it). ``cancel(cause)`` cancels that scope and records why;
+``execute`` opens the run's own cancel scope. A fresh run's first write (shielded) runs beside it as a
+task of the nursery that hosts the run (the server's, or one ``execute`` opens when given none),
+concurrent with the first model step: begun once the run's first output was written out, so the write
+is off the path to the first delta, and finished before anything the run commits after it (every commit
+waits for it: ``RunBase.started``). ``cancel(cause)`` cancels that scope and records why;
 a cancellation from outside (the connection's nursery) with no cause recorded is ``client_gone``.
 Either way the run is committed ``interrupted`` with its cause before ``execute`` ends, or, when
 the store cannot take that commit in time, the outcome stays pending in its ``RunState`` and the
@@ -60,8 +61,8 @@ ASKED_TO_STOP = frozenset({Cause.STOPPED, Cause.SUPERSEDED})
 class AdmittedRun(RunBase):
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
-    __slots__ = ("_draining", "_executing", "_reconcile", "_reconciling", "_release", "_released", "_scope",
-                 "_streamed")
+    __slots__ = ("_draining", "_executing", "_first_output", "_reconcile", "_reconciling", "_release", "_released",
+                 "_scope", "_sink", "_streamed")
 
     def __init__(self, ledger: Ledger, tools: ToolRegistry, agent: Agent, thread_id: str, *,
                  release: Callable[[AdmittedRun], Awaitable[None]],
@@ -76,6 +77,9 @@ class AdmittedRun(RunBase):
         self._released = False
         self._streamed = False
         self._draining = False
+        #: set at the run's first model output (a fresh run's first write waits for it); None after
+        self._first_output: trio.Event | None = None
+        self._sink: Sink | None = None
 
     # -- stopping ------------------------------------------------------------------------------
 
@@ -84,6 +88,8 @@ class AdmittedRun(RunBase):
         wins). Safe to call at any time, also before ``execute`` starts or after it ended."""
         self.blame(cause)
         self._scope.cancel()
+        if self._first_output is not None:  # the run's first write waits no longer
+            self._first_output.set()
 
     def blame(self, cause: Cause) -> None:
         """Record ``cause`` for a cancellation that will come from outside, without stopping the run."""
@@ -108,8 +114,9 @@ class AdmittedRun(RunBase):
 
     # -- execution -----------------------------------------------------------------------------
 
-    async def execute(self, sink: Sink) -> RunStatus:
-        """Stream the run into ``sink`` and commit its outcome; return the committed status.
+    async def execute(self, sink: Sink, nursery: trio.Nursery | None = None) -> RunStatus:
+        """Stream the run into ``sink`` and commit its outcome; return the committed status. A fresh
+        run's first write is a task of ``nursery`` (the one hosting the run; by default one of its own).
 
         Never raises except a cancellation from outside (after committing ``interrupted``). A run
         stopped by ``cancel`` returns ``INTERRUPTED``; one stopped for ``Cause.STOPPED`` (someone asked,
@@ -120,14 +127,19 @@ class AdmittedRun(RunBase):
         """
         self._executing = True
         self.runstate.begin()
+        if self.start is not None and nursery is None:
+            async with trio.open_nursery() as own:
+                return await self.execute(sink, own)
+        driven = sink
+        if self.start is not None:
+            assert nursery is not None
+            self._first_output = trio.Event()
+            self._sink = sink
+            nursery.start_soon(self._first_write, self._first_output)
+            driven = self._signalling
         with self._scope:
-            async with trio.open_nursery() as nursery:
-                driven = sink
-                if self.start is not None:
-                    first_output = trio.Event()
-                    nursery.start_soon(self._first_write, first_output)
-                    driven = _signalling(sink, first_output)
-                await self._drive(driven)
+            await self._drive(driven)
+        self._sink = None
         cause = self.runstate.cause
         if self._scope.cancelled_caught and cause in ASKED_TO_STOP and self._streamed:
             if self.status is RunStatus.INTERRUPTED:
@@ -135,6 +147,14 @@ class AdmittedRun(RunBase):
             elif self.status is RunStatus.RUNNING:
                 sink(RunFailed("STORE_UNAVAILABLE", "the run was stopped but that could not be committed"))
         return self.status
+
+    def _signalling(self, event: object) -> None:
+        """The run's sink while its first write waits: it sets ``_first_output`` at the run's first model
+        output (text, reasoning or a tool call)."""
+        assert self._sink is not None
+        self._sink(event)
+        if self._first_output is not None and isinstance(event, _OUTPUT):
+            self._first_output.set()
 
     async def _first_write(self, first_output: trio.Event) -> None:
         """A fresh run's first write (``commit.write_start``), begun once the run's first model output
@@ -151,6 +171,7 @@ class AdmittedRun(RunBase):
                 for _ in range(WRITER_PASSES):
                     await trio.lowlevel.cancel_shielded_checkpoint()
         finally:
+            self._first_output = None
             await write_start(self)  # shielded
 
     async def _drive(self, sink: Sink) -> None:
@@ -206,13 +227,3 @@ class AdmittedRun(RunBase):
         await self.release()
         self.runstate.settle()
 
-
-def _signalling(sink: Sink, first_output: trio.Event) -> Sink:
-    """``sink``, setting ``first_output`` at the run's first model output (text, reasoning or a tool call)."""
-
-    def signalled(event: object) -> None:
-        sink(event)
-        if not first_output.is_set() and isinstance(event, _OUTPUT):
-            first_output.set()
-
-    return signalled
