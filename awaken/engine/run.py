@@ -62,7 +62,7 @@ class AdmittedRun(RunBase):
     """One admitted run. Built by ``RunApplication.admit``; streamed by ``execute``."""
 
     __slots__ = ("_draining", "_executing", "_first_output", "_reconcile", "_reconciling", "_release", "_released",
-                 "_scope", "_sink", "_streamed")
+                 "_scope", "_streamed")
 
     def __init__(self, ledger: Ledger, tools: ToolRegistry, agent: Agent, thread_id: str, *,
                  release: Callable[[AdmittedRun], Awaitable[None]],
@@ -79,7 +79,6 @@ class AdmittedRun(RunBase):
         self._draining = False
         #: set at the run's first model output (a fresh run's first write waits for it); None after
         self._first_output: trio.Event | None = None
-        self._sink: Sink | None = None
 
     # -- stopping ------------------------------------------------------------------------------
 
@@ -134,12 +133,10 @@ class AdmittedRun(RunBase):
         if self.start is not None:
             assert nursery is not None
             self._first_output = trio.Event()
-            self._sink = sink
             nursery.start_soon(self._first_write, self._first_output)
-            driven = self._signalling
+            driven = _Signalling(sink, self._first_output)
         with self._scope:
             await self._drive(driven)
-        self._sink = None
         cause = self.runstate.cause
         if self._scope.cancelled_caught and cause in ASKED_TO_STOP and self._streamed:
             if self.status is RunStatus.INTERRUPTED:
@@ -147,14 +144,6 @@ class AdmittedRun(RunBase):
             elif self.status is RunStatus.RUNNING:
                 sink(RunFailed("STORE_UNAVAILABLE", "the run was stopped but that could not be committed"))
         return self.status
-
-    def _signalling(self, event: object) -> None:
-        """The run's sink while its first write waits: it sets ``_first_output`` at the run's first model
-        output (text, reasoning or a tool call)."""
-        assert self._sink is not None
-        self._sink(event)
-        if self._first_output is not None and isinstance(event, _OUTPUT):
-            self._first_output.set()
 
     async def _first_write(self, first_output: trio.Event) -> None:
         """A fresh run's first write (``commit.write_start``), begun once the run's first model output
@@ -227,3 +216,20 @@ class AdmittedRun(RunBase):
         await self.release()
         self.runstate.settle()
 
+
+class _Signalling:
+    """``sink``, setting ``first_output`` at the run's first model output (text, reasoning or a tool
+    call) and keeping it no longer. It refers to no run: the run's parts hold the sink, and a sink
+    holding the run back would make each run a reference cycle."""
+
+    __slots__ = ("first_output", "sink")
+
+    def __init__(self, sink: Sink, first_output: trio.Event) -> None:
+        self.sink = sink
+        self.first_output: trio.Event | None = first_output
+
+    def __call__(self, event: object) -> None:
+        self.sink(event)
+        if self.first_output is not None and isinstance(event, _OUTPUT):
+            self.first_output.set()
+            self.first_output = None
