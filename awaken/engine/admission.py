@@ -218,7 +218,24 @@ class RunApplication:
         """Admit the request and execute its run, a task of ``nursery`` (which hosts its first write too)."""
         handoff = task_status if isinstance(task_status, Handoff) else None
         try:
-            await self._admit_and_execute(thread_id, agent_id, build, broadcast, asks, principal, task_status, nursery)
+            async with self.admit(thread_id, agent_id, build, asks, principal=principal) as run:
+                if handoff is not None and handoff.abandoned:
+                    return  # the request went while it was admitted: the run never starts (nothing was written)
+                run.broadcast = out = broadcast(run)
+                task_status.started(run)
+                # the request's task attaches its transport before the run takes the CPU (a few scheduler
+                # passes at most, without cancellation): the run's first frames then go out at its first
+                # checkpoint (after its first delta), not once its first step is done
+                for _ in range(ATTACH_PASSES):
+                    if not out.holding:
+                        break
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                try:
+                    await run.execute(out.sink, nursery)
+                except Exception:  # never: execute commits every failure; a bug must not take the server down
+                    log.exception("run %s: unexpected error", run.run_id)
+                finally:
+                    out.close()
         except BaseException as exc:
             if handoff is None or handoff.handed:
                 raise
@@ -228,30 +245,6 @@ class RunApplication:
                            else ServerDraining("the server is shutting down and starts no new run"))
             if not isinstance(exc, Exception):
                 raise
-
-    async def _admit_and_execute(self, thread_id: str, agent_id: str | None,
-                                 build: Callable[[ThreadView], RunRequest],
-                                 broadcast: Callable[[AdmittedRun], Broadcast], asks: Asks | None,
-                                 principal: Principal, task_status: trio.TaskStatus[AdmittedRun] | Handoff,
-                                 nursery: trio.Nursery | None) -> None:
-        async with self.admit(thread_id, agent_id, build, asks, principal=principal) as run:
-            if isinstance(task_status, Handoff) and task_status.abandoned:
-                return  # the request went while it was admitted: the run never starts (nothing was written)
-            run.broadcast = out = broadcast(run)
-            task_status.started(run)
-            # the request's task attaches its transport before the run takes the CPU (a few scheduler
-            # passes at most, without cancellation): the run's first frames then go out at its first
-            # checkpoint (after its first delta), not once its first step is done
-            for _ in range(ATTACH_PASSES):
-                if not out.holding:
-                    break
-                await trio.lowlevel.cancel_shielded_checkpoint()
-            try:
-                await run.execute(out.sink, nursery)
-            except Exception:  # never: execute commits every failure; a bug must not take the server down
-                log.exception("run %s: unexpected error", run.run_id)
-            finally:
-                out.close()
 
     @property
     def active_count(self) -> int:
