@@ -109,18 +109,27 @@ class Progress:
         return cls(list(spec.history), dict(spec.state), spec.usage, spec.steps_done)
 
 
+#: the spec of a run not admitted yet: no run id, no request, no history
+UNADMITTED = RunSpec(RunRequest("", None), None, "")  # type: ignore[arg-type]
+
+
 class RunBase:
     """One admitted run's data: its spec (frozen), its progress (changing, by ``commit`` only), its
     state (``RunState``), and the first write of a fresh run (``start``)."""
 
-    __slots__ = ("__weakref__", "_settled", "broadcast", "claim_token", "claimed", "ledger", "owner", "owner_known", "principal",
-                 "progress", "runstate", "slot", "spec", "start", "start_error", "tools")
+    __slots__ = ("__weakref__", "_settled", "agent", "broadcast", "claim_token", "claimed", "ledger", "owner",
+                 "owner_known", "principal", "progress", "runstate", "slot", "spec", "start", "start_error",
+                 "thread_id", "tools")
 
     def __init__(self, ledger: Ledger, tools: ToolRegistry, agent: Agent, thread_id: str) -> None:
         self.ledger = ledger
         self.tools = tools
-        self.spec = RunSpec(RunRequest(thread_id, agent.id), agent, thread_id)
-        self.progress = Progress.of(self.spec)
+        #: the agent and the thread (the spec's, from admission on: they never change)
+        self.agent = agent
+        self.thread_id = thread_id
+        #: the frozen part (``UNADMITTED`` until admission prepared it: ``admitted``)
+        self.spec = UNADMITTED
+        self.progress = Progress.of(UNADMITTED)
         self._settled = trio.Event()
         self.runstate = RunState(self._settled.set)
         #: this run's claim on the thread (``ThreadClaims``): its token, and whether it is held
@@ -154,14 +163,6 @@ class RunBase:
     @property
     def request(self) -> RunRequest:
         return self.spec.request
-
-    @property
-    def agent(self) -> Agent:
-        return self.spec.agent
-
-    @property
-    def thread_id(self) -> str:
-        return self.spec.thread_id
 
     @property
     def run_id(self) -> str:

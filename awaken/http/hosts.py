@@ -58,11 +58,10 @@ HOST_CODE = "HOST_NOT_ALLOWED"
 ORIGIN_CODE = "ORIGIN_NOT_ALLOWED"
 #: the close code refusing a WebSocket upgrade where the server cannot answer it with the 403
 CLOSE_REFUSED = 1008
+#: how many ``Host`` values' answers a policy keeps
+KNOWN_HOSTS = 64
 
 _ORIGIN = re.compile(r"^(?P<scheme>https?)://(?P<authority>[^/?#@\s]+)$")
-
-
-
 
 
 def is_loopback(host: str) -> bool:
@@ -72,8 +71,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
 
 
 @attrs.frozen
@@ -89,6 +86,8 @@ class HostPolicy:
     bind_port: int = 0
     #: the port-less ``allowed_hosts`` entries (an origin on them is the server's own on any port)
     listed: frozenset[str] = frozenset()
+    #: the answers of ``allows_host`` for the latest ``Host`` values (clients send the same few)
+    _known_hosts: dict[str | None, bool] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
     @classmethod
     def of(cls, bind: str, allowed_hosts: Iterable[str] = ()) -> HostPolicy:
@@ -117,8 +116,15 @@ class HostPolicy:
 
     def allows_host(self, host: str | None) -> bool:
         """Whether a request whose ``Host`` header is ``host`` names this server."""
+        known = self._known_hosts.get(host)
+        if known is not None:
+            return known
         authority = split_authority(host)
-        return authority is not None and self._answers_to(authority)
+        answer = authority is not None and self._answers_to(authority)
+        if len(self._known_hosts) >= KNOWN_HOSTS:
+            self._known_hosts.clear()  # a client sending many names: start again
+        self._known_hosts[host] = answer
+        return answer
 
     def own_origin(self, origin: str, host: str | None) -> bool:
         """Whether ``origin`` is one of the server's own origins, for a request sent to ``host``."""

@@ -9,8 +9,8 @@ is pure (sans-IO). The engine consumes ``RunRequest``/``ToolDecision`` and feeds
 from __future__ import annotations
 
 import abc
-import uuid
 from collections.abc import Callable
+from os import urandom
 from typing import Any, Literal
 
 import attrs
@@ -37,7 +37,9 @@ def denial(reason: str) -> str:
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
+    """``<prefix>_`` and 128 random bits as 32 hex digits (as long as a UUID's hex, made in a sixth of
+    ``uuid4``'s time: a run takes three or four before its first delta)."""
+    return f"{prefix}_{urandom(16).hex()}"
 
 
 @attrs.frozen

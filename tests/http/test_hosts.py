@@ -60,14 +60,18 @@ def test_authorities_are_parsed_strictly(value, parsed):
 
 def test_loopback_names_on_any_port_the_bind_host_and_allowed_hosts_pass():
     policy = hosts.HostPolicy.of("10.0.0.5:8000", ["api.example.com", "proxy.example.com:8443"])
-    for host in ("127.0.0.1", "127.0.0.1:8000", "127.0.0.1:9999", "localhost", "localhost:3000", "[::1]:8000",
-                 "127.1.2.3:8000", "10.0.0.5:8000", "10.0.0.5:1", "api.example.com", "API.example.com:443",
-                 "proxy.example.com:8443"):
-        assert policy.allows_host(host), host
-    for host in (None, "", "rebind.evil.example", "rebind.evil.example:8000", "proxy.example.com",
-                 "proxy.example.com:443", "10.0.0.6:8000", "localhost.evil.example", "127.0.0.1.evil.example",
-                 "0.0.0.0:8000"):
-        assert not policy.allows_host(host), host
+    # asked twice each (the second answer is the kept one), and again after more names than are kept
+    for names in ([], [], [f"n{i}.evil.example" for i in range(3 * hosts.KNOWN_HOSTS)]):
+        for name in names:
+            assert not policy.allows_host(name)
+        for host in ("127.0.0.1", "127.0.0.1:8000", "127.0.0.1:9999", "localhost", "localhost:3000", "[::1]:8000",
+                     "127.1.2.3:8000", "10.0.0.5:8000", "10.0.0.5:1", "api.example.com", "API.example.com:443",
+                     "proxy.example.com:8443"):
+            assert policy.allows_host(host), host
+        for host in (None, "", "rebind.evil.example", "rebind.evil.example:8000", "proxy.example.com",
+                     "proxy.example.com:443", "10.0.0.6:8000", "localhost.evil.example", "127.0.0.1.evil.example",
+                     "0.0.0.0:8000"):
+            assert not policy.allows_host(host), host
 
 
 def test_own_origins_never_trust_host_alone():
