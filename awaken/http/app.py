@@ -246,6 +246,7 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(ctx.app.reconcile_forever)
                 nursery.start_soon(memory.run_trims)
+                nursery.start_soon(ctx.heartbeat.run)  # the open SSE streams' keep-alive comments
                 await quart_app(scope, receive, send)
                 nursery.cancel_scope.cancel()
             return

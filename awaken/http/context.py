@@ -1,9 +1,9 @@
 """ServerContext: the one place the server's parts are built, opened and closed.
 
-It owns the ledger, the tool registry, the published agents, the ``RunApplication`` and the MCP
-servers; the HTTP and WebSocket layers receive it and use only these handles. Its lifetime:
-``open()``, then ``run_mcp`` started in the server's nursery (it returns at once when no MCP
-server is configured), and ``aclose()`` after that nursery is done.
+It owns the ledger, the tool registry, the published agents, the ``RunApplication``, the MCP
+servers and the SSE streams' keep-alive ``Heartbeat``; the HTTP and WebSocket layers receive it and
+use only these handles. Its lifetime: ``open()``, then ``run_mcp`` started in the server's nursery
+(it returns at once when no MCP server is configured), and ``aclose()`` after that nursery is done.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from awaken.telemetry import tracing
 from awaken.telemetry.metrics import ServerMetrics
 from awaken.telemetry.tracing import Timelines
 from awaken.transports.body import LARGE_BODY, LargeBodies
+from awaken.transports.sse import Heartbeat
 
 if TYPE_CHECKING:
     from awaken.mcp.servers import McpServers
@@ -54,6 +55,10 @@ class ServerContext:
     metrics: ServerMetrics = attrs.field(factory=ServerMetrics)
     #: the timelines of the runs this server ran recently (the console's; ``awaken.telemetry.tracing``)
     timelines: Timelines = attrs.field(factory=Timelines)
+    #: the keep-alive comments of the open SSE streams (``[server] keepalive_seconds``): its task runs
+    #: in the server's lifespan nursery (``build_asgi``)
+    heartbeat: Heartbeat = attrs.field(
+        default=attrs.Factory(lambda self: Heartbeat(self.config.server.keepalive_seconds), takes_self=True))
 
     @classmethod
     def build(cls, config: AppConfig) -> ServerContext:

@@ -116,7 +116,7 @@ async def _serve(ctx: ServerContext, agui: Protocol, call: runtime.RuntimeCall, 
         server = ctx.config.server
         transport = sse.SseTransport(send, receive, sse.sse_headers(agui.sse_headers),
                                      keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes,
-                                     scope=scope)
+                                     scope=scope, heartbeat=ctx.heartbeat)
         await exchange(ctx, agui, transport, body, "application/json", call.agent_id, principal_of(scope))
     elif call.kind == "connect":
         await _connect(ctx, agui, call, scope, receive, send)
@@ -152,7 +152,8 @@ async def _connect(ctx: ServerContext, agui: Protocol, call: runtime.RuntimeCall
 
     server = ctx.config.server
     transport = sse.SseTransport(send, receive, sse.sse_headers(agui.sse_headers),
-                                 keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
+                                 keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes,
+                                 heartbeat=ctx.heartbeat)
     await transport.stream(produce, DETACHED)
 
 

@@ -46,6 +46,7 @@ from awaken.engine.state import RunStatus
 from awaken.http.auth import principal_of
 from awaken.http.context import ServerContext
 from awaken.ledger.interface import ThreadRecord, ThreadView
+from awaken.runtime.tcp import disconnect_in
 from awaken.streams.broadcast import RunBroadcast
 from awaken.streams.exchange import MAX_BODY, content_type_of
 from awaken.streams.rejoin import committed_through
@@ -411,7 +412,8 @@ class Served:
         tail.arm()  # before the answer starts: a turn sent once the client has it is watched from its start
         server = ctx.config.server
         await sse.stream(send, receive, sse.sse_headers(), tail.produce, keepalive=server.keepalive_seconds,
-                         max_buffered=server.max_buffered_bytes)
+                         max_buffered=server.max_buffered_bytes, disconnect=disconnect_in(scope),
+                         heartbeat=ctx.heartbeat)
 
 
 #: how many times ``events_of`` reads a session again when a run's status changed while it read

@@ -30,22 +30,35 @@ shielded from cancellation: hypercorn runs them inside the task of the request t
 answer sent before its request body arrived ends with a close that quart-trio's own cancellation
 could cut short (``transports/early.py`` says ``Connection: close`` on such answers).
 
-``install()`` makes hypercorn's trio ``serve`` build these connections (hypercorn has no hook for
-its connection class; its ``run`` module names it once). Without ``write_timeout`` on the hypercorn
-config (``configure``) a connection behaves exactly as hypercorn's own.
+A request learns that its client went without a task waiting for it: every ASGI scope served on such
+a connection also carries ``scope["extensions"]["awaken.disconnect"]``, a ``Disconnect`` (one per
+request, ``disconnect_in(scope)``). hypercorn hands the app its ``http.disconnect`` /
+``websocket.disconnect`` through the queue its task group's ``spawn_app`` made for the request;
+``NotifyingTaskGroup.spawn_app`` returns a put in front of that queue which first calls the callback
+registered on the request's ``Disconnect``, synchronously, then queues the event as before. So a
+response that only needs to know when its client left (an SSE stream: ``transports/sse.py``) needs
+no task awaiting ``receive()`` for it.
+
+``install()`` makes hypercorn's trio ``serve`` build these connections, and those connections build
+``NotifyingTaskGroup``s (hypercorn has no hook for either: its ``run`` module names the connection
+class once, its ``tcp_server`` module names the task group class once; ``install`` replaces both
+names). Without ``write_timeout`` on the hypercorn config (``configure``) a connection behaves exactly
+as hypercorn's own.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.events import Closed, RawData
 from hypercorn.trio import run as hypercorn_run
+from hypercorn.trio import tcp_server as hypercorn_tcp_server
+from hypercorn.trio.task_group import TaskGroup
 from hypercorn.trio.tcp_server import TCPServer
 
 from awaken.runtime import accept
@@ -54,6 +67,10 @@ from awaken.runtime.tuning import READ_SIZE
 log = logging.getLogger("awaken.tcp")
 
 EXTENSION = "awaken.writes"
+#: the scope extension holding the request's ``Disconnect``
+DISCONNECT = "awaken.disconnect"
+#: the ASGI events by which hypercorn tells an app its client went
+_DISCONNECTS = frozenset({"http.disconnect", "websocket.disconnect"})
 
 
 class Writes:
@@ -70,6 +87,57 @@ def timed_out_in(scope: dict[str, Any]) -> bool:
     """Whether the connection serving ``scope`` was closed by its write deadline."""
     writes = scope.get("extensions", {}).get(EXTENSION)
     return writes is not None and writes.timed_out
+
+
+class Disconnect:
+    """One request's disconnect notice: ``on_disconnect(callback)`` has ``callback`` called once, synchronously,
+    when hypercorn hands the request its disconnect event (at once when that already happened).
+
+    ``put`` is what hypercorn's protocol uses as the request's app queue (``NotifyingTaskGroup``): it
+    calls the callback, then queues the event as hypercorn's own put does, so ``receive()`` still
+    returns it."""
+
+    __slots__ = ("_callback", "happened", "queue")
+
+    def __init__(self) -> None:
+        self._callback: Callable[[], None] | None = None
+        #: the disconnect event has been put
+        self.happened = False
+        #: hypercorn's put into the request's app queue (set by ``NotifyingTaskGroup.spawn_app``)
+        self.queue: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+
+    def on_disconnect(self, callback: Callable[[], None] | None) -> None:
+        """Call ``callback`` when the client goes (now, if it has gone); None: call nothing any more.
+        One callback at a time: a second registration replaces the first."""
+        if callback is not None and self.happened:
+            callback()
+            return
+        self._callback = callback
+
+    async def put(self, event: dict[str, Any]) -> None:
+        if event["type"] in _DISCONNECTS and not self.happened:
+            self.happened = True
+            callback, self._callback = self._callback, None
+            if callback is not None:
+                callback()
+        assert self.queue is not None
+        await self.queue(event)
+
+
+def disconnect_in(scope: dict[str, Any]) -> Disconnect | None:
+    """The ``Disconnect`` of the request ``scope`` describes (None when its server is not this module's)."""
+    return scope.get("extensions", {}).get(DISCONNECT)
+
+
+class NotifyingTaskGroup(TaskGroup):
+    """hypercorn's per-connection task group whose requests carry a ``Disconnect`` (``DISCONNECT``)."""
+
+    async def spawn_app(self, app: Any, config: HypercornConfig, scope: Any,
+                        send: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+        notice = Disconnect()
+        scope.setdefault("extensions", {})[DISCONNECT] = notice  # before the app's task first runs
+        notice.queue = await super().spawn_app(app, config, scope, send)
+        return notice.put
 
 
 def configure(hc: HypercornConfig, write_timeout: float | None) -> HypercornConfig:
@@ -190,7 +258,9 @@ def drop_connection(server: TCPServer) -> None:
 
 
 def install() -> None:
-    """Make ``hypercorn.trio.serve`` build ``WriteDeadlineServer`` connections and accept them in
-    batches (``awaken.runtime.accept``); idempotent."""
+    """Make ``hypercorn.trio.serve`` build ``WriteDeadlineServer`` connections, whose requests carry a
+    ``Disconnect`` (``NotifyingTaskGroup``), and accept them in batches (``awaken.runtime.accept``);
+    idempotent."""
     hypercorn_run.TCPServer = WriteDeadlineServer  # type: ignore[misc]
+    hypercorn_tcp_server.TaskGroup = NotifyingTaskGroup  # type: ignore[misc]
     accept.install()

@@ -258,7 +258,7 @@ async def sse_exchange(ctx: StreamHost, protocol: Protocol, scope: dict, receive
     extra = [(b"connection", b"close")] if body.too_large else []
     transport = sse.SseTransport(send, receive, sse.sse_headers(protocol.sse_headers + extra),
                                  keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes,
-                                 scope=scope)
+                                 scope=scope, heartbeat=ctx.heartbeat)
     try:
         await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, principal_of(scope))
     finally:

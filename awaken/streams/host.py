@@ -1,5 +1,6 @@
-"""What a stream needs from the server that hosts it: the engine, the ledger, the settings and the
-large-body slots. The HTTP edge's ``ServerContext`` is one; the streams never import it."""
+"""What a stream needs from the server that hosts it: the engine, the ledger, the settings, the
+large-body slots and the SSE keep-alive heartbeat. The HTTP edge's ``ServerContext`` is one; the
+streams never import it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from awaken.engine.admission import RunApplication
 from awaken.engine.agents import AgentRegistry
 from awaken.ledger.interface import Ledger
 from awaken.transports.body import LargeBodies
+from awaken.transports.sse import Heartbeat
 
 
 class StreamHost(Protocol):
@@ -20,3 +22,4 @@ class StreamHost(Protocol):
     agents: AgentRegistry
     app: RunApplication
     large_bodies: LargeBodies
+    heartbeat: Heartbeat

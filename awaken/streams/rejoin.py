@@ -183,7 +183,8 @@ def rejoin_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
             return
         server = ctx.config.server
         transport = sse.SseTransport(send, receive, sse.sse_headers(protocol.sse_headers),
-                                     keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes)
+                                     keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes,
+                                     heartbeat=ctx.heartbeat)
         await transport.stream(produce, DETACHED)
 
     return route

@@ -9,11 +9,18 @@ is committed ``interrupted``. A single frame larger than the limit is not slowne
 without counting against the limit (one at a time: a second one queued behind it is an overflow),
 so it reaches a client that reads, whole.
 
-A concurrent ``receive()`` loop sees ``http.disconnect`` the moment the client goes and cancels the
-connection's nursery, which owns the run (a cancellation with no cause: ``client_gone``). A write
-that stays blocked past the connection's write deadline (``tcp.py``, ``server.write_timeout_seconds``)
-closes the connection from below: the same disconnect, whose cause is then ``client_too_slow``, and
-the socket and the bytes it held are released whether a run still streams or not.
+A stream learns that its client went in one of two ways. On the common path (a ``Feed`` producer, a
+request served by ``tcp.py``'s connections, which carries a ``Disconnect``, and a running server-wide
+``Heartbeat``) it opens no nursery and starts no task: the ``Disconnect``'s callback, called by
+hypercorn as it queues ``http.disconnect``, ends the writing loop, and the ``Heartbeat``'s one task
+queues the ``: keep-alive`` comments of every idle stream. Otherwise (a plain producer, a server of
+another kind, a unit test's fake ``receive``) a concurrent ``receive()`` loop (``_watch_client``) sees
+``http.disconnect`` and cancels the connection's nursery, which owns the producer, and queues the
+keep-alive comments itself. Either way the producer stops, and a run that stops with it has no cause
+of its own: ``client_gone``. A write that stays blocked past the connection's write deadline
+(``tcp.py``, ``server.write_timeout_seconds``) closes the connection from below: the same disconnect,
+whose cause is then ``client_too_slow``, and the socket and the bytes it held are released whether a
+run still streams or not. The bytes written are the same on both paths.
 
 This module frames bytes and nothing else: it knows no protocol and no engine. What a stream
 carries (including a protocol's closing ``[DONE]``) arrives as wire events.
@@ -23,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 import trio
@@ -31,7 +38,7 @@ import trio
 from awaken.core.errors import error_response
 from awaken.engine.state import Cause, Interruptible
 from awaken.runtime import memory
-from awaken.runtime.tcp import timed_out_in
+from awaken.runtime.tcp import Disconnect, disconnect_in, timed_out_in
 from awaken.runtime.tuning import COALESCE_BYTES, COALESCE_FRAMES
 from awaken.wires.encoding import WireEvent, sse_frame_at, sse_frames
 
@@ -87,8 +94,8 @@ class _Framed:
 class FrameBuffer:
     """Bytes waiting for the socket: ``put`` is synchronous; ``take`` waits for data or a timeout."""
 
-    __slots__ = ("_chunks", "_closed", "_joined", "_lot", "_oversized", "_pieced", "_size", "_tail", "last_put",
-                 "limit", "on_overflow", "overflowed")
+    __slots__ = ("_abandoned", "_chunks", "_closed", "_joined", "_lot", "_oversized", "_pieced", "_size", "_tail",
+                 "last_put", "limit", "on_overflow", "overflowed")
 
     def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
         self.limit = limit
@@ -103,6 +110,8 @@ class FrameBuffer:
         #: frames larger than ``limit`` queued now (they do not count in ``_size``)
         self._oversized = 0
         self._closed = False
+        #: the connection went (or its reader could not keep up) and nothing more is written: ``abandon``
+        self._abandoned = False
         self._lot = trio.lowlevel.ParkingLot()
         self.overflowed = False
         #: when bytes were last queued (trio clock): the keep-alive timer measures idleness from here
@@ -147,9 +156,20 @@ class FrameBuffer:
         if self._lot:
             self._lot.unpark_all()
 
+    def abandon(self) -> None:
+        """The writer stops: what is queued is dropped, nothing more is queued, and ``take`` returns None
+        at once (an overflowed buffer too). For a stream whose writer no cancellation stops."""
+        self._abandoned = True
+        self.discard()
+        self.close()
+
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def abandoned(self) -> bool:
+        return self._abandoned
 
     @property
     def exhausted(self) -> bool:
@@ -159,16 +179,69 @@ class FrameBuffer:
         """All queued bytes, waiting for some; ``None`` once closed and drained.
 
         No timeout here: a deadline per frame costs a cancel scope per delta on the hot path. The
-        keep-alive timer lives in the connection's receive loop instead (``_watch_client``).
+        keep-alive timer lives in the server's ``Heartbeat`` or the connection's receive loop instead
+        (``_watch_client``).
         """
         while not self._chunks:
-            if self._closed and not self.overflowed:
+            if self._closed and (self._abandoned or not self.overflowed):
                 return None
-            await self._lot.park()  # after an overflow: until the connection's cancellation
+            await self._lot.park()  # after an overflow: until ``abandon`` or the connection's cancellation
         data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
         self._size = self._oversized = self._joined = self._pieced = self._tail = 0
         return data
+
+
+class Heartbeat:
+    """The keep-alive comments of every open SSE stream that has no receive loop of its own: one task for
+    the whole server (``run``, started in the server's lifespan nursery), one registry of buffers.
+
+    Every ``interval / TICKS_PER_INTERVAL`` seconds it queues ``KEEPALIVE`` into each registered buffer
+    that is not closed and has queued nothing for ``interval`` seconds (``FrameBuffer.last_put``): an
+    idle stream gets a comment between ``interval`` and 1.25 × ``interval`` after its last bytes."""
+
+    TICKS_PER_INTERVAL = 4
+
+    __slots__ = ("_buffers", "interval", "running")
+
+    def __init__(self, interval: float) -> None:
+        #: ``[server] keepalive_seconds``
+        self.interval = interval
+        self._buffers: set[FrameBuffer] = set()
+        #: ``run`` is ticking: a buffer registered now gets its comments
+        self.running = False
+
+    def serves(self, keepalive: float) -> bool:
+        """Whether a stream whose keep-alive interval is ``keepalive`` may rely on this heartbeat."""
+        return self.running and keepalive == self.interval
+
+    def add(self, buffer: FrameBuffer) -> None:
+        self._buffers.add(buffer)
+
+    def discard(self, buffer: FrameBuffer) -> None:
+        self._buffers.discard(buffer)
+
+    @property
+    def registered(self) -> int:
+        """How many streams it keeps alive now."""
+        return len(self._buffers)
+
+    def beat(self, now: float) -> None:
+        """Queue a comment into every registered buffer idle since ``now - interval`` or longer."""
+        idle_since = now - self.interval
+        for buffer in list(self._buffers):  # a put's overflow may end a stream (it unregisters later)
+            if buffer.last_put <= idle_since and not buffer.closed:
+                buffer.put(KEEPALIVE)
+
+    async def run(self) -> None:
+        """Tick until cancelled."""
+        self.running = True
+        try:
+            while True:
+                await trio.sleep(self.interval / self.TICKS_PER_INTERVAL)
+                self.beat(trio.current_time())
+        finally:
+            self.running = False
 
 
 def sse_headers(extra: list[tuple[bytes, bytes]] | None = None) -> list[tuple[bytes, bytes]]:
@@ -189,14 +262,18 @@ class SseTransport:
     """The ``Transport`` for one HTTP request: SSE frames and keep-alive comments."""
 
     def __init__(self, send: ASGISend, receive: ASGIReceive, headers: list[tuple[bytes, bytes]], *,
-                 keepalive: float, max_buffered: int, scope: dict[str, Any] | None = None) -> None:
+                 keepalive: float, max_buffered: int, scope: dict[str, Any] | None = None,
+                 heartbeat: Heartbeat | None = None) -> None:
         self.send = send
         self.receive = receive
         self.headers = headers
         self.keepalive = keepalive
         self.max_buffered = max_buffered
-        #: the request's ASGI scope: whether its connection's write deadline closed it (``tcp.py``)
+        #: the request's ASGI scope: whether its connection's write deadline closed it, and its
+        #: ``Disconnect`` (``tcp.py``)
         self.scope = scope or {}
+        #: the server's keep-alive ticker (None: each stream keeps its own, ``_watch_client``)
+        self.heartbeat = heartbeat
 
     async def stream(self, producer: Callable[[Callable[[bytes | None, bytes], None]], Awaitable[None]],
                      run: Interruptible) -> None:
@@ -206,7 +283,8 @@ class SseTransport:
         fed = _Framed(producer) if is_feed(producer) else produce
         await stream(self.send, self.receive, self.headers, fed, keepalive=self.keepalive,
                      max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW),
-                     timed_out=lambda: timed_out_in(self.scope))
+                     timed_out=lambda: timed_out_in(self.scope), disconnect=disconnect_in(self.scope),
+                     heartbeat=self.heartbeat)
 
     async def reject(self, wire: list[WireEvent], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """The whole refusal stream, with ``headers`` beside the stream's own (``Retry-After``)."""
@@ -219,7 +297,7 @@ class SseTransport:
         await send_once(self.send, headers, body, status=status)
 
 
-async def stream(
+def stream(
     send: ASGISend,
     receive: ASGIReceive,
     headers: list[tuple[bytes, bytes]],
@@ -229,7 +307,9 @@ async def stream(
     max_buffered: int,
     on_overflow: Callable[[], None] = lambda: None,
     timed_out: Callable[[], bool] = lambda: False,
-) -> None:
+    disconnect: Disconnect | None = None,
+    heartbeat: Heartbeat | None = None,
+) -> Coroutine[Any, Any, None]:
     """Send the response head, run ``producer(put)`` in a nursery owned by this connection, and write
     what it puts until it returns (a ``Feed`` runs in this task instead: until it calls its ``end``).
 
@@ -237,7 +317,22 @@ async def stream(
     ``on_overflow`` (which says why the run stops) and then does the same, as does a disconnect that
     the write deadline made (``timed_out()`` true then). The producer's own
     cleanup (committing ``interrupted``) runs under its shield.
+
+    A ``Feed`` whose request carries its ``disconnect`` notice, given a running ``heartbeat`` with
+    this ``keepalive``, needs no nursery: ``_stream_unwatched``. (A plain function returning the path's
+    coroutine, awaited as ``stream`` itself: no frame of its own stays alive with each open stream.)
     """
+    if disconnect is not None and heartbeat is not None and heartbeat.serves(keepalive) and is_feed(producer):
+        return _stream_unwatched(send, headers, producer, disconnect, heartbeat,  # type: ignore[arg-type]
+                                 max_buffered=max_buffered, on_overflow=on_overflow, timed_out=timed_out)
+    return _stream_watched(send, receive, headers, producer, keepalive=keepalive, max_buffered=max_buffered,
+                           on_overflow=on_overflow, timed_out=timed_out)
+
+
+async def _stream_watched(send: ASGISend, receive: ASGIReceive, headers: list[tuple[bytes, bytes]],
+                          producer: Producer | Feed, *, keepalive: float, max_buffered: int,
+                          on_overflow: Callable[[], None], timed_out: Callable[[], bool]) -> None:
+    """``stream`` with a nursery of its own and a task watching the client (``_watch_client``)."""
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     finished = False
     async with trio.open_nursery() as nursery:
@@ -281,6 +376,59 @@ async def stream(
         buffer.discard()
         memory.request_trim(buffer.limit)  # what it may have held
     # else: the client is gone: nothing more to write
+
+
+async def _stream_unwatched(send: ASGISend, headers: list[tuple[bytes, bytes]], feed: Feed, disconnect: Disconnect,
+                            heartbeat: Heartbeat, *, max_buffered: int, on_overflow: Callable[[], None],
+                            timed_out: Callable[[], bool]) -> None:
+    """``stream`` for a ``Feed``, in the caller's task alone: no nursery, no task watching the client.
+
+    The buffer is registered with ``heartbeat`` (its keep-alive comments) and a callback with
+    ``disconnect``: the client's going (or an overflow) abandons the buffer, so ``take`` returns None
+    and the writing loop ends as a cancellation would have ended it: not finished, the feed's
+    ``finish`` run (it stops an attached run: ``client_gone``). Both are unregistered at the end.
+    """
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    def overflow() -> None:
+        on_overflow()
+        buffer.abandon()
+
+    buffer = FrameBuffer(max_buffered, overflow)
+
+    def gone() -> None:
+        if timed_out():  # the write deadline closed the connection: the client was too slow
+            on_overflow()
+        buffer.abandon()
+
+    finished = False
+    heartbeat.add(buffer)
+    try:
+        disconnect.on_disconnect(gone)  # at once when the client already went
+        feed.start(buffer.put, buffer.close)
+        while (data := await buffer.take()) is not None:
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        finished = not buffer.abandoned
+    finally:
+        disconnect.on_disconnect(None)
+        heartbeat.discard(buffer)
+        # nothing more is queued, so nothing more overflows: ``overflow`` (which refers to the buffer and,
+        # through ``on_overflow``, to the run) is let go, or the two would outlive the stream as a cycle
+        # that only a full collection frees (``GC_THRESHOLDS``)
+        buffer.close()
+        buffer.on_overflow = _no_overflow
+        await feed.finish()
+    if finished:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    elif buffer.overflowed or timed_out():
+        # the client could not keep up: megabytes were queued for it; hand them back to the system
+        buffer.discard()
+        memory.request_trim(buffer.limit)  # what it may have held
+    # else: the client is gone: nothing more to write
+
+
+def _no_overflow() -> None:
+    return None
 
 
 async def _watch_client(receive: ASGIReceive, buffer: FrameBuffer, connection: trio.CancelScope,
