@@ -240,16 +240,20 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
     routes = wire_routes(wires)
     quart_app = build_quart(ctx, wires)
 
-    async def asgi(scope: dict, receive: Callable, send: Callable) -> None:
+    async def lifespan(scope: dict, receive: Callable, send: Callable) -> None:
+        # the server's own nursery: late run outcomes are committed here for as long as it serves
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ctx.app.reconcile_forever)
+            nursery.start_soon(memory.run_trims)
+            nursery.start_soon(ctx.heartbeat.run)  # the open SSE streams' keep-alive comments
+            await quart_app(scope, receive, send)
+            nursery.cancel_scope.cancel()
+
+    def asgi(scope: dict, receive: Callable, send: Callable) -> Awaitable[None]:
+        """The router: the awaitable that serves ``scope`` (a plain function, so no frame of its own stays
+        on a stream's stack)."""
         if scope["type"] == "lifespan":
-            # the server's own nursery: late run outcomes are committed here for as long as it serves
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(ctx.app.reconcile_forever)
-                nursery.start_soon(memory.run_trims)
-                nursery.start_soon(ctx.heartbeat.run)  # the open SSE streams' keep-alive comments
-                await quart_app(scope, receive, send)
-                nursery.cancel_scope.cancel()
-            return
+            return lifespan(scope, receive, send)
         if scope["type"] in ("http", "websocket"):
             method = scope.get("method", "GET") if scope["type"] == "http" else "WEBSOCKET"
             path = scope["path"]
@@ -262,12 +266,10 @@ def build_asgi(ctx: ServerContext) -> ASGIApp:
                     allowed.add(route_method)
                     continue
                 # scope["path"] is already percent-decoded by the server
-                await handler(ctx, scope, receive, send, match.groupdict())
-                return
+                return handler(ctx, scope, receive, send, match.groupdict())
             if scope["type"] == "http" and (allow := sorted(allowed - {"WEBSOCKET"})):
-                await method_not_allowed(send, method, allow)
-                return
-        await quart_app(scope, receive, send)
+                return method_not_allowed(send, method, allow)
+        return quart_app(scope, receive, send)
 
     # the edge (edge.py): observed, the Host and cross-site checks, GET /metrics, CORS, authentication;
     # principal_of(scope) reads who is asking

@@ -269,9 +269,9 @@ async def sse_exchange(ctx: StreamHost, protocol: Protocol, scope: dict, receive
 def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
     """The ASGI handler of a protocol's POST route over SSE: ``route(ctx, scope, receive, send, agent_id)``."""
 
-    async def route(ctx: StreamHost, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
-                    params: dict[str, str]) -> None:
-        await sse_exchange(ctx, protocol, scope, receive, send, params.get("agent"))
+    def route(ctx: StreamHost, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
+              params: dict[str, str]) -> Awaitable[None]:
+        return sse_exchange(ctx, protocol, scope, receive, send, params.get("agent"))
 
     return route
 
@@ -307,8 +307,8 @@ async def serve_websocket(ctx: StreamHost, protocol: Protocol, scope: dict, rece
 def ws_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
     """The ASGI handler serving ``protocol`` over WebSocket: ``route(ctx, scope, receive, send, agent_id)``."""
 
-    async def route(ctx: StreamHost, scope: dict, receive: ws.ASGIReceive, send: ws.ASGISend,
-                    params: dict[str, str]) -> None:
-        await serve_websocket(ctx, protocol, scope, receive, send, params.get("agent"))
+    def route(ctx: StreamHost, scope: dict, receive: ws.ASGIReceive, send: ws.ASGISend,
+              params: dict[str, str]) -> Awaitable[None]:
+        return serve_websocket(ctx, protocol, scope, receive, send, params.get("agent"))
 
     return route

@@ -275,16 +275,18 @@ class SseTransport:
         #: the server's keep-alive ticker (None: each stream keeps its own, ``_watch_client``)
         self.heartbeat = heartbeat
 
-    async def stream(self, producer: Callable[[Callable[[bytes | None, bytes], None]], Awaitable[None]],
-                     run: Interruptible) -> None:
+    def stream(self, producer: Callable[[Callable[[bytes | None, bytes], None]], Awaitable[None]],
+               run: Interruptible) -> Awaitable[None]:
+        """The stream (``stream``), to be awaited: a plain function, so no frame of its own stays on the
+        stack for the stream's life."""
         async def produce(put: Put) -> None:
             await producer(lambda position, payload: put(sse_frame_at(position, payload)))
 
         fed = _Framed(producer) if is_feed(producer) else produce
-        await stream(self.send, self.receive, self.headers, fed, keepalive=self.keepalive,
-                     max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW),
-                     timed_out=lambda: timed_out_in(self.scope), disconnect=disconnect_in(self.scope),
-                     heartbeat=self.heartbeat)
+        return stream(self.send, self.receive, self.headers, fed, keepalive=self.keepalive,
+                      max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW),
+                      timed_out=lambda: timed_out_in(self.scope), disconnect=disconnect_in(self.scope),
+                      heartbeat=self.heartbeat)
 
     async def reject(self, wire: list[WireEvent], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """The whole refusal stream, with ``headers`` beside the stream's own (``Retry-After``)."""
