@@ -16,7 +16,7 @@ import attrs
 
 from awaken.core.ids import IdSet
 from awaken.core.messages import Message, result_id
-from awaken.ledger.interface import AdmissionFacts, Ledger, ThreadView, answered_in
+from awaken.ledger.interface import NO_IDS, AdmissionFacts, Ledger, ThreadView, answered_in
 
 
 @attrs.frozen
@@ -47,7 +47,7 @@ def resolve_answered(
     those whose engine result id is committed or whose result is in ``tail``. Returned unresolved:
     the others, unless the request message carrying them (``calls``) is committed (never asked)."""
     if not candidates:
-        return frozenset(), frozenset()
+        return NO_IDS, NO_IDS
     in_tail = answered_in(tail)
     answered = frozenset(c for c, rid in candidates.items() if rid in committed or c in in_tail)
     unresolved = frozenset(c for c in candidates if c not in answered and calls.get(c) not in committed)
@@ -83,7 +83,7 @@ async def admission_view(ledger: Ledger, thread_id: str, message_ids: Collection
     history for it)."""
     facts = await ledger.admission_facts(thread_id, looked_up(message_ids, calls), tail)
     if facts.thread is None:
-        return ThreadView(None, (), (), frozenset(), frozenset())
+        return ThreadView(None, (), (), NO_IDS, NO_IDS)
     decision = decide(message_ids, calls, facts)
     answered = decision.answered
     if decision.unresolved:

@@ -160,7 +160,9 @@ async def exchange(
             await transport.reject(protocol.refusal(exc.code, exc.message, encoder), exc.headers)
             return
         attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
-        parsed = None  # admitted: the run holds what it needs (``build``'s request), not the body's parse
+        # admitted: the run holds what it needs (``build``'s request), not the body's parse, nor what
+        # admission was handed (the asked ids, the two callbacks)
+        parsed = args = build = broadcast = None  # noqa: F841
         await origin(run, protocol, transport, first[0], attached=attached)
 
 
