@@ -82,6 +82,7 @@ from awaken.engine.rundata import Broadcast, RunSpec
 from awaken.engine.state import Cause, RunState, RunStatus
 from awaken.ledger.interface import Commit, Fork, Ledger, PendingCall, ThreadView
 from awaken.models import ToolSpec
+from awaken.runtime.flag import Flag
 from awaken.runtime.tuning import OFF_LOOP_MESSAGES
 from awaken.telemetry import tracing
 from awaken.telemetry.metrics import ServerMetrics
@@ -559,7 +560,7 @@ async def prepare(run: AdmittedRun, request: RunRequest, view: ThreadView, agent
             if fork is None:  # closed on the path the run continues (a fork leaves that path behind)
                 history.extend(closed)
         # a fresh run: its record and input are written while the first step streams (its spec made once)
-        run.start = trio.Event()
+        run.start = Flag()
         run_id = request.run_id or new_id("run")
         if off_loop:
             history.extend(await trio.to_thread.run_sync(_stamped, request.inputs, run_id))

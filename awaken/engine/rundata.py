@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
-import trio
 
 from awaken.core.errors import AwakenError
 from awaken.core.messages import Message, Usage
@@ -28,6 +27,7 @@ from awaken.engine.limits import UNLIMITED, Slot
 from awaken.engine.state import Cause, Change, RunState, RunStatus
 from awaken.ledger.interface import Fork, PendingCall
 from awaken.models import ToolSpec
+from awaken.runtime.flag import Flag
 from awaken.wires.protocol import RunRequest, ToolDecision, new_id
 
 if TYPE_CHECKING:
@@ -130,13 +130,13 @@ class RunBase:
         #: the frozen part (``UNADMITTED`` until admission prepared it: ``admitted``)
         self.spec = UNADMITTED
         self.progress = Progress.of(UNADMITTED)
-        self._settled = trio.Event()
+        self._settled = Flag()
         self.runstate = RunState(self._settled.set)
         #: this run's claim on the thread (``ThreadClaims``): its token, and whether it is held
         self.claim_token = new_id("claim")
         self.claimed = False
         #: set once a fresh run's record and input are written (None: nothing to write, e.g. a resume)
-        self.start: trio.Event | None = None
+        self.start: Flag | None = None
         self.start_error: AwakenError | None = None
         #: the run's output for every watcher (set by ``RunApplication.launch``; None when executed bare)
         self.broadcast: Broadcast | None = None

@@ -16,7 +16,7 @@ or the run's end) after the head.
 
 Delivery is synchronous: the run never awaits a watcher. A watcher's ``deliver`` puts into its
 transport's bounded buffer; a watcher that cannot keep up is dropped (``Watcher.leave``), and the
-run and the other watchers go on. Pure apart from ``trio.Event``: no I/O here.
+run and the other watchers go on. Pure apart from ``trio.Event`` (and ``Flag``): no I/O here.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import trio
 
 from awaken.core import events as ev
 from awaken.ledger.relay import RunRelay
+from awaken.runtime.flag import Flag
 from awaken.streams.replay import BATCH, LARGE, EventLog, FrameRing
 from awaken.wires.encoding import EncoderBase, EncoderMisuse, WireEvent, text_payload
 
@@ -72,7 +73,7 @@ class Watcher:
                  marker: Callable[[], int] | None = None) -> None:
         self.channel = channel
         self.deliver = deliver
-        self.done = trio.Event()
+        self.done = Flag()
         #: whether it receives yet (``boundary``'s event is made only for a rejoin that waits for it: a
         #: stream's own watcher receives from the start, and an event per stream cost 216 bytes)
         self.reached = False
