@@ -223,14 +223,10 @@ class RunApplication:
                 if handoff is not None and handoff.abandoned:
                     return  # the request went while it was admitted: the run never starts (nothing was written)
                 run.broadcast = out = broadcast(run)
+                # the run goes on at once: its request's watcher holds the frames until the request's
+                # task, woken here, attaches its transport at the run's first checkpoint (a model's first
+                # await, or the scripted model's right after its first delta) and sends them together
                 task_status.started(run)
-                # the request's task attaches its transport before the run takes the CPU (a few scheduler
-                # passes at most, without cancellation): the run's first frames then go out at its first
-                # checkpoint (after its first delta), not once its first step is done
-                for _ in range(ATTACH_PASSES):
-                    if not out.holding:
-                        break
-                    await trio.lowlevel.cancel_shielded_checkpoint()
                 try:
                     await run.execute(out.sink, nursery)
                 except Exception:  # never: execute commits every failure; a bug must not take the server down
@@ -516,8 +512,6 @@ class RunApplication:
 
 # a request carrying at least ``OFF_LOOP_MESSAGES`` messages is turned into its run off the event loop
 # (``awaken.runtime.tuning``: the off-loop policy)
-#: how many scheduler passes a hosted run gives its request's task to attach its transport first
-ATTACH_PASSES = 8
 #: how long ``stop`` waits, beyond a final commit's bound, for another process to free the thread
 REMOTE_STOP_GRACE = 3.0
 #: how often ``stop`` looks whether another process freed the thread

@@ -37,12 +37,7 @@ if TYPE_CHECKING:
 
 
 class Broadcast(Protocol):
-    """What the engine needs of the stream a run feeds: a sink for its events, closed at its end, and
-    whether a watcher made before the run's first event still waits for its transport (``holding``:
-    the run then lets the request's task attach it before it takes the CPU)."""
-
-    @property
-    def holding(self) -> bool: ...
+    """What the engine needs of the stream a run feeds: a sink for its events, closed at its end."""
 
     def sink(self, event: Any) -> None: ...
 

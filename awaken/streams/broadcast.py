@@ -306,11 +306,6 @@ class RunBroadcast:
         self.channels[protocol] = channel
         return channel
 
-    @property
-    def holding(self) -> bool:
-        """A watcher made before the run's first event still waits for its transport (``Watcher.attach``)."""
-        return any(w.held is not None for channel in self.channels.values() for w in channel.watchers)
-
     def sink(self, event: ev.AgentEvent) -> None:
         """The engine's sink: every channel encodes ``event`` and sends it to its watchers."""
         if isinstance(event, ev.RunStarted):
