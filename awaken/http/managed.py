@@ -46,7 +46,7 @@ from awaken.engine.state import RunStatus
 from awaken.http.auth import principal_of
 from awaken.http.context import ServerContext
 from awaken.ledger.interface import ThreadRecord, ThreadView
-from awaken.runtime.tcp import disconnect_in
+from awaken.runtime.tcp import app_queue_in
 from awaken.streams.broadcast import RunBroadcast
 from awaken.streams.exchange import MAX_BODY, content_type_of
 from awaken.streams.rejoin import committed_through
@@ -412,7 +412,7 @@ class Served:
         tail.arm()  # before the answer starts: a turn sent once the client has it is watched from its start
         server = ctx.config.server
         await sse.stream(send, receive, sse.sse_headers(), tail.produce, keepalive=server.keepalive_seconds,
-                         max_buffered=server.max_buffered_bytes, disconnect=disconnect_in(scope),
+                         max_buffered=server.max_buffered_bytes, disconnect=app_queue_in(scope),
                          heartbeat=ctx.heartbeat)
 
 

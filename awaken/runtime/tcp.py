@@ -30,14 +30,15 @@ shielded from cancellation: hypercorn runs them inside the task of the request t
 answer sent before its request body arrived ends with a close that quart-trio's own cancellation
 could cut short (``transports/early.py`` says ``Connection: close`` on such answers).
 
-A request learns that its client went without a task waiting for it: every ASGI scope served on such
-a connection also carries ``scope["extensions"]["awaken.disconnect"]``, a ``Disconnect`` (one per
-request, ``disconnect_in(scope)``). hypercorn hands the app its ``http.disconnect`` /
+A request learns that its client went without a task waiting for it, and whether its body is all in,
+from what hypercorn queued for it: every ASGI scope served on such a connection also carries
+``scope["extensions"]["awaken.app_queue"]``, an ``AppQueue`` (one per request, ``app_queue_in(scope)``). hypercorn hands the app its ``http.disconnect`` /
 ``websocket.disconnect`` through the queue its task group's ``spawn_app`` made for the request;
 ``NotifyingTaskGroup.spawn_app`` returns a put in front of that queue which first calls the callback
-registered on the request's ``Disconnect``, synchronously, then queues the event as before. So a
+registered on the request's ``AppQueue``, synchronously, then queues the event as before. So a
 response that only needs to know when its client left (an SSE stream: ``transports/sse.py``) needs
-no task awaiting ``receive()`` for it.
+no task awaiting ``receive()`` for it, and a body already queued whole is read without a deadline
+(``transports/body.py``: a cancel scope with a deadline per request cost more than the read).
 
 ``install()`` makes hypercorn's trio ``serve`` build these connections, and those connections build
 ``NotifyingTaskGroup``s (hypercorn has no hook for either: its ``run`` module names the connection
@@ -67,8 +68,8 @@ from awaken.runtime.tuning import READ_SIZE
 log = logging.getLogger("awaken.tcp")
 
 EXTENSION = "awaken.writes"
-#: the scope extension holding the request's ``Disconnect``
-DISCONNECT = "awaken.disconnect"
+#: the scope extension holding the request's ``AppQueue``
+APP_QUEUE = "awaken.app_queue"
 #: the ASGI events by which hypercorn tells an app its client went
 _DISCONNECTS = frozenset({"http.disconnect", "websocket.disconnect"})
 
@@ -89,18 +90,22 @@ def timed_out_in(scope: dict[str, Any]) -> bool:
     return writes is not None and writes.timed_out
 
 
-class Disconnect:
-    """One request's disconnect notice: ``on_disconnect(callback)`` has ``callback`` called once, synchronously,
-    when hypercorn hands the request its disconnect event (at once when that already happened).
+class AppQueue:
+    """What hypercorn has queued for one request's app, as it queues it: whether the request's whole body
+    is in the queue (``body_in``: then ``receive()`` returns every body message without waiting), and
+    the disconnect notice (``on_disconnect(callback)`` has ``callback`` called once, synchronously, when
+    hypercorn hands the request its disconnect event; at once when that already happened).
 
     ``put`` is what hypercorn's protocol uses as the request's app queue (``NotifyingTaskGroup``): it
-    calls the callback, then queues the event as hypercorn's own put does, so ``receive()`` still
-    returns it."""
+    notes the event, calls the callback on a disconnect, then queues the event as hypercorn's own put
+    does, so ``receive()`` still returns it."""
 
-    __slots__ = ("_callback", "happened", "queue")
+    __slots__ = ("_callback", "body_in", "happened", "queue")
 
     def __init__(self) -> None:
         self._callback: Callable[[], None] | None = None
+        #: the request's last body message has been queued
+        self.body_in = False
         #: the disconnect event has been put
         self.happened = False
         #: hypercorn's put into the request's app queue (set by ``NotifyingTaskGroup.spawn_app``)
@@ -115,7 +120,11 @@ class Disconnect:
         self._callback = callback
 
     async def put(self, event: dict[str, Any]) -> None:
-        if event["type"] in _DISCONNECTS and not self.happened:
+        kind = event["type"]
+        if kind == "http.request":
+            if not event.get("more_body", False):
+                self.body_in = True
+        elif kind in _DISCONNECTS and not self.happened:
             self.happened = True
             callback, self._callback = self._callback, None
             if callback is not None:
@@ -124,18 +133,18 @@ class Disconnect:
         await self.queue(event)
 
 
-def disconnect_in(scope: dict[str, Any]) -> Disconnect | None:
-    """The ``Disconnect`` of the request ``scope`` describes (None when its server is not this module's)."""
-    return scope.get("extensions", {}).get(DISCONNECT)
+def app_queue_in(scope: dict[str, Any]) -> AppQueue | None:
+    """The ``AppQueue`` of the request ``scope`` describes (None when its server is not this module's)."""
+    return scope.get("extensions", {}).get(APP_QUEUE)
 
 
 class NotifyingTaskGroup(TaskGroup):
-    """hypercorn's per-connection task group whose requests carry a ``Disconnect`` (``DISCONNECT``)."""
+    """hypercorn's per-connection task group whose requests carry an ``AppQueue`` (``APP_QUEUE``)."""
 
     async def spawn_app(self, app: Any, config: HypercornConfig, scope: Any,
                         send: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
-        notice = Disconnect()
-        scope.setdefault("extensions", {})[DISCONNECT] = notice  # before the app's task first runs
+        notice = AppQueue()
+        scope.setdefault("extensions", {})[APP_QUEUE] = notice  # before the app's task first runs
         notice.queue = await super().spawn_app(app, config, scope, send)
         return notice.put
 
@@ -259,7 +268,7 @@ def drop_connection(server: TCPServer) -> None:
 
 def install() -> None:
     """Make ``hypercorn.trio.serve`` build ``WriteDeadlineServer`` connections, whose requests carry a
-    ``Disconnect`` (``NotifyingTaskGroup``), and accept them in batches (``awaken.runtime.accept``);
+    ``AppQueue`` (``NotifyingTaskGroup``), and accept them in batches (``awaken.runtime.accept``);
     idempotent."""
     hypercorn_run.TCPServer = WriteDeadlineServer  # type: ignore[misc]
     hypercorn_tcp_server.TaskGroup = NotifyingTaskGroup  # type: ignore[misc]

@@ -22,6 +22,7 @@ otherwise keeps for good.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -30,6 +31,7 @@ import trio
 
 from awaken.core.errors import CODES, error_response
 from awaken.runtime import memory
+from awaken.runtime.tcp import app_queue_in
 from awaken.runtime.tuning import OFF_LOOP_BODY
 
 log = logging.getLogger("awaken.body")
@@ -39,6 +41,8 @@ ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
 
 #: seconds a client is told to wait before it sends a refused large body again
 RETRY_AFTER = 1
+#: the read of a body already queued whole: no deadline (it cannot wait)
+_NO_DEADLINE = contextlib.nullcontext()
 #: a body at least this large is a large one: it is parsed in a worker thread and takes one of
 #: ``LargeBodies``' slots (``awaken.runtime.tuning.OFF_LOOP_BODY``)
 LARGE_BODY = OFF_LOOP_BODY
@@ -137,8 +141,10 @@ async def read_body(scope: dict[str, Any], receive: ASGIReceive, *, limit: int, 
         holds = True
     chunks: list[bytes] = []
     size = 0
+    queued = app_queue_in(scope)
     try:
-        with trio.move_on_after(seconds) as deadline:
+        # a body already queued whole (hypercorn's ``AppQueue`` says so) cannot be slow: no deadline
+        with trio.move_on_after(seconds) if queued is None or not queued.body_in else _NO_DEADLINE as deadline:
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
@@ -157,7 +163,7 @@ async def read_body(scope: dict[str, Any], receive: ASGIReceive, *, limit: int, 
                 chunks.append(chunk)
                 if not message.get("more_body", False):
                     break
-        if deadline.cancelled_caught:
+        if deadline is not None and deadline.cancelled_caught:
             raise Refused("BODY_TIMEOUT", f"the request body did not arrive within {seconds:g} s")
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         chunks.clear()

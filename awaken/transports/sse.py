@@ -10,8 +10,8 @@ without counting against the limit (one at a time: a second one queued behind it
 so it reaches a client that reads, whole.
 
 A stream learns that its client went in one of two ways. On the common path (a ``Feed`` producer, a
-request served by ``tcp.py``'s connections, which carries a ``Disconnect``, and a running server-wide
-``Heartbeat``) it opens no nursery and starts no task: the ``Disconnect``'s callback, called by
+request served by ``tcp.py``'s connections, which carries a ``AppQueue``, and a running server-wide
+``Heartbeat``) it opens no nursery and starts no task: the ``AppQueue``'s callback, called by
 hypercorn as it queues ``http.disconnect``, ends the writing loop, and the ``Heartbeat``'s one task
 queues the ``: keep-alive`` comments of every idle stream. Otherwise (a plain producer, a server of
 another kind, a unit test's fake ``receive``) a concurrent ``receive()`` loop (``_watch_client``) sees
@@ -38,7 +38,7 @@ import trio
 from awaken.core.errors import error_response
 from awaken.engine.state import Cause, Interruptible
 from awaken.runtime import memory
-from awaken.runtime.tcp import Disconnect, disconnect_in, timed_out_in
+from awaken.runtime.tcp import AppQueue, app_queue_in, timed_out_in
 from awaken.runtime.tuning import COALESCE_BYTES, COALESCE_FRAMES
 from awaken.wires.encoding import WireEvent, sse_frame_at, sse_frames
 
@@ -270,7 +270,7 @@ class SseTransport:
         self.keepalive = keepalive
         self.max_buffered = max_buffered
         #: the request's ASGI scope: whether its connection's write deadline closed it, and its
-        #: ``Disconnect`` (``tcp.py``)
+        #: ``AppQueue`` (``tcp.py``)
         self.scope = scope or {}
         #: the server's keep-alive ticker (None: each stream keeps its own, ``_watch_client``)
         self.heartbeat = heartbeat
@@ -285,7 +285,7 @@ class SseTransport:
         fed = _Framed(producer) if is_feed(producer) else produce
         return stream(self.send, self.receive, self.headers, fed, keepalive=self.keepalive,
                       max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW),
-                      timed_out=lambda: timed_out_in(self.scope), disconnect=disconnect_in(self.scope),
+                      timed_out=lambda: timed_out_in(self.scope), disconnect=app_queue_in(self.scope),
                       heartbeat=self.heartbeat)
 
     async def reject(self, wire: list[WireEvent], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
@@ -309,7 +309,7 @@ def stream(
     max_buffered: int,
     on_overflow: Callable[[], None] = lambda: None,
     timed_out: Callable[[], bool] = lambda: False,
-    disconnect: Disconnect | None = None,
+    disconnect: AppQueue | None = None,
     heartbeat: Heartbeat | None = None,
 ) -> Coroutine[Any, Any, None]:
     """Send the response head, run ``producer(put)`` in a nursery owned by this connection, and write
@@ -380,7 +380,7 @@ async def _stream_watched(send: ASGISend, receive: ASGIReceive, headers: list[tu
     # else: the client is gone: nothing more to write
 
 
-async def _stream_unwatched(send: ASGISend, headers: list[tuple[bytes, bytes]], feed: Feed, disconnect: Disconnect,
+async def _stream_unwatched(send: ASGISend, headers: list[tuple[bytes, bytes]], feed: Feed, disconnect: AppQueue,
                             heartbeat: Heartbeat, *, max_buffered: int, on_overflow: Callable[[], None],
                             timed_out: Callable[[], bool]) -> None:
     """``stream`` for a ``Feed``, in the caller's task alone: no nursery, no task watching the client.

@@ -1,6 +1,6 @@
 """SSE streams without a task of their own: the request's disconnect notice and the server's heartbeat.
 
-A run's stream (an ``sse.Feed``) on a live server learns that its client went from the ``Disconnect``
+A run's stream (an ``sse.Feed``) on a live server learns that its client went from the ``AppQueue``
 hypercorn's task group puts in its scope (``awaken/runtime/tcp.py``), and gets its keep-alive comments
 from the server-wide ``Heartbeat`` (``awaken/transports/sse.py``): no ``_watch_client`` task, no nursery.
 These tests hold each promise of that path: the notice fires on the disconnect (and at once for a late
@@ -24,7 +24,7 @@ import trio
 import trio.testing
 from hypercorn.config import Config as HypercornConfig
 
-from awaken.runtime.tcp import Disconnect, NotifyingTaskGroup, disconnect_in
+from awaken.runtime.tcp import AppQueue, NotifyingTaskGroup, app_queue_in
 from awaken.transports.sse import KEEPALIVE, FrameBuffer, Heartbeat, stream
 from tests.builders import (
     agui_body,
@@ -71,10 +71,10 @@ class RecordingFeed:
         self.finished = True
 
 
-def notice() -> tuple[Disconnect, trio.MemoryReceiveChannel]:
-    """A ``Disconnect`` whose queue is a channel the test reads."""
+def notice() -> tuple[AppQueue, trio.MemoryReceiveChannel]:
+    """An ``AppQueue`` whose queue is a channel the test reads."""
     send, receive = trio.open_memory_channel[dict[str, Any]](10)
-    disconnect = Disconnect()
+    disconnect = AppQueue()
     disconnect.queue = send.send
     return disconnect, receive
 
@@ -109,7 +109,7 @@ async def test_hypercorns_task_group_hands_every_request_a_notice_that_fires_bef
     ready = trio.Event()
 
     async def app(scope: dict[str, Any], receive: Any, send: Any, *_threads: Any) -> None:
-        notified = disconnect_in(scope)
+        notified = app_queue_in(scope)
         assert notified is not None
         notified.on_disconnect(lambda: order.append("callback"))
         ready.set()
@@ -223,7 +223,7 @@ async def test_the_bytes_written_are_those_of_the_watched_path():
 
 
 async def _open_stream(nursery: trio.Nursery, *, timed_out: bool = False, max_buffered: int = 1000,
-                       send_gate: trio.Event | None = None) -> tuple[RecordingFeed, Disconnect, list[Any], list[str]]:
+                       send_gate: trio.Event | None = None) -> tuple[RecordingFeed, AppQueue, list[Any], list[str]]:
     """A notified stream started in ``nursery``, beside a running heartbeat: its feed, its notice, what
     it sent (the bodies) and the overflow callbacks it made."""
     heartbeat = Heartbeat(15)
