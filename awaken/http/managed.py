@@ -412,7 +412,7 @@ class Served:
         tail.arm()  # before the answer starts: a turn sent once the client has it is watched from its start
         server = ctx.config.server
         await sse.stream(send, receive, sse.sse_headers(), tail.produce, keepalive=server.keepalive_seconds,
-                         max_buffered=server.max_buffered_bytes, disconnect=app_queue_in(scope),
+                         max_buffered=server.max_buffered_bytes, app_queue=app_queue_in(scope),
                          heartbeat=ctx.heartbeat)
 
 

@@ -10,8 +10,8 @@ without counting against the limit (one at a time: a second one queued behind it
 so it reaches a client that reads, whole.
 
 A stream learns that its client went in one of two ways. On the common path (a ``Feed`` producer, a
-request served by ``tcp.py``'s connections, which carries a ``AppQueue``, and a running server-wide
-``Heartbeat``) it opens no nursery and starts no task: the ``AppQueue``'s callback, called by
+request served by ``tcp.py``'s connections, which carries an ``AppQueue``, and a running server-wide
+``Heartbeat``) it opens no nursery and starts no task: the ``AppQueue``'s disconnect callback, called by
 hypercorn as it queues ``http.disconnect``, ends the writing loop, and the ``Heartbeat``'s one task
 queues the ``: keep-alive`` comments of every idle stream. Otherwise (a plain producer, a server of
 another kind, a unit test's fake ``receive``) a concurrent ``receive()`` loop (``_watch_client``) sees
@@ -285,7 +285,7 @@ class SseTransport:
         fed = _Framed(producer) if is_feed(producer) else produce
         return stream(self.send, self.receive, self.headers, fed, keepalive=self.keepalive,
                       max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW),
-                      timed_out=lambda: timed_out_in(self.scope), disconnect=app_queue_in(self.scope),
+                      timed_out=lambda: timed_out_in(self.scope), app_queue=app_queue_in(self.scope),
                       heartbeat=self.heartbeat)
 
     async def reject(self, wire: list[WireEvent], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
@@ -309,7 +309,7 @@ def stream(
     max_buffered: int,
     on_overflow: Callable[[], None] = lambda: None,
     timed_out: Callable[[], bool] = lambda: False,
-    disconnect: AppQueue | None = None,
+    app_queue: AppQueue | None = None,
     heartbeat: Heartbeat | None = None,
 ) -> Coroutine[Any, Any, None]:
     """Send the response head, run ``producer(put)`` in a nursery owned by this connection, and write
@@ -320,12 +320,12 @@ def stream(
     the write deadline made (``timed_out()`` true then). The producer's own
     cleanup (committing ``interrupted``) runs under its shield.
 
-    A ``Feed`` whose request carries its ``disconnect`` notice, given a running ``heartbeat`` with
+    A ``Feed`` whose request carries its ``app_queue`` (its disconnect notice), given a running ``heartbeat`` with
     this ``keepalive``, needs no nursery: ``_stream_unwatched``. (A plain function returning the path's
     coroutine, awaited as ``stream`` itself: no frame of its own stays alive with each open stream.)
     """
-    if disconnect is not None and heartbeat is not None and heartbeat.serves(keepalive) and is_feed(producer):
-        return _stream_unwatched(send, headers, producer, disconnect, heartbeat,  # type: ignore[arg-type]
+    if app_queue is not None and heartbeat is not None and heartbeat.serves(keepalive) and is_feed(producer):
+        return _stream_unwatched(send, headers, producer, app_queue, heartbeat,  # type: ignore[arg-type]
                                  max_buffered=max_buffered, on_overflow=on_overflow, timed_out=timed_out)
     return _stream_watched(send, receive, headers, producer, keepalive=keepalive, max_buffered=max_buffered,
                            on_overflow=on_overflow, timed_out=timed_out)
@@ -380,13 +380,13 @@ async def _stream_watched(send: ASGISend, receive: ASGIReceive, headers: list[tu
     # else: the client is gone: nothing more to write
 
 
-async def _stream_unwatched(send: ASGISend, headers: list[tuple[bytes, bytes]], feed: Feed, disconnect: AppQueue,
+async def _stream_unwatched(send: ASGISend, headers: list[tuple[bytes, bytes]], feed: Feed, app_queue: AppQueue,
                             heartbeat: Heartbeat, *, max_buffered: int, on_overflow: Callable[[], None],
                             timed_out: Callable[[], bool]) -> None:
     """``stream`` for a ``Feed``, in the caller's task alone: no nursery, no task watching the client.
 
     The buffer is registered with ``heartbeat`` (its keep-alive comments) and a callback with
-    ``disconnect``: the client's going (or an overflow) abandons the buffer, so ``take`` returns None
+    ``app_queue``: the client's going (or an overflow) abandons the buffer, so ``take`` returns None
     and the writing loop ends as a cancellation would have ended it: not finished, the feed's
     ``finish`` run (it stops an attached run: ``client_gone``). Both are unregistered at the end.
     """
@@ -406,13 +406,13 @@ async def _stream_unwatched(send: ASGISend, headers: list[tuple[bytes, bytes]], 
     finished = False
     heartbeat.add(buffer)
     try:
-        disconnect.on_disconnect(gone)  # at once when the client already went
+        app_queue.on_disconnect(gone)  # at once when the client already went
         feed.start(buffer.put, buffer.close)
         while (data := await buffer.take()) is not None:
             await send({"type": "http.response.body", "body": data, "more_body": True})
         finished = not buffer.abandoned
     finally:
-        disconnect.on_disconnect(None)
+        app_queue.on_disconnect(None)
         heartbeat.discard(buffer)
         # nothing more is queued, so nothing more overflows: ``overflow`` (which refers to the buffer and,
         # through ``on_overflow``, to the run) is let go, or the two would outlive the stream as a cycle

@@ -162,7 +162,7 @@ async def test_a_stream_with_a_running_heartbeat_gets_its_comments_without_a_tas
         nursery.start_soon(heartbeat.run)
         await trio.testing.wait_all_tasks_blocked()
         nursery.start_soon(partial(stream, send, None, [], feed, keepalive=15, max_buffered=1000,  # type: ignore[arg-type]
-                                   disconnect=disconnect, heartbeat=heartbeat))
+                                   app_queue=disconnect, heartbeat=heartbeat))
         await trio.testing.wait_all_tasks_blocked()
         writer = next(t for t in nursery.child_tasks if t.name.endswith(".stream"))
         assert writer.child_nurseries == [] and heartbeat.registered == 1
@@ -199,7 +199,7 @@ async def _written(frames: list[list[bytes]], *, notified: bool) -> list[dict[st
             nursery.start_soon(heartbeat.run)
             await trio.testing.wait_all_tasks_blocked()
             nursery.start_soon(partial(stream, send, never_receive, [(b"content-type", b"text/event-stream")], feed,
-                                       keepalive=15, max_buffered=1000, disconnect=disconnect if notified else None,
+                                       keepalive=15, max_buffered=1000, app_queue=disconnect if notified else None,
                                        heartbeat=heartbeat if notified else None))
             await trio.testing.wait_all_tasks_blocked()
             assert live_tasks("._watch_client") == (0 if notified else 1)
@@ -241,7 +241,7 @@ async def _open_stream(nursery: trio.Nursery, *, timed_out: bool = False, max_bu
 
     nursery.start_soon(partial(stream, send, None, [], feed, keepalive=15, max_buffered=max_buffered,  # type: ignore[arg-type]
                                on_overflow=lambda: overflows.append("too slow"), timed_out=lambda: timed_out,
-                               disconnect=disconnect, heartbeat=heartbeat))
+                               app_queue=disconnect, heartbeat=heartbeat))
     await trio.testing.wait_all_tasks_blocked()
     return feed, disconnect, sent, overflows
 
@@ -315,7 +315,7 @@ async def test_an_ended_stream_leaves_no_cycle_holding_its_run():
                     return None
 
                 nursery.start_soon(partial(stream, send, None, [], feed, keepalive=15, max_buffered=1000,  # type: ignore[arg-type]
-                                           on_overflow=run.cancel, disconnect=disconnect, heartbeat=heartbeat))
+                                           on_overflow=run.cancel, app_queue=disconnect, heartbeat=heartbeat))
                 del run
                 await trio.testing.wait_all_tasks_blocked()
                 feed.put(b"data: 1\n\n")
