@@ -55,6 +55,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
+from hypercorn.app_wrappers import ASGIWrapper
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.events import Closed, RawData
 from hypercorn.trio import run as hypercorn_run
@@ -156,17 +157,24 @@ def configure(hc: HypercornConfig, write_timeout: float | None) -> HypercornConf
 
 
 class _Tagged:
-    """The ASGI app wrapper of one connection: it adds the connection's ``Writes`` to every scope."""
+    """The ASGI app wrapper of one connection: it adds the connection's ``Writes`` to every scope.
 
-    __slots__ = ("app", "writes")
+    Called, it returns the app's own coroutine (no frame of its own stays alive with each stream), and
+    for hypercorn's ``ASGIWrapper`` (which only drops the two extra arguments hypercorn passes) that of
+    the ASGI app inside it."""
+
+    __slots__ = ("app", "asgi", "writes")
 
     def __init__(self, app: Callable[..., Any], writes: Writes) -> None:
         self.app = app
+        self.asgi: Callable[..., Awaitable[None]] | None = app.app if isinstance(app, ASGIWrapper) else None
         self.writes = writes
 
-    async def __call__(self, scope: dict[str, Any], *args: Any) -> None:
+    def __call__(self, scope: dict[str, Any], *args: Any) -> Awaitable[None]:
         scope.setdefault("extensions", {})[EXTENSION] = self.writes
-        await self.app(scope, *args)
+        if self.asgi is not None:
+            return self.asgi(scope, args[0], args[1])  # receive, send
+        return self.app(scope, *args)
 
 
 class WriteDeadlineServer(TCPServer):
