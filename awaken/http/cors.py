@@ -45,6 +45,7 @@ from typing import Any
 
 import attrs
 
+from awaken.core.asgi import header_of
 from awaken.core.errors import error_response
 
 Headers = list[tuple[bytes, bytes]]
@@ -61,13 +62,6 @@ EXPOSED_HEADERS = ("x-vercel-ai-ui-message-stream", "www-authenticate")
 MAX_AGE = 600
 #: the error code of a refused preflight
 REFUSED_CODE = "ORIGIN_NOT_ALLOWED"
-
-
-
-
-
-
-
 
 
 @attrs.frozen
@@ -130,13 +124,6 @@ def merge_headers(headers: Iterable[tuple[bytes, bytes]], added: Headers) -> Hea
     return out
 
 
-def _header(scope: dict[str, Any], name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 def is_preflight(scope: dict[str, Any]) -> bool:
-    return (scope.get("method") == "OPTIONS" and _header(scope, b"origin") is not None
-            and _header(scope, b"access-control-request-method") is not None)
+    return (scope.get("method") == "OPTIONS" and header_of(scope, b"origin") is not None
+            and header_of(scope, b"access-control-request-method") is not None)

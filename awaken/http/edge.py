@@ -36,6 +36,7 @@ from typing import Any
 
 import trio
 
+from awaken.core.asgi import header_of
 from awaken.core.errors import REFUSAL_COUNTER, Unauthenticated
 from awaken.core.principal import FACTS_KEY, PRINCIPAL_KEY
 from awaken.http import cors, early, framing, hosts
@@ -128,13 +129,6 @@ async def refuse(scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], s
         await send({"type": "websocket.http.response.body", "body": body})
     else:
         await send({"type": "websocket.close", "code": close[0], "reason": close[1]})
-
-
-def header_of(scope: dict[str, Any], name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin-1")
-    return None
 
 
 class Edge:

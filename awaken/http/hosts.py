@@ -41,6 +41,7 @@ from typing import Any
 import attrs
 
 from awaken.config.edge import Authority, split_authority
+from awaken.core.asgi import header_of
 from awaken.core.errors import error_response
 from awaken.http.cors import CorsPolicy
 
@@ -143,23 +144,16 @@ class HostPolicy:
         return port is not None and port == self.bind_port
 
 
-def _header(scope: dict[str, Any], name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 def verdict(scope: dict[str, Any], hosts: HostPolicy, cors: CorsPolicy) -> tuple[str, str] | None:
     """Why ``scope`` is refused, as (code, message), or None when it may go on."""
     if scope["path"] in OPEN_PATHS:
         return None
-    host = _header(scope, b"host")
+    host = header_of(scope, b"host")
     if not hosts.allows_host(host):
         shown = "no Host header" if host is None else f"the Host {host[:200]!r}"
         return HOST_CODE, (f"{shown} does not name this server; list the name clients use in "
                            "server.allowed_hosts")
-    origin = _header(scope, b"origin")
+    origin = header_of(scope, b"origin")
     if origin is None:
         return None
     if scope["type"] == "http" and scope.get("method", "GET") not in STATE_CHANGING:

@@ -37,6 +37,7 @@ import attrs
 import orjson
 import trio
 
+from awaken.core.asgi import header_of
 from awaken.core.errors import AwakenError, InputRejected, StoreUnavailable, UnknownThread
 from awaken.core.ids import id_problem
 from awaken.core.jsonbody import is_json_media_type
@@ -398,7 +399,7 @@ class Served:
         query = _query(scope)
         deltas = {k for v in query.get("event_deltas", []) + query.get("event_deltas[]", []) for k in v.split(",")}
         deltas &= set(PREVIEWABLE)
-        last = _header(scope, b"last-event-id")
+        last = header_of(scope, b"last-event-id")
         events, _view = await self.events_of(ctx, thread_id)
         if last:
             try:
@@ -494,13 +495,6 @@ async def _first_commit(broadcast: RunBroadcast | None, protocol: Protocol) -> N
             nursery.cancel_scope.cancel()
     finally:
         watcher.leave()
-
-
-def _header(scope: dict, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin-1")
-    return None
 
 
 PING = b'event: ping\ndata: {"type":"ping"}\n\n'

@@ -21,6 +21,7 @@ from typing import Protocol as TypingProtocol
 
 import trio
 
+from awaken.core.asgi import header_of
 from awaken.core.errors import AwakenError, InputRejected, StoreUnavailable, UnknownThread
 from awaken.core.ids import check_id, check_request_ids
 from awaken.core.principal import Principal, principal_of
@@ -235,13 +236,6 @@ async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, wat
             watcher.leave()
             if attached and not channel.closed:
                 run.cancel(Cause.CLIENT_GONE)
-
-
-def header_of(scope: dict[str, Any], header: bytes) -> str | None:
-    for name, value in scope.get("headers", []):
-        if name == header:
-            return value.decode("latin-1")
-    return None
 
 
 def content_type_of(scope: dict[str, Any]) -> str | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from awaken.core.asgi import header_of
 from awaken.core.errors import InputRejected, StoreUnavailable, error_response
 from awaken.core.principal import Principal, principal_of
 from awaken.engine import AdmittedRun
@@ -149,13 +150,6 @@ async def _from_snapshot(ledger: Ledger, protocol: Protocol, channel: Channel, t
     return watcher
 
 
-def _header(scope: dict, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 def rejoin_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
     """The ASGI handler of a protocol's rejoin route over SSE: 204 when nothing runs on the thread,
     (and for a thread the caller may not see), 400 for a bad ``Last-Event-ID``, else the stream."""
@@ -165,7 +159,7 @@ def rejoin_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
         principal = principal_of(scope)
         try:
             produce = await watch_thread(ctx, protocol, params["thread"], principal,
-                                         _header(scope, b"last-event-id"))
+                                         header_of(scope, b"last-event-id"))
         except (InputRejected, StoreUnavailable) as exc:  # INVALID_POSITION: 400; the relay's store: 503
             status, headers, body = error_response(exc)
             await sse.send_once(send, headers, body, status)
