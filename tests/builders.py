@@ -115,6 +115,16 @@ def edge_around(app: Any, authenticator: Authenticator | None = None) -> Edge:
                 metrics_roles=["admin"])
 
 
+def live_tasks(suffix: str) -> int:
+    """How many tasks of this trio run (the test's, its in-process server's) have a name ending in ``suffix``."""
+    count, todo = 0, [trio.lowlevel.current_root_task()]
+    while todo:
+        task = todo.pop()
+        count += task.name.endswith(suffix)
+        todo.extend(t for nursery in task.child_nurseries for t in nursery.child_tasks)
+    return count
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as s:

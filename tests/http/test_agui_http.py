@@ -21,6 +21,7 @@ from tests.builders import (
     agui_body,
     held,
     live_server,
+    live_tasks,
     make_config,
     open_gate,
     parse_sse,
@@ -269,16 +270,6 @@ async def test_concurrent_input_on_a_busy_thread_is_thread_busy(server):
         assert types(again)[-1] == "RUN_FINISHED" and text_of(again) == 'You said: "me too".'
 
 
-def watcher_tasks() -> int:
-    """The ``sse._watch_client`` tasks of this trio run (a stream's own receive loop)."""
-    count, todo = 0, [trio.lowlevel.current_root_task()]
-    while todo:
-        task = todo.pop()
-        count += task.name.endswith("._watch_client")
-        todo.extend(t for nursery in task.child_nurseries for t in nursery.child_tasks)
-    return count
-
-
 async def test_a_client_disconnect_commits_interrupted_within_a_second(server):
     """CONTRACT §1/§5: a disconnect cancels the run; ``interrupted`` is committed and the thread released
     at once; a new run on the thread then succeeds. The stream has no task watching its client: the
@@ -288,7 +279,7 @@ async def test_a_client_disconnect_commits_interrupted_within_a_second(server):
         body = agui_body("t-drop", "r-drop", [user("u1", held("t-drop", 50))])  # never released
         async with client.stream("POST", "/v1/ag-ui", json=body) as response:
             await read_until(response.aiter_lines(), "TEXT_MESSAGE_CONTENT")
-            assert watcher_tasks() == 0 and server.ctx.heartbeat.registered == 1
+            assert live_tasks("._watch_client") == 0 and server.ctx.heartbeat.registered == 1
         # leaving the block closes the connection mid-stream
         with trio.fail_after(1):
             run = await wait_for_run(ledger, "r-drop", RunStatus.INTERRUPTED)

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import trio
 
-from tests.builders import agui_body, live_server, make_config
+from tests.builders import agui_body, live_server, live_tasks, make_config
 
 
 def _request(thread: str) -> bytes:
@@ -33,18 +33,8 @@ async def _read_until(stream: trio.SocketStream, marker: bytes) -> bytes:
     return data
 
 
-def _connections() -> int:
-    """The connections the test's server (in this Trio run) holds: its tasks serving one each."""
-    count, todo = 0, [trio.lowlevel.current_root_task()]
-    while todo:
-        task = todo.pop()
-        count += task.name.endswith("_serve_listeners._run_handler")
-        todo.extend(t for nursery in task.child_nurseries for t in nursery.child_tasks)
-    return count
-
-
 async def _no_connection_left() -> None:
-    while _connections():
+    while live_tasks("_serve_listeners._run_handler"):
         await trio.sleep(0.01)
 
 

@@ -30,6 +30,7 @@ from tests.builders import (
     agui_body,
     held,
     live_server,
+    live_tasks,
     make_config,
     parse_sse,
     read_until,
@@ -37,16 +38,6 @@ from tests.builders import (
     types,
     user,
 )
-
-
-def live_tasks(suffix: str) -> int:
-    """How many tasks of this trio run have a name ending in ``suffix``."""
-    count, todo = 0, [trio.lowlevel.current_root_task()]
-    while todo:
-        task = todo.pop()
-        count += task.name.endswith(suffix)
-        todo.extend(t for nursery in task.child_nurseries for t in nursery.child_tasks)
-    return count
 
 
 async def drain(buffer: FrameBuffer) -> bytes | None:
