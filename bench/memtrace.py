@@ -301,7 +301,7 @@ async def main(args: argparse.Namespace) -> None:
                     nursery.start_soon(one, session)
                 while started < len(sessions):
                     await trio.sleep(0.05)
-                await trio.sleep(0.5)
+                await trio.sleep(float(os.environ.get("BENCH_TRACE_SETTLE", "0.5")))
                 show("active stream (its connection included)", await snapshot_diff(server.pid, out),
                      len(sessions), args.top)
                 if args.garbage:

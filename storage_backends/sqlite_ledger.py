@@ -1,7 +1,8 @@
 """The SQLite ledger: sqlite-utils over one connection, WAL, one writer thread.
 
 Every call runs in a worker thread through ``trio.to_thread.run_sync`` with a capacity limiter of
-one, so transactions never interleave on the connection and the event loop never blocks. Each
+one, so transactions never interleave on the connection and the event loop never blocks; the calls
+queued while one is in the thread go there together next (``awaken.ledger.serial``). Each
 ``start_run``/``commit`` is one ``BEGIN IMMEDIATE … COMMIT`` transaction.
 
 Durability is the ``synchronous`` option (WAL either way):
@@ -95,6 +96,7 @@ from awaken.ledger.interface import (
     tools_from_json,
     tools_to_json,
 )
+from awaken.ledger.serial import SerialCalls
 from storage_backends.branch_sql import path_condition
 
 from .known_threads import KnownThreads
@@ -265,6 +267,8 @@ class SqliteLedger(Ledger):
         self.busy_timeout_ms = busy_timeout_ms
         self._db: sqlite_utils.Database | None = None
         self._limiter = trio.CapacityLimiter(1)
+        #: the calls of ``_call``, the ones queued while a hop runs sharing the next one
+        self._calls = SerialCalls(self._limiter)
         #: the thread ids in the database, in a fixed-size Bloom filter (no entry per thread): a run on
         #: a thread never seen before needs no read at admission. Only this object writes threads, so
         #: an id it holds is always in the filter; a false "maybe" costs the read.
@@ -315,7 +319,7 @@ class SqliteLedger(Ledger):
             # the commits this call made or saw: it returns once they are on disk
             return result, group.written if group is not None else 0
 
-        result, mark = await trio.to_thread.run_sync(run, limiter=self._limiter)
+        result, mark = await self._calls.run(run)
         if group is not None and group.durable < mark:
             try:
                 await group.durable_to(mark)

@@ -61,6 +61,13 @@ HOT_MIN_KEEP = 200
 #: estimated bytes per committed id beyond the string itself (its set slot, amortised; tracemalloc)
 HOT_ID_OVERHEAD = 40
 
+# -- the ledgers' worker thread (``awaken.ledger.serial``) -----------------------------------------------
+
+#: the most calls of the SQLite or file ledger that one worker-thread hop carries: the calls queued
+#: while a hop runs go together in the next (``python -m bench.memtrace`` and an in-process burst of
+#: 200 first writes: ``bench/REPORT.md``); 1: a hop per call
+LEDGER_CALLS_PER_HOP = 64
+
 # -- memory: glibc and the cycle collector (``awaken.runtime.memory``, ``awaken.cli``) ------------------
 
 #: blocks at least this large are mapped on their own and unmapped when freed

@@ -39,7 +39,8 @@ range from its first message to its last and skips other branches' messages in i
 Replay stops at the first frame that is short, fails its checksum or is not a JSON object; the file
 is truncated there. Runs left ``running`` are then marked ``interrupted`` by a ``recover`` record.
 All blocking file I/O (and the JSON work of reads and writes) goes through
-``trio.to_thread.run_sync`` with a capacity limiter of one (one I/O thread), and writers are
+``trio.to_thread.run_sync`` with a capacity limiter of one (one I/O thread; calls queued meanwhile
+share the next hop: ``awaken.ledger.serial``), and writers are
 serialized by a ``trio.Lock`` held from validation until the index is updated. Logs only grow under
 an open ledger (a failed write is cut back to the applied length), so the applied prefix a read
 locates stays valid while the read is in flight.

@@ -54,6 +54,7 @@ from awaken.ledger.interface import (
     forked_branch,
     imported_updated_at,
 )
+from awaken.ledger.serial import SerialCalls
 
 from .frames import (
     FORMAT_VERSION,
@@ -126,6 +127,8 @@ class FileLedger(Ledger):
         self._details = HeldDetails(max(0, int(index_cache_bytes)))
         self._threads_dir = self.path / "threads"
         self._limiter = trio.CapacityLimiter(1)
+        #: the calls of ``_io``, the ones queued while a hop runs sharing the next one
+        self._calls = SerialCalls(self._limiter)
         self._write_lock = trio.Lock()
         self._index: Index | None = None
         self._clock = WriteClock()
@@ -164,7 +167,7 @@ class FileLedger(Ledger):
 
     async def _io(self, fn: Callable[[], T], what: str) -> T:
         try:
-            return await trio.to_thread.run_sync(fn, limiter=self._limiter)
+            return await self._calls.run(fn)
         except OSError as exc:
             raise StoreUnavailable(
                 f"the file ledger at {self.path} failed to {what}: {_describe(exc)}"
