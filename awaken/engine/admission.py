@@ -223,6 +223,8 @@ class RunApplication:
                 if handoff is not None and handoff.abandoned:
                     return  # the request went while it was admitted: the run never starts (nothing was written)
                 run.broadcast = out = broadcast(run)
+                # this frame lives as long as the run: the request's callbacks and asked ids go now
+                build = broadcast = asks = None  # type: ignore[assignment]
                 # the run goes on at once: its request's watcher holds the frames until the request's
                 # task, woken here, attaches its transport at the run's first checkpoint (a model's first
                 # await, or the scripted model's right after its first delta) and sends them together
@@ -372,6 +374,9 @@ class RunApplication:
             await prepare(run, request, view, self.agents, off_loop=len(request.inputs) >= OFF_LOOP_MESSAGES)
             tracing.admitted(trace, run.run_id, resumed=run.resumed)
             admitted = True
+            # this frame lives as long as the run: it keeps nothing the run does not need (the view
+            # read, the request built from it, the caller's callback and asked ids)
+            view = request = build = asks = None  # type: ignore[assignment]
             yield run
         except BaseException as exc:
             if not admitted:  # refused: the trace says why
