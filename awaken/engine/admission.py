@@ -73,7 +73,7 @@ from awaken.engine.agents import Agent, AgentRegistry
 from awaken.engine.branching import fork_history, fork_seq
 from awaken.engine.commit import write
 from awaken.engine.dedup import admission_view
-from awaken.engine.limits import RunLimiter
+from awaken.engine.limits import RunLimiter, Slot
 from awaken.engine.outcome import FINAL_COMMIT_TIMEOUT, interrupt
 from awaken.engine.policy import superseded
 from awaken.engine.reconcile import settle_late
@@ -130,6 +130,46 @@ class Handoff:
             raise self.error
         assert self.run is not None
         return self.run
+
+
+class Admission:
+    """``RunApplication.admit``'s async context: entering admits the request (or raises, having changed
+    nothing), leaving commits the outcome of a run that reached none. Once entered it holds the run,
+    the caller's slot and the run's trace, nothing of the request."""
+
+    __slots__ = ("_app", "_request", "_run", "_slot", "_trace")
+
+    def __init__(self, app: RunApplication, thread_id: str, agent_id: str | None,
+                 build: Callable[[ThreadView], RunRequest], asks: Asks | None, principal: Principal) -> None:
+        self._app = app
+        self._request: tuple[str, str | None, Callable[[ThreadView], RunRequest], Asks | None, Principal] | None = (
+            thread_id, agent_id, build, asks, principal)
+        self._run: AdmittedRun | None = None
+        self._slot: Slot | None = None
+        self._trace: tracing.Span | None = None
+
+    async def __aenter__(self) -> AdmittedRun:
+        assert self._request is not None, "an admission is entered once"
+        thread_id, agent_id, build, asks, principal = self._request
+        self._request = None
+        app = self._app
+        run, slot = await app._reserve(thread_id, agent_id, principal)
+        # the run's trace: its root spans the admission (recorded once it is decided: ``admitted``,
+        # ``refused``) and the execution, to the committed outcome
+        trace = tracing.run(run.agent.id, run.agent.config.description, thread_id, principal.subject,
+                            app.timelines, current=True)
+        try:
+            await app._decide(run, build, asks, principal, trace)
+        except BaseException as exc:
+            tracing.refused(trace, run.status.value, exc)  # refused: the trace says why
+            await app._finish(run, slot, trace, admitted=False)
+            raise
+        self._run, self._slot, self._trace = run, slot, trace
+        return run
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._run is not None and self._slot is not None and self._trace is not None
+        await self._app._finish(self._run, self._slot, self._trace, admitted=True)
 
 
 class RunApplication:
@@ -229,6 +269,7 @@ class RunApplication:
                 # task, woken here, attaches its transport at the run's first checkpoint (a model's first
                 # await, or the scripted model's right after its first delta) and sends them together
                 task_status.started(run)
+                handoff = task_status = None  # type: ignore[assignment]  # handed: not kept for the run's life
                 try:
                     await run.execute(out.sink, nursery)
                 except Exception:  # never: execute commits every failure; a bug must not take the server down
@@ -285,11 +326,10 @@ class RunApplication:
                     await trio.sleep(REMOTE_POLL_SECONDS)
         return False, None
 
-    @contextlib.asynccontextmanager
-    async def admit(
+    def admit(
         self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],
         asks: Asks | None = None, *, principal: Principal,
-    ) -> AsyncIterator[AdmittedRun]:
+    ) -> Admission:
         """Admit a request or raise ``InputRejected``/``StoreUnavailable`` having changed nothing.
 
         The thread is reserved first; then its committed view is read once and handed to ``build``
@@ -302,7 +342,16 @@ class RunApplication:
         A thread ``principal`` may not see raises ``UnknownThread``; a new thread will belong to
         ``principal.subject``. A caller over a ``[limits]`` cap gets ``RateLimited`` before anything
         is looked at; a thread whose last outcome waits for the store gets ``StoreUnavailable``.
+
+        An async context (``async with app.admit(...) as run``): entering admits, leaving commits the
+        outcome of a run that reached none. It is a small object, not a generator's frame, because it
+        lives as long as the run.
         """
+        return Admission(self, thread_id, agent_id, build, asks, principal)
+
+    async def _reserve(self, thread_id: str, agent_id: str | None, principal: Principal) -> tuple[AdmittedRun, Slot]:
+        """The caller's caps and the thread's place in this process: the run that holds it from now on
+        (and its slot), or the refusal (nothing held)."""
         if self.draining:
             raise ServerDraining("the server is shutting down and starts no new run; send it again in a few "
                                  "seconds (to this server once it is back, or to another one)")
@@ -341,58 +390,54 @@ class RunApplication:
         run.principal = principal
         run.slot = slot
         self._active[thread_id] = run
-        admitted = False
-        # the run's trace: its root spans the admission (recorded once it is decided: ``admitted``,
-        # ``refused``) and the execution, to the committed outcome
-        trace = tracing.run(agent.id, agent.config.description, thread_id, principal.subject, self.timelines,
-                            current=True)
+        return run, slot
+
+    async def _decide(self, run: AdmittedRun, build: Callable[[ThreadView], RunRequest], asks: Asks | None,
+                      principal: Principal, trace: tracing.Span) -> None:
+        """Admit ``run`` (reserved by ``_reserve``) or raise: the thread's claim, its committed view read
+        once, the request ``build`` makes of it, the run prepared against that same view."""
+        thread_id, agent = run.thread_id, run.agent
+        if not await self.claims.claim(thread_id, run.claim_token):
+            held = await self.ledger.get_thread(thread_id)
+            if held is not None and not may_see(principal, held.owner):
+                raise UnknownThread(f"no thread {thread_id!r}")  # nothing is said about others' threads
+            raise InputRejected(
+                f"thread {thread_id!r} already has an active run on another server process; "
+                "send the next input when it ends",
+                code="THREAD_BUSY",
+            )
+        run.claimed = True
+        if asks is None:
+            view = await self.ledger.thread_view(thread_id)
+        else:
+            view = await admission_view(self.ledger, thread_id, asks.message_ids, asks.calls,
+                                        agent.config.history_messages)
+        if view.thread is not None:
+            run.owner = view.thread.owner
+        run.owner_known = True
+        if not may_see(principal, run.owner):
+            raise UnknownThread(f"no thread {thread_id!r}")
+        # the work of ``build`` and ``prepare`` grows with the messages the thread does not hold
+        # (they are decoded and stamped); a replayed history's are set lookups
+        fresh = len(asks.message_ids) - len(view.known_ids or ()) if asks is not None else 0
+        request = await trio.to_thread.run_sync(build, view) if fresh >= OFF_LOOP_MESSAGES else build(view)
+        await prepare(run, request, view, self.agents, off_loop=len(request.inputs) >= OFF_LOOP_MESSAGES)
+        tracing.admitted(trace, run.run_id, resumed=run.resumed)
+
+    @staticmethod
+    async def _finish(run: AdmittedRun, slot: Slot, trace: tracing.Span, *, admitted: bool) -> None:
+        """The end of an admission: the caller's slot given back (refunded when refused: the request
+        started no run), and a run that reached no committed outcome committed ``interrupted``."""
+        if admitted:
+            slot.release()
+        else:
+            slot.refund()
+        run.abandon()
         try:
-            if not await self.claims.claim(thread_id, run.claim_token):
-                held = await self.ledger.get_thread(thread_id)
-                if held is not None and not may_see(principal, held.owner):
-                    raise UnknownThread(f"no thread {thread_id!r}")  # nothing is said about others' threads
-                raise InputRejected(
-                    f"thread {thread_id!r} already has an active run on another server process; "
-                    "send the next input when it ends",
-                    code="THREAD_BUSY",
-                )
-            run.claimed = True
-            if asks is None:
-                view = await self.ledger.thread_view(thread_id)
-            else:
-                view = await admission_view(self.ledger, thread_id, asks.message_ids, asks.calls,
-                                            agent.config.history_messages)
-            if view.thread is not None:
-                run.owner = view.thread.owner
-            run.owner_known = True
-            if not may_see(principal, run.owner):
-                raise UnknownThread(f"no thread {thread_id!r}")
-            # the work of ``build`` and ``prepare`` grows with the messages the thread does not hold
-            # (they are decoded and stamped); a replayed history's are set lookups
-            fresh = len(asks.message_ids) - len(view.known_ids or ()) if asks is not None else 0
-            request = await trio.to_thread.run_sync(build, view) if fresh >= OFF_LOOP_MESSAGES else build(view)
-            await prepare(run, request, view, self.agents, off_loop=len(request.inputs) >= OFF_LOOP_MESSAGES)
-            tracing.admitted(trace, run.run_id, resumed=run.resumed)
-            admitted = True
-            # this frame lives as long as the run: it keeps nothing the run does not need (the view
-            # read, the request built from it, the caller's callback and asked ids)
-            view = request = build = asks = None  # type: ignore[assignment]
-            yield run
-        except BaseException as exc:
-            if not admitted:  # refused: the trace says why
-                tracing.refused(trace, run.status.value, exc)
-            raise
+            await interrupt(run)
         finally:
-            if admitted:
-                slot.release()
-            else:  # refused: the request started no run, so it counts for nothing
-                slot.refund()
-            run.abandon()
-            try:
-                await interrupt(run)
-            finally:
-                await run.settle()
-                tracing.ended(trace, run.status.value)
+            await run.settle()
+            tracing.ended(trace, run.status.value)
 
     async def _make_way(self, holder: AdmittedRun, on_new_input: str) -> None:
         """New input for a thread ``holder`` runs on, by the agent's ``on_new_input``: ``interrupt`` stops
