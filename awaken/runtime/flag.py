@@ -1,9 +1,14 @@
 """``Flag``: a one-way signal tasks can wait for, as ``trio.Event`` is, whose event is made only for a
-task that waits.
+task that waits. ``Wakeup``: one task's wait to be woken, as a ``trio.lowlevel.ParkingLot`` with at
+most one parked task is.
 
 A run and a stream's watcher each carry several such signals (a run's first write done, a run settled, a
 watcher done); most are set and never waited for. A ``trio.Event`` with its parking lot is about 216
 bytes; a ``Flag`` nobody waits on is two slots.
+
+A stream's frame buffer is waited on by its one writer, again and again: a ``ParkingLot`` keeps its
+parked tasks in an ``OrderedDict`` (about 500 bytes per open stream with the lot object); a ``Wakeup``
+is one slot.
 """
 
 from __future__ import annotations
@@ -38,3 +43,32 @@ class Flag:
         if self._event is None:
             self._event = trio.Event()
         await self._event.wait()
+
+
+class Wakeup:
+    """``await wait()`` until ``wake()``, for one waiting task at a time (a second is a bug: it raises).
+    True while a task waits. A cancelled wait leaves as ``ParkingLot.park`` does."""
+
+    __slots__ = ("_task",)
+
+    def __init__(self) -> None:
+        self._task: trio.lowlevel.Task | None = None
+
+    def __bool__(self) -> bool:
+        return self._task is not None
+
+    def wake(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
+
+    async def wait(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("a Wakeup is waited on by one task at a time")
+        self._task = trio.lowlevel.current_task()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._task = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)

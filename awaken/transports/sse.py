@@ -38,6 +38,7 @@ import trio
 from awaken.core.errors import error_response
 from awaken.engine.state import Cause, Interruptible
 from awaken.runtime import memory
+from awaken.runtime.flag import Wakeup
 from awaken.runtime.tcp import AppQueue, app_queue_in, timed_out_in
 from awaken.runtime.tuning import COALESCE_BYTES, COALESCE_FRAMES
 from awaken.wires.encoding import WireEvent, sse_frame_at, sse_frames
@@ -94,7 +95,7 @@ class _Framed:
 class FrameBuffer:
     """Bytes waiting for the socket: ``put`` is synchronous; ``take`` waits for data or a timeout."""
 
-    __slots__ = ("_abandoned", "_chunks", "_closed", "_joined", "_lot", "_oversized", "_pieced", "_size", "_tail",
+    __slots__ = ("_abandoned", "_chunks", "_closed", "_joined", "_oversized", "_pieced", "_size", "_tail", "_waiter",
                  "last_put", "limit", "on_overflow", "overflowed")
 
     def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
@@ -112,7 +113,7 @@ class FrameBuffer:
         self._closed = False
         #: the connection went (or its reader could not keep up) and nothing more is written: ``abandon``
         self._abandoned = False
-        self._lot = trio.lowlevel.ParkingLot()
+        self._waiter = Wakeup()
         self.overflowed = False
         #: when bytes were last queued (trio clock): the keep-alive timer measures idleness from here
         self.last_put = trio.current_time()
@@ -143,8 +144,8 @@ class FrameBuffer:
             del self._chunks[self._pieced:]
             self._chunks.append(piece)
             self._pieced = len(self._chunks)
-        if self._lot:
-            self._lot.unpark_all()
+        if self._waiter:
+            self._waiter.wake()
 
     def discard(self) -> None:
         """Drop what is queued (the connection is gone)."""
@@ -153,8 +154,8 @@ class FrameBuffer:
 
     def close(self) -> None:
         self._closed = True
-        if self._lot:
-            self._lot.unpark_all()
+        if self._waiter:
+            self._waiter.wake()
 
     def abandon(self) -> None:
         """The writer stops: what is queued is dropped, nothing more is queued, and ``take`` returns None
@@ -185,7 +186,7 @@ class FrameBuffer:
         while not self._chunks:
             if self._closed and (self._abandoned or not self.overflowed):
                 return None
-            await self._lot.park()  # after an overflow: until ``abandon`` or the connection's cancellation
+            await self._waiter.wait()  # after an overflow: until ``abandon`` or the connection's cancellation
         data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
         self._size = self._oversized = self._joined = self._pieced = self._tail = 0

@@ -73,6 +73,7 @@ import attrs
 import trio
 
 from awaken.engine.state import Cause, Interruptible
+from awaken.runtime.flag import Wakeup
 from awaken.runtime.tcp import timed_out_in
 from awaken.runtime.tuning import WS_WRITE_CHUNK
 from awaken.wires.encoding import WireEvent, text_payload
@@ -148,7 +149,7 @@ class Outbox:
         self._close: Close | None = None
         self._dropped = False
         self._taken_close = False
-        self._lot = trio.lowlevel.ParkingLot()
+        self._waiter = Wakeup()
 
     @property
     def closing(self) -> bool:
@@ -195,7 +196,7 @@ class Outbox:
     async def take(self) -> Batch:
         """The next batch; waits while there is nothing to send. Never returns after the close batch."""
         while not (self._texts or self._ping or (self._close is not None and not self._taken_close)):
-            await self._lot.park()
+            await self._waiter.wait()
         batch = Batch(self._ping, self._texts, self._close)
         self._texts = []
         self._size = self._oversized = 0
@@ -204,8 +205,8 @@ class Outbox:
         return batch
 
     def _wake(self) -> None:
-        if self._lot:
-            self._lot.unpark_all()
+        if self._waiter:
+            self._waiter.wake()
 
 
 def slices(texts: list[str], size: int) -> Iterator[list[str]]:
