@@ -25,7 +25,6 @@ from typing import Any
 
 import attrs
 import orjson
-import trio
 
 from awaken.core.errors import AwakenError, InputRejected, StoreUnavailable
 from awaken.core.jsonbody import is_json_media_type, load_json_object
@@ -95,13 +94,12 @@ async def route(ctx: ServerContext, scope: dict, receive: sse.ASGIReceive, send:
         if call.kind == "run":  # its input goes to exchange in ``body``: no copy stays alive past the parse
             body.data, call = call.body, attrs.evolve(call, body=b"")
         else:
-            await body.release()
+            body.release()
         await _serve(ctx, agui, call, body, scope, receive, send)
     except (InputRejected, StoreUnavailable) as exc:
         await _refuse(send, exc)
     finally:
-        with trio.CancelScope(shield=True):
-            await body.release()
+        body.release()
 
 
 async def _serve(ctx: ServerContext, agui: Protocol, call: runtime.RuntimeCall, body: Body, scope: dict,

@@ -191,7 +191,7 @@ class Served:
                 raise InputRejected(f"the body is larger than {MAX_BODY} bytes", code="BODY_TOO_LARGE")
             return body.take() or b""
         finally:
-            await body.release()
+            body.release()
 
     async def _visible(self, ctx: ServerContext, principal: Principal, thread_id: str) -> None:
         if not thread_id or id_problem(thread_id):

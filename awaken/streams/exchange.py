@@ -84,7 +84,26 @@ async def exchange(
     agent_id: str | None,
     principal: Principal,
 ) -> None:
-    """Serve one request ``body`` (``too_large``: over ``MAX_BODY``) as one stream on ``transport``.
+    """Serve one request ``body`` (``too_large``: over ``MAX_BODY``) as one stream on ``transport``
+    (``admit_stream``, then the stream it returns)."""
+    stream = await admit_stream(ctx, protocol, transport, body, content_type, agent_id, principal)
+    if stream is not None:
+        await stream
+
+
+async def admit_stream(
+    ctx: StreamHost,
+    protocol: Protocol,
+    transport: Transport,
+    body: Body,
+    content_type: str | None,
+    agent_id: str | None,
+    principal: Principal,
+) -> Awaitable[None] | None:
+    """``exchange`` up to its stream: None once a refusal was written (or, in a server that does not host
+    runs, once the whole stream was), else the admitted run's stream, for the caller to await at once.
+    Returned rather than awaited here, so that this frame, with the parse's and admission's locals and
+    the cells of their callbacks, is gone while the stream runs.
 
     The body's bytes are taken from it and dropped once parsed, and its large-body slot given back
     then: a run never keeps its request's bytes alive.
@@ -123,10 +142,10 @@ async def exchange(
         refused = exc.with_traceback(None)
     if refused is not None:
         data = parsed = None  # noqa: F841 - nothing of the body outlives its refusal
-        await body.release()
+        body.release()
         await transport.reject(protocol.refusal(refused.code, refused.message, encoder))
-        return
-    await body.release()
+        return None
+    body.release()
 
     def build(view: ThreadView) -> RunRequest:
         request = protocol.to_run_request(parsed, thread_id, agent, view)
@@ -154,17 +173,21 @@ async def exchange(
                          else held.enter_async_context(ctx.app.launch(*args, principal=principal)))
         except UnknownThread as exc:
             await transport.not_found(exc, protocol.refusal(exc.code, exc.message, encoder))
-            return
+            return None
         except (InputRejected, StoreUnavailable) as exc:
             # the stream's refusal, with the error's headers where headers can go (RATE_LIMITED's and
             # SERVER_DRAINING's Retry-After)
             await transport.reject(protocol.refusal(exc.code, exc.message, encoder), exc.headers)
-            return
+            return None
         attached = run.agent.config.on_disconnect == "cancel" or not ctx.app.hosting_runs
         # admitted: the run holds what it needs (``build``'s request), not the body's parse, nor what
         # admission was handed (the asked ids, the two callbacks)
         parsed = args = build = broadcast = None  # noqa: F841
-        await origin(run, protocol, transport, first[0], attached=attached)
+        stream = origin(run, protocol, transport, first[0], attached=attached)
+        if held is None:
+            return stream
+        await stream  # the run's nursery is held here, around its stream
+    return None
 
 
 def parse_body(protocol: Protocol, data: bytes, content_type: str | None, *, known: bool = False) -> Any:
@@ -256,10 +279,12 @@ async def sse_exchange(ctx: StreamHost, protocol: Protocol, scope: dict, receive
                                  keepalive=server.keepalive_seconds, max_buffered=server.max_buffered_bytes,
                                  scope=scope, heartbeat=ctx.heartbeat)
     try:
-        await exchange(ctx, protocol, transport, body, content_type_of(scope), agent_id, principal_of(scope))
+        stream = await admit_stream(ctx, protocol, transport, body, content_type_of(scope), agent_id,
+                                    principal_of(scope))
     finally:
-        with trio.CancelScope(shield=True):
-            await body.release()
+        body.release()
+    if stream is not None:  # awaited here: the admission's frame is gone while it streams
+        await stream
 
 
 def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
@@ -288,13 +313,14 @@ async def serve_websocket(ctx: StreamHost, protocol: Protocol, scope: dict, rece
                 await request.reject(protocol.refusal(refused.code, refused.message, protocol.encoder(None)))
                 return
         message = Body(body if len(body) <= MAX_BODY else None, bodies)
-        served = exchange(ctx, protocol, request, message, ws.CONTENT_TYPE, agent_id, principal_of(scope))
+        admitted = admit_stream(ctx, protocol, request, message, ws.CONTENT_TYPE, agent_id, principal_of(scope))
         del body  # exchange drops it once parsed: this frame must not keep it for the stream's life
         try:
-            await served
+            stream = await admitted
         finally:
-            with trio.CancelScope(shield=True):
-                await message.release()
+            message.release()
+        if stream is not None:  # awaited here: the admission's frame is gone while it streams
+            await stream
 
     await ws.serve_websocket(scope, receive, send, handle, protocol.refusal, ping_seconds=server.ws_ping_seconds,
                              max_buffered=server.max_buffered_bytes)

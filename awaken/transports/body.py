@@ -113,8 +113,9 @@ class Body:
         data, self.data = self.data, None
         return data
 
-    async def release(self) -> None:
-        """Give the large-body slot back (idempotent); call it once the body is parsed or dropped."""
+    def release(self) -> None:
+        """Give the large-body slot back (idempotent); call it once the body is parsed or dropped.
+        Synchronous: a cancellation cannot come between a request and the release of its slot."""
         self.data = None
         bodies, self._bodies = self._bodies, None
         if bodies is not None:
