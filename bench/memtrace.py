@@ -2,7 +2,8 @@
 
 Runs ``awaken serve`` under tracemalloc (``--child``: ``SIGUSR1`` takes a snapshot, ``SIGUSR2`` writes
 the difference from the first one as lines ``bytes count file:line``; with ``BENCH_TRACE_FRAMES=N`` in
-the environment, N frames per site, ``file:line <- file:line ...`` innermost first;
+the environment, N frames per site, ``file:line <- file:line ...`` innermost first; with
+``BENCH_TRACE_SETTLE=S``, the open streams' snapshot S seconds after the last one's first delta, not 0.5;
 ``python -m bench.slowclients --trace`` uses it between bursts), then drives it as
 ``bench/measure.py`` does: 200 paced AG-UI/SSE streams held open, then 400 runs left waiting (agent
 ``guarded``). For each it prints the bytes per stream (per run) that Python allocated, grouped by the
