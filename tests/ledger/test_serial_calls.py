@@ -21,14 +21,14 @@ class Boom(Exception):
     pass
 
 
-def gate() -> tuple[threading.Event, threading.Event]:
+def held_in_thread() -> tuple[threading.Event, threading.Event]:
     """(entered, release): a call that sets ``entered`` and waits for ``release`` holds its hop open."""
     return threading.Event(), threading.Event()
 
 
 async def hold_hop(calls: SerialCalls, nursery: trio.Nursery, log: list[str]) -> threading.Event:
     """Start a call that holds its hop until the returned event is set; return once it is in the thread."""
-    entered, release = gate()
+    entered, release = held_in_thread()
 
     def held() -> str:
         entered.set()
@@ -160,7 +160,7 @@ async def test_a_call_cancelled_before_it_starts_never_runs_and_blocks_nothing()
 async def test_a_call_in_its_hop_finishes_and_its_caller_sees_the_cancellation() -> None:
     calls = SerialCalls(trio.CapacityLimiter(1))
     log: list[str] = []
-    entered, release = gate()
+    entered, release = held_in_thread()
     returned: list[object] = []
 
     def held() -> str:
