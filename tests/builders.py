@@ -125,6 +125,32 @@ def live_tasks(suffix: str) -> int:
     return count
 
 
+class RecordingFeed:
+    """An ``sse.Feed`` driven by a test: what it was handed, and the task its ``finish`` ran in (None: it
+    did not run)."""
+
+    def __init__(self) -> None:
+        self.put: Any = None
+        self.end: Any = None
+        self.finished_in: Any = None
+
+    def start(self, put: Any, end: Any) -> None:
+        self.put, self.end = put, end
+
+    async def finish(self) -> None:
+        self.finished_in = trio.lowlevel.current_task()
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_in is not None
+
+
+async def never_receive() -> dict[str, Any]:
+    """An ASGI ``receive`` whose client never says anything (nor goes)."""
+    await trio.sleep_forever()
+    raise AssertionError("unreachable")
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as s:

@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 from awaken.transports.sse import COALESCE_BYTES, FrameBuffer
-from tests.builders import agui_body, held, live_server, make_config, release
+from tests.builders import RecordingFeed, agui_body, held, live_server, make_config, never_receive, release
 
 
 async def test_frames_queued_while_a_send_is_in_flight_are_coalesced():
@@ -136,21 +136,6 @@ async def test_after_the_run_ends_the_watcher_waits_without_spinning(autojump_cl
 
 
 
-class RecordingFeed:
-    """An ``sse.Feed``: what it was handed, and the task its ``finish`` ran in."""
-
-    def __init__(self) -> None:
-        self.put: Any = None
-        self.end: Any = None
-        self.finished_in: Any = None
-
-    def start(self, put: Any, end: Any) -> None:
-        self.put, self.end = put, end
-
-    async def finish(self) -> None:
-        self.finished_in = trio.lowlevel.current_task()
-
-
 async def test_a_feed_runs_in_the_writers_task_until_its_end_and_finishes_there():
     from awaken.transports.sse import stream
 
@@ -159,10 +144,6 @@ async def test_a_feed_runs_in_the_writers_task_until_its_end_and_finishes_there(
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
-
-    async def never_receive() -> dict[str, Any]:
-        await trio.sleep_forever()
-        raise AssertionError("unreachable")
 
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:

@@ -27,11 +27,13 @@ from hypercorn.config import Config as HypercornConfig
 from awaken.runtime.tcp import AppQueue, NotifyingTaskGroup, app_queue_in
 from awaken.transports.sse import KEEPALIVE, FrameBuffer, Heartbeat, stream
 from tests.builders import (
+    RecordingFeed,
     agui_body,
     held,
     live_server,
     live_tasks,
     make_config,
+    never_receive,
     parse_sse,
     read_until,
     release,
@@ -45,21 +47,6 @@ async def drain(buffer: FrameBuffer) -> bytes | None:
     with trio.move_on_after(0):
         return await buffer.take()
     return None
-
-
-class RecordingFeed:
-    """An ``sse.Feed`` driven by the test: what it was handed, and whether its ``finish`` ran."""
-
-    def __init__(self) -> None:
-        self.put: Any = None
-        self.end: Any = None
-        self.finished = False
-
-    def start(self, put: Any, end: Any) -> None:
-        self.put, self.end = put, end
-
-    async def finish(self) -> None:
-        self.finished = True
 
 
 def notice() -> tuple[AppQueue, trio.MemoryReceiveChannel]:
@@ -180,10 +167,6 @@ async def _written(frames: list[list[bytes]], *, notified: bool) -> list[dict[st
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
-
-    async def never_receive() -> dict[str, Any]:
-        await trio.sleep_forever()
-        raise AssertionError("unreachable")
 
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
