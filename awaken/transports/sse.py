@@ -144,8 +144,7 @@ class FrameBuffer:
             del self._chunks[self._pieced:]
             self._chunks.append(piece)
             self._pieced = len(self._chunks)
-        if self._waiter:
-            self._waiter.wake()
+        self._waiter.wake()
 
     def discard(self) -> None:
         """Drop what is queued (the connection is gone)."""
@@ -154,8 +153,7 @@ class FrameBuffer:
 
     def close(self) -> None:
         self._closed = True
-        if self._waiter:
-            self._waiter.wake()
+        self._waiter.wake()
 
     def abandon(self) -> None:
         """The writer stops: what is queued is dropped, nothing more is queued, and ``take`` returns None

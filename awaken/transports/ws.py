@@ -205,8 +205,7 @@ class Outbox:
         return batch
 
     def _wake(self) -> None:
-        if self._waiter:
-            self._waiter.wake()
+        self._waiter.wake()
 
 
 def slices(texts: list[str], size: int) -> Iterator[list[str]]:
