@@ -44,6 +44,7 @@ from awaken.config.edge import Authority, split_authority
 from awaken.core.asgi import header_of
 from awaken.core.errors import error_response
 from awaken.http.cors import CorsPolicy
+from awaken.runtime.tuning import HOST_ANSWERS as KNOWN_HOSTS
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -59,8 +60,6 @@ HOST_CODE = "HOST_NOT_ALLOWED"
 ORIGIN_CODE = "ORIGIN_NOT_ALLOWED"
 #: the close code refusing a WebSocket upgrade where the server cannot answer it with the 403
 CLOSE_REFUSED = 1008
-#: how many ``Host`` values' answers a policy keeps
-KNOWN_HOSTS = 64
 
 _ORIGIN = re.compile(r"^(?P<scheme>https?)://(?P<authority>[^/?#@\s]+)$")
 
@@ -122,6 +121,8 @@ class HostPolicy:
             return known
         authority = split_authority(host)
         answer = authority is not None and self._answers_to(authority)
+        if KNOWN_HOSTS <= 0:
+            return answer
         if len(self._known_hosts) >= KNOWN_HOSTS:
             self._known_hosts.clear()  # a client sending many names: start again
         self._known_hosts[host] = answer

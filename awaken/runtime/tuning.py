@@ -61,6 +61,13 @@ HOT_MIN_KEEP = 200
 #: estimated bytes per committed id beyond the string itself (its set slot, amortised; tracemalloc)
 HOT_ID_OVERHEAD = 40
 
+# -- the HTTP edge (``awaken.http.hosts``) ----------------------------------------------------------------
+
+#: how many ``Host`` header values' answers (this server's name or not) the Host check keeps, so a
+#: keep-alive client's every request is one dict lookup (the A/B in ``bench/REPORT.md``, 2026-12-03
+#: later); 0: every request is checked afresh
+HOST_ANSWERS = 64
+
 # -- the ledgers' worker thread (``awaken.ledger.serial``) -----------------------------------------------
 
 #: the most calls of the SQLite or file ledger that one worker-thread hop carries: the calls queued
