@@ -310,6 +310,10 @@ async def measure(name: str, args: argparse.Namespace, root: Path) -> dict[str, 
                             await trio.sleep(0.1)
                         while detached_ids and await still_running(server.port, detached_ids):
                             await trio.sleep(0.5)
+                        # the probes' own connections (``still_running``) are closed by now; the server
+                        # lets go of them once it reads their end: counted only after that
+                        while held_connections(server.pid, server.port) > len(opened):
+                            await trio.sleep(0.1)
                         release_s = trio.current_time() - started
                     still_held = held_connections(server.pid, server.port) - len(opened)
                     if sockets_count and len(opened) != sockets_count:
