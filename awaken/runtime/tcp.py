@@ -64,6 +64,7 @@ from hypercorn.trio.task_group import TaskGroup
 from hypercorn.trio.tcp_server import TCPServer
 
 from awaken.runtime import accept
+from awaken.runtime.heldchunks import hold_chunks
 from awaken.runtime.tuning import READ_SIZE
 
 log = logging.getLogger("awaken.tcp")
@@ -222,7 +223,9 @@ class WriteDeadlineServer(TCPServer):
 
     async def _read_data(self) -> None:
         """hypercorn's read loop with ``READ_SIZE`` reads; once the read side ended, the idle task is
-        stopped (nothing more will arrive: the connection does not wait ``keep_alive_timeout`` to close)."""
+        stopped (nothing more will arrive: the connection does not wait ``keep_alive_timeout`` to close).
+        An HTTP/1.1 connection's h11 parser holds its reads as they came (``heldchunks``)."""
+        hold_chunks(getattr(getattr(self.protocol, "protocol", None), "connection", None))
         while True:
             try:
                 with trio.fail_after(self.config.read_timeout or math.inf):

@@ -102,6 +102,10 @@ SWITCH_INTERVAL = 0.001
 #: cost 1.68-1.74 ms more than a 1-byte one with 64 KiB reads, 1.08-1.16 ms with 256 KiB; 512 KiB and
 #: 1 MiB measured the same as 256 KiB (a raw ASGI app under hypercorn, ``bench/README.md``)
 READ_SIZE = 256 * 1024
+#: a connection's read of at least this many bytes that arrives while h11 holds nothing is kept as it came,
+#: and a read that is wholly body goes to the app as that very object (``awaken.runtime.heldchunks``:
+#: h11 and hypercorn otherwise copied each body byte four times; ``bench/REPORT.md``); 0: h11's own buffer
+HELD_CHUNK_BYTES = 16 * 1024
 #: queued SSE frames are joined into one block once this many of their bytes wait behind the socket
 #: (large enough to be mapped on its own: ``MMAP_THRESHOLD``; ``python -m bench.slowclients``)
 COALESCE_BYTES = 256 * 1024
