@@ -23,7 +23,8 @@ connections held, measured: ``bench/HISTORY.md``.
 It reads up to ``READ_SIZE`` (256 KiB) at a time where hypercorn reads 64 KiB: every read goes
 through h11, hypercorn's stream and the app's queue, so a large replayed history takes fewer of those
 trips (the figures: ``bench/HISTORY.md``). A read returns what has arrived, so a small request reads
-as before.
+as before. Its h11 parser holds each large read as it came, so a read that is wholly body reaches the
+app without being copied (``awaken/runtime/heldchunks.py``).
 
 Closing a connection and restarting its idle timer (hypercorn's ``Closed`` and ``Updated``) are
 shielded from cancellation: hypercorn runs them inside the task of the request that ended, and an
