@@ -21,7 +21,7 @@ def held_connection() -> h11.Connection:
     return connection
 
 
-def request(body: bytes, *, chunked: bool = False, upgrade: bool = False) -> bytes:
+def framed_request(body: bytes, *, chunked: bool = False, upgrade: bool = False) -> bytes:
     head = b"POST /v1/ag-ui HTTP/1.1\r\nhost: 127.0.0.1\r\n"
     if upgrade:
         head += b"connection: upgrade\r\nupgrade: websocket\r\n"
@@ -84,9 +84,9 @@ bodies = st.one_of(st.binary(max_size=64), st.integers(0, 3 * HELD_CHUNK_BYTES).
                 min_size=1, max_size=40))
 def test_a_held_buffer_parses_every_stream_as_h11s_own(requests: list[tuple[bytes, bool]], upgrade: bool,
                                                         garbage: bool, sizes: list[int]) -> None:
-    stream = b"".join(request(body, chunked=chunked) for body, chunked in requests)
+    stream = b"".join(framed_request(body, chunked=chunked) for body, chunked in requests)
     if upgrade:
-        stream += request(b"", upgrade=True) + b"\x81\x05hello" * 10
+        stream += framed_request(b"", upgrade=True) + b"\x81\x05hello" * 10
     if garbage:
         stream += b"\x16\x03\x01 not http\r\n\r\n"
     reads = cut(stream, sizes)
@@ -96,7 +96,7 @@ def test_a_held_buffer_parses_every_stream_as_h11s_own(requests: list[tuple[byte
 def test_a_read_that_is_wholly_body_is_handed_on_as_it_came() -> None:
     connection = held_connection()
     body = b"x" * (3 * HELD_CHUNK_BYTES)
-    head = request(body)[:-len(body)]
+    head = framed_request(body)[:-len(body)]
     connection.receive_data(head)
     assert type(connection.next_event()) is h11.Request
     second = body[:2 * HELD_CHUNK_BYTES]
