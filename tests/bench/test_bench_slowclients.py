@@ -48,4 +48,6 @@ def test_the_mixed_burst_leaves_no_connection_garbage(tmp_path):
     assert all(s is not None for s in row["release_each_burst"]), row
     assert "opened" not in proc.stderr and "failed" not in proc.stderr, proc.stderr[-2000:]
     # 2 bursts of 18 connections: hundreds of garbage objects before the fix, a few (the bench's own) now
-    assert row["stats_collected"].get("garbage_objects", 0) < 100, row["stats_collected"]
+    collected = row["stats_collected"]
+    assert collected.get("garbage_objects", 0) < 100, (collected.get("garbage_objects"), collected.get("garbage_types"),
+                                                       collected.get("tasks"))
