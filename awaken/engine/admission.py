@@ -358,6 +358,7 @@ class RunApplication:
         agent = self.agents.get(agent_id)
         # the caller's caps come first: refusing costs nothing and says nothing about the thread
         slot = self.limiter.acquire(principal)
+        waited: AdmittedRun | None = None
         while thread_id in self._active or thread_id in self._deleting:
             slot.refund()
             exists, owner = await self.owner_of(thread_id)
@@ -369,15 +370,22 @@ class RunApplication:
                     f"thread {thread_id!r}: the outcome of run {holder.run_id!r} could not be committed (the "
                     "ledger is failing); the thread takes new input once it is committed: retry when /readyz is 200")
             if holder is not None and holder.unsettled is not None:
-                raise InputRejected(
-                    f"thread {thread_id!r}: the outcome of run {holder.run_id!r} is still being committed; "
-                    "retry in a few seconds", code="THREAD_BUSY")
-            if holder is None or agent.config.on_new_input == "reject":
+                if holder.reconciling or holder is waited:
+                    raise InputRejected(
+                        f"thread {thread_id!r}: the outcome of run {holder.run_id!r} is still being committed; "
+                        "retry in a few seconds", code="THREAD_BUSY")
+                # the run has ended and its outcome's own commit is under way (a client that stopped a stream
+                # and sends again at once): it is waited for as a run that ends, within that commit's bound
+                waited = holder
+                with trio.move_on_after(FINAL_COMMIT_TIMEOUT + 1):
+                    await holder.settled()
+            elif holder is None or agent.config.on_new_input == "reject":
                 raise InputRejected(
                     f"thread {thread_id!r} already has an active run; send the next input when it ends",
                     code="THREAD_BUSY",
                 )
-            await self._make_way(holder, agent.config.on_new_input)
+            else:
+                await self._make_way(holder, agent.config.on_new_input)
             if self.draining:
                 raise ServerDraining("the server is shutting down and starts no new run; send it again in a "
                                      "few seconds (to this server once it is back, or to another one)")

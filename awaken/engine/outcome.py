@@ -11,7 +11,8 @@ never ran, are not in it.
 
 A final commit that cannot happen in time (the store is slow or failing) is not given up: the run
 keeps its outcome pending in its ``RunState`` (``run.unsettled``), the failure is logged, the thread stays claimed
-(``THREAD_BUSY`` while the store is only slow with the commit, ``STORE_UNAVAILABLE`` once the store
+(new input waits while the run's own commit is under way, then ``THREAD_BUSY`` while the store is only slow
+with it: admission's ``_reserve``; ``STORE_UNAVAILABLE`` once the store
 refused it: ``run.outcome_refused``), and the reconciler (``reconcile.py``) commits it once the store answers and only
 then frees the thread. No run is ever left ``running`` next to a newer run on its thread.
 """

@@ -106,6 +106,11 @@ class AdmittedRun(RunBase):
             self.cancel(Cause.SHUTDOWN)
             await trio.lowlevel.checkpoint()  # the cancellation lands here, between two steps
 
+    @property
+    def reconciling(self) -> bool:
+        """Its outcome's own commit gave up (the store was slow or failing): the reconciler commits it."""
+        return self._reconciling
+
     async def settled(self) -> RunStatus:
         """Wait until the run's outcome is committed (or could not be) and it left the registry."""
         await self._settled.wait()

@@ -13,6 +13,7 @@ import os
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from awaken.core import events as ev
 from awaken.core.errors import ConfigError, InputRejected
@@ -111,6 +112,45 @@ async def test_a_disconnected_run_whose_final_commit_is_slow_never_runs_beside_t
         assert (record.status, record.error_message) == (RunStatus.INTERRUPTED, "the client disconnected")
         third = await post_agui(client, agui_body("z", "r3", [*first, {"id": "m3", "role": "user", "content": "hi"}]))
         assert third[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_new_input_sent_as_the_client_stops_its_stream_waits_for_the_interrupted_commit(tmp_path, monkeypatch):
+    """A page that stops a stream and sends again at once (useChat's edit of a message): the first run's
+    ``interrupted`` outcome is being committed when the new input arrives. The new input waits for that
+    commit, as for a run that ends, and its run starts: no ``THREAD_BUSY``."""
+    async with live_server(make_config(tmp_path)) as srv, srv.client() as client:
+        ledger = srv.ctx.ledger
+        store_answers, attempted = trio.Event(), trio.Event()
+        real_commit = ledger.commit
+
+        async def held_commit(thread_id, run_id, commit):  # noqa: ANN001, ANN202 - the ledger's signature
+            if commit.status is RunStatus.INTERRUPTED:
+                attempted.set()
+                await store_answers.wait()
+            return await real_commit(thread_id, run_id, commit)
+
+        monkeypatch.setattr(ledger, "commit", held_commit)
+        first = [{"id": "m1", "role": "user", "content": held("stopped")}]
+        async with client.stream("POST", "/v1/ag-ui", json=agui_body("s", "r1", first)) as response:
+            async for chunk in response.aiter_bytes():  # the run holds after its first delta
+                if b"TEXT_MESSAGE_CONTENT" in chunk:
+                    break
+        with trio.fail_after(10):
+            await attempted.wait()  # the client is gone: the run is committing `interrupted`
+        answers: list[list[dict]] = []
+
+        async def send_again() -> None:
+            answers.append(await post_agui(client, agui_body("s", "r2", [*first, {"id": "m2", "role": "user",
+                                                                                  "content": "again"}])))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send_again)
+            await trio.testing.wait_all_tasks_blocked()
+            assert answers == []  # admitted nowhere yet: it waits for the first run's outcome
+            store_answers.set()
+        assert answers[0][-1]["type"] == "RUN_FINISHED", answers[0][-1]
+        assert [(r.run_id, r.status) for r in await ledger.list_runs("s")] == [
+            ("r1", RunStatus.INTERRUPTED), ("r2", RunStatus.COMPLETED)]
 
 
 # -- the store: readiness, a vanished file, durability (findings 8 and 10) -------------------------
