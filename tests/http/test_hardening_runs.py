@@ -69,6 +69,29 @@ async def test_a_final_commit_the_store_cannot_take_in_time_keeps_the_thread_bus
         server.cancel_scope.cancel()
 
 
+async def stopped_while_committing(client, ledger, monkeypatch, thread_id: str,  # noqa: ANN001 - test objects
+                                   first: list[dict]) -> trio.Event:
+    """Hold ``ledger``'s ``interrupted`` commits until the returned event is set; start run ``r1`` on
+    ``thread_id``, go once its first delta arrived, and return once the run is committing ``interrupted``."""
+    store_answers, attempted = trio.Event(), trio.Event()
+    real_commit = ledger.commit
+
+    async def held_commit(thread_id, run_id, commit):  # noqa: ANN001, ANN202 - the ledger's signature
+        if commit.status is RunStatus.INTERRUPTED:
+            attempted.set()
+            await store_answers.wait()
+        return await real_commit(thread_id, run_id, commit)
+
+    monkeypatch.setattr(ledger, "commit", held_commit)
+    async with client.stream("POST", "/v1/ag-ui", json=agui_body(thread_id, "r1", first)) as response:
+        async for chunk in response.aiter_bytes():  # the run holds after its first delta
+            if b"TEXT_MESSAGE_CONTENT" in chunk:
+                break
+    with trio.fail_after(10):
+        await attempted.wait()  # the client is gone: the run is committing `interrupted`
+    return store_answers
+
+
 async def test_a_disconnected_run_whose_final_commit_is_slow_never_runs_beside_the_next_run_on_its_thread(
         tmp_path, monkeypatch, caplog):
     """Finding 1 over HTTP: the client goes while its run streams and the store is too slow to take the
@@ -78,23 +101,8 @@ async def test_a_disconnected_run_whose_final_commit_is_slow_never_runs_beside_t
     caplog.set_level(logging.WARNING, logger="awaken.engine")
     async with live_server(make_config(tmp_path)) as srv, srv.client() as client:
         ledger = srv.ctx.ledger
-        store_answers, attempted = trio.Event(), trio.Event()
-        real_commit = ledger.commit
-
-        async def slow_commit(thread_id, run_id, commit):  # noqa: ANN001, ANN202 - the ledger's signature
-            if commit.status is RunStatus.INTERRUPTED:
-                attempted.set()
-                await store_answers.wait()
-            return await real_commit(thread_id, run_id, commit)
-
-        monkeypatch.setattr(ledger, "commit", slow_commit)
         first = [{"id": "m1", "role": "user", "content": held("zombie")}]
-        async with client.stream("POST", "/v1/ag-ui", json=agui_body("z", "r1", first)) as response:
-            async for chunk in response.aiter_bytes():  # the run holds after its first delta
-                if b"TEXT_MESSAGE_CONTENT" in chunk:
-                    break
-        with trio.fail_after(10):
-            await attempted.wait()  # the client is gone: the run is committing `interrupted`
+        store_answers = await stopped_while_committing(client, ledger, monkeypatch, "z", first)
         with trio.fail_after(10):  # the final commit has given up waiting (and said so)
             while not any("r1" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING):
                 await trio.sleep(0.01)
@@ -120,23 +128,8 @@ async def test_new_input_sent_as_the_client_stops_its_stream_waits_for_the_inter
     commit, as for a run that ends, and its run starts: no ``THREAD_BUSY``."""
     async with live_server(make_config(tmp_path)) as srv, srv.client() as client:
         ledger = srv.ctx.ledger
-        store_answers, attempted = trio.Event(), trio.Event()
-        real_commit = ledger.commit
-
-        async def held_commit(thread_id, run_id, commit):  # noqa: ANN001, ANN202 - the ledger's signature
-            if commit.status is RunStatus.INTERRUPTED:
-                attempted.set()
-                await store_answers.wait()
-            return await real_commit(thread_id, run_id, commit)
-
-        monkeypatch.setattr(ledger, "commit", held_commit)
         first = [{"id": "m1", "role": "user", "content": held("stopped")}]
-        async with client.stream("POST", "/v1/ag-ui", json=agui_body("s", "r1", first)) as response:
-            async for chunk in response.aiter_bytes():  # the run holds after its first delta
-                if b"TEXT_MESSAGE_CONTENT" in chunk:
-                    break
-        with trio.fail_after(10):
-            await attempted.wait()  # the client is gone: the run is committing `interrupted`
+        store_answers = await stopped_while_committing(client, ledger, monkeypatch, "s", first)
         answers: list[list[dict]] = []
 
         async def send_again() -> None:
