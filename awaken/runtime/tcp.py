@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -206,11 +207,15 @@ class WriteDeadlineServer(TCPServer):
             await super().protocol_send(event)
             return
         async with self.send_lock:
+            data = event.data
+            taken = self._write_at_once(data)
+            if taken == len(data):
+                return
             # Shielded as hypercorn's own write (the app's cancellation must not cut a frame in two);
             # the scope's own deadline is not shielded from: it is the one way this write ends early.
             with trio.CancelScope(shield=True) as write:
                 try:
-                    await self._send_all(event.data, write)
+                    await self._send_all(data, write, taken)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     await self.protocol.handle(Closed())
                     return
@@ -239,8 +244,23 @@ class WriteDeadlineServer(TCPServer):
         await self.protocol.handle(Closed())
         await self.idle_task.stop()
 
-    async def _send_all(self, data: bytes, write: trio.CancelScope) -> None:
-        """``stream.send_all(data)``, the deadline of ``write`` pushed back whenever the socket takes bytes."""
+    def _write_at_once(self, data: bytes) -> int:
+        """How much of ``data`` the socket took without waiting: all of it, but for a client that reads
+        slower than the server writes. Only what is left needs a deadline: a cancel scope with one
+        costs its creation and its entry in trio's deadline heap, where it stays, stale, until the heap
+        is pruned (about a thousand writes later). An error, or a TLS stream, leaves it all to
+        ``_send_all``, which raises what trio would."""
+        socket = getattr(self.stream, "socket", None)
+        if socket is None or not data:
+            return 0
+        try:
+            return os.write(socket.fileno(), data)  # the socket is non-blocking (trio made it so)
+        except OSError:
+            return 0
+
+    async def _send_all(self, data: bytes, write: trio.CancelScope, total: int = 0) -> None:
+        """``stream.send_all(data[total:])``, the deadline of ``write`` pushed back whenever the socket
+        takes bytes."""
         assert self.write_timeout is not None
         write.deadline = trio.current_time() + self.write_timeout
         socket = getattr(self.stream, "socket", None)
@@ -248,7 +268,6 @@ class WriteDeadlineServer(TCPServer):
             await self.stream.send_all(data)
             return
         with memoryview(data) as view:
-            total = 0
             while True:
                 try:
                     with view[total:] as rest:
