@@ -66,9 +66,8 @@ class Wakeup:
         if self._task is not None:
             raise RuntimeError("a Wakeup is waited on by one task at a time")
         self._task = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(self._abort)  # a bound method: no closure per wait
 
-        def abort(_: object) -> trio.lowlevel.Abort:
-            self._task = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
+    def _abort(self, _: object) -> trio.lowlevel.Abort:
+        self._task = None
+        return trio.lowlevel.Abort.SUCCEEDED

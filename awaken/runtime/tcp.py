@@ -232,10 +232,15 @@ class WriteDeadlineServer(TCPServer):
         stopped (nothing more will arrive: the connection does not wait ``keep_alive_timeout`` to close).
         An HTTP/1.1 connection's h11 parser holds its reads as they came (``heldchunks``)."""
         hold_chunks(getattr(getattr(self.protocol, "protocol", None), "connection", None))
+        socket = getattr(self.stream, "socket", None)
+        timeout = self.config.read_timeout
         while True:
             try:
-                with trio.fail_after(self.config.read_timeout or math.inf):
-                    data = await self.stream.receive_some(READ_SIZE)
+                if socket is not None and not timeout:
+                    data = await _receive(socket)
+                else:  # TLS, or a read deadline: trio's stream, as hypercorn reads
+                    with trio.fail_after(timeout or math.inf):
+                        data = await self.stream.receive_some(READ_SIZE)
             except (trio.ClosedResourceError, trio.BrokenResourceError, trio.TooSlowError):
                 break
             await self.protocol.handle(RawData(data))
@@ -277,6 +282,30 @@ class WriteDeadlineServer(TCPServer):
                 if total >= len(view):
                     return
                 write.deadline = trio.current_time() + self.write_timeout  # bytes moved: a new deadline
+
+
+async def _receive(socket: trio.socket.SocketType) -> bytes:
+    """What ``SocketStream.receive_some(READ_SIZE)`` returns (b"" at the client's end), read from the
+    socket itself: one scheduling point per read, as trio's, without the layers between (its error
+    translation and conflict check, each a frame or a context manager that stays alive with every
+    connection waiting for its next request, and, in hypercorn's loop, a ``fail_after`` with no deadline).
+
+    The descriptor is asked for at each try, with no checkpoint before the read: a socket closed
+    meanwhile has none (-1), and its number cannot be another connection's by then. A socket closed
+    while this waits raises ``ClosedResourceError`` (trio's ``notify_closing``)."""
+    waited = False
+    while True:
+        try:
+            data = os.read(socket.fileno(), READ_SIZE)  # non-blocking (trio made it so)
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(socket)  # the scheduling point
+            waited = True
+            continue
+        except OSError as exc:
+            raise trio.BrokenResourceError(exc) from exc
+        if not waited:  # it read at once: the scheduling point, after the read as trio's
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return data
 
 
 def drop_connection(server: TCPServer) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 import trio
@@ -80,10 +81,35 @@ class _Framed:
         self.feed = feed
 
     def start(self, put: Put, end: Callable[[], None]) -> None:
-        self.feed.start(lambda position, payload: put(sse_frame_at(position, payload)), end)
+        self.feed.start(_Framer(put), end)
 
     async def finish(self) -> None:
         await self.feed.finish()
+
+
+class _Framer:
+    """One payload (and its position), framed, to ``put``: what a ``_Framed`` feed delivers to. It refers
+    to nothing of the feed's (the feed holds it: a reference back would make each stream a cycle)."""
+
+    __slots__ = ("put",)
+
+    def __init__(self, put: Put) -> None:
+        self.put = put
+
+    def __call__(self, position: bytes | None, payload: bytes) -> None:
+        self.put(sse_frame_at(position, payload))
+
+
+class _TooSlow:
+    """What a stream's overflow does to its run: stop it, because its client could not keep up."""
+
+    __slots__ = ("run",)
+
+    def __init__(self, run: Interruptible) -> None:
+        self.run = run
+
+    def __call__(self) -> None:
+        self.run.cancel(Cause.CLIENT_TOO_SLOW)
 
 
 # queued frames are joined into one block once ``COALESCE_BYTES`` of them wait behind the socket (a
@@ -283,8 +309,8 @@ class SseTransport:
 
         fed = _Framed(producer) if is_feed(producer) else produce
         return stream(self.send, self.receive, self.headers, fed, keepalive=self.keepalive,
-                      max_buffered=self.max_buffered, on_overflow=lambda: run.cancel(Cause.CLIENT_TOO_SLOW),
-                      timed_out=lambda: timed_out_in(self.scope), app_queue=app_queue_in(self.scope),
+                      max_buffered=self.max_buffered, on_overflow=_TooSlow(run),
+                      timed_out=partial(timed_out_in, self.scope), app_queue=app_queue_in(self.scope),
                       heartbeat=self.heartbeat)
 
     async def reject(self, wire: list[WireEvent], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
@@ -390,22 +416,12 @@ async def _stream_unwatched(send: ASGISend, headers: list[tuple[bytes, bytes]], 
     ``finish`` run (it stops an attached run: ``client_gone``). Both are unregistered at the end.
     """
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-
-    def overflow() -> None:
-        on_overflow()
-        buffer.abandon()
-
-    buffer = FrameBuffer(max_buffered, overflow)
-
-    def gone() -> None:
-        if timed_out():  # the write deadline closed the connection: the client was too slow
-            on_overflow()
-        buffer.abandon()
-
+    ending = _Ending(on_overflow, timed_out)
+    buffer = ending.buffer = FrameBuffer(max_buffered, ending.overflow)
     finished = False
     heartbeat.add(buffer)
     try:
-        app_queue.on_disconnect(gone)  # at once when the client already went
+        app_queue.on_disconnect(ending.gone)  # at once when the client already went
         feed.start(buffer.put, buffer.close)
         while (data := await buffer.take()) is not None:
             await send({"type": "http.response.body", "body": data, "more_body": True})
@@ -413,11 +429,12 @@ async def _stream_unwatched(send: ASGISend, headers: list[tuple[bytes, bytes]], 
     finally:
         app_queue.on_disconnect(None)
         heartbeat.discard(buffer)
-        # nothing more is queued, so nothing more overflows: ``overflow`` (which refers to the buffer and,
+        # nothing more is queued, so nothing more overflows: ``ending`` (which refers to the buffer and,
         # through ``on_overflow``, to the run) is let go, or the two would outlive the stream as a cycle
         # that only a full collection frees (``GC_THRESHOLDS``)
         buffer.close()
         buffer.on_overflow = _no_overflow
+        ending.buffer = None
         await feed.finish()
     if finished:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -426,6 +443,30 @@ async def _stream_unwatched(send: ASGISend, headers: list[tuple[bytes, bytes]], 
         buffer.discard()
         memory.request_trim(buffer.limit)  # what it may have held
     # else: the client is gone: nothing more to write
+
+
+class _Ending:
+    """How an unwatched stream ends early (its buffer abandoned): ``overflow``, its client could not keep
+    up; ``gone``, its client went (too slow, when the write deadline closed the connection). One object
+    with two bound methods, where two closures cost three cells and two tuples beside them."""
+
+    __slots__ = ("buffer", "on_overflow", "timed_out")
+
+    def __init__(self, on_overflow: Callable[[], None], timed_out: Callable[[], bool]) -> None:
+        self.on_overflow = on_overflow
+        self.timed_out = timed_out
+        self.buffer: FrameBuffer | None = None
+
+    def overflow(self) -> None:
+        self.on_overflow()
+        if self.buffer is not None:
+            self.buffer.abandon()
+
+    def gone(self) -> None:
+        if self.timed_out():  # the write deadline closed the connection: the client was too slow
+            self.on_overflow()
+        if self.buffer is not None:
+            self.buffer.abandon()
 
 
 def _no_overflow() -> None:

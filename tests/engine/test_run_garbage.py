@@ -16,7 +16,17 @@ from awaken.engine.state import RunStatus
 from awaken.http.context import ServerContext
 from awaken.streams.broadcast import RunBroadcast
 from awaken.wires.protocol import RunRequest
-from tests.builders import default_config_data, make_config, user_message
+from tests.builders import (
+    agui_body,
+    call,
+    default_config_data,
+    live_server,
+    make_config,
+    post_agui,
+    types,
+    user,
+    user_message,
+)
 
 
 def server_garbage() -> list[str]:
@@ -56,3 +66,21 @@ async def test_a_completed_run_and_a_waiting_run_leave_no_cycle(tmp_path: Path) 
             assert server_garbage() == []
     finally:
         await ctx.aclose()
+
+
+async def test_runs_streamed_over_a_live_connection_leave_no_cycle(tmp_path: Path) -> None:
+    """The same through the whole server, on its common path (hypercorn's connection, the edge, the SSE
+    transport without a watcher task, the run's broadcast and its origin feed): a completed run and a
+    waiting run, streamed over one keep-alive connection, leave nothing only a full collection frees."""
+    agents = default_config_data()["agents"]
+    agents["guarded"] = {"model": "scripted", "tools": ["calculator"], "default_permission": "ask"}
+    async with live_server(make_config(tmp_path, agents=agents)) as server, server.client() as client:
+        await post_agui(client, agui_body("t-warm", "r-warm", [user("u1", "warm up")]))
+        gc.collect()  # what serving the first request left (imports, caches)
+        done = await post_agui(client, agui_body("t-done", "r-done", [user("u1", "hello there")]))
+        waiting = await post_agui(client, agui_body("t-wait", "r-wait", [user("u1", call("calculator", expression="1"))]),
+                                  "/v1/ag-ui/agents/guarded")
+        await trio.testing.wait_all_tasks_blocked()
+        assert types(done)[-1] == "RUN_FINISHED" and types(waiting)[-1] == "RUN_FINISHED"
+        assert server.ctx.app.active_count == 0
+        assert server_garbage() == []
