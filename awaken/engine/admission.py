@@ -92,6 +92,9 @@ from awaken.wires.protocol import Asks, ForkAt, RunRequest, ToolDecision, new_id
 
 log = logging.getLogger("awaken.engine")
 
+#: every hosted run's task is named this (trio would build a string per task from the function's name)
+RUN_TASK = "awaken.engine.admission.run"
+
 
 class Handoff:
     """A run admitted in the server's nursery for a request that waits for it (``RunApplication.start``):
@@ -249,7 +252,8 @@ class RunApplication:
         Admission runs in that task too and is handed back (``Handoff``), as ``nursery.start`` would."""
         assert self._host is not None, "start needs hosting(); launch works without it"
         handoff = Handoff()
-        self._host.start_soon(self._hosted, thread_id, agent_id, build, broadcast, asks, principal, self._host, handoff)
+        self._host.start_soon(self._hosted, thread_id, agent_id, build, broadcast, asks, principal, self._host, handoff,
+                              name=RUN_TASK)
         return await handoff.wait()
 
     async def _hosted(self, thread_id: str, agent_id: str | None, build: Callable[[ThreadView], RunRequest],

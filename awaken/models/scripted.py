@@ -30,7 +30,7 @@ name and no settings, and one ``ScriptedModel`` serves every agent.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import ClassVar
 
 import attrs
@@ -193,23 +193,6 @@ class ScriptedModel:
         emitted = 0
         if script.release:
             self.open_gate(script.release)
-
-        async def emit(kind: str, delta: str) -> None:
-            nonlocal emitted
-            await pacer.tick()
-            if kind == "text":
-                out.text(delta)
-            else:
-                out.reasoning(delta)
-            emitted += 1
-            if script.hold and emitted == 1:
-                await self._gate(script.hold).wait()
-            if script.fail:
-                raise ModelFailure("the scripted model failed as asked by /fail", code="MODEL_ERROR")
-
-        if script.think and not (results and script.calls):
-            for word in _split(script.think):
-                await emit("reasoning", word)
         if script.calls and not results:
             for index, (name, args) in enumerate(script.calls):
                 call_id = f"call_{uuid.uuid4().hex[:16]}"
@@ -222,6 +205,7 @@ class ScriptedModel:
                     emitted += 1
             await _report_usage(out, history, emitted)
             return
+        thinking = script.think if script.think and not (results and script.calls) else ""
         if results:
             said = "; ".join(f"{r.name} returned {r.content}" if r.status == "ok" else f"{r.name} failed: {r.content}"
                              for r in results)
@@ -236,8 +220,17 @@ class ScriptedModel:
             answer = " ".join(_WORDS[i % len(_WORDS)] for i in range(script.words))
         else:
             answer = f'You said: "{script.text or user_text.strip()}".'
-        for word in _split(answer):
-            await emit("text", word)
+        # the reasoning, then the answer, one word a delta; inline, not a helper coroutine: a paced run
+        # waits here, and every frame on its stack stays alive with it
+        for say, text in ((out.reasoning, thinking), (out.text, answer)):
+            for delta in _split(text):
+                await pacer.tick()
+                say(delta)
+                emitted += 1
+                if script.hold and emitted == 1:
+                    await self._gate(script.hold).wait()
+                if script.fail:
+                    raise ModelFailure("the scripted model failed as asked by /fail", code="MODEL_ERROR")
         await _report_usage(out, history, emitted)
 
 
@@ -261,19 +254,33 @@ def _split(text: str) -> Iterator[str]:
 
 
 class _Pacer:
+    """What is awaited before each delta: the delay, or now and then a checkpoint."""
+
     def __init__(self, delay: float) -> None:
         self.delay = delay
         self.count = 0
 
-    async def tick(self) -> None:
+    def tick(self) -> Awaitable[None]:
+        """To be awaited at once: trio's own sleep or checkpoint, or nothing (a plain function, so no
+        frame of its own stays on the stack of a run waiting out its delay)."""
         if self.delay > 0:
-            await trio.sleep(self.delay)
-            return
+            return trio.sleep_until(trio.current_time() + self.delay)  # noqa: ASYNC105 (the caller awaits it)
         self.count += 1
         if self.count == 2 or self.count % _CHECKPOINT_EVERY == 0:
-            await trio.lowlevel.checkpoint()
+            return trio.lowlevel.checkpoint()  # noqa: ASYNC105 (the caller awaits it)
+        return _NOW
 
 
+class _Now:
+    """An awaitable that is done at once (no checkpoint)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Iterator[None]:
+        return iter(())  # a new iterator each time: one instance serves every await
+
+
+_NOW = _Now()
 
 
 @attrs.frozen

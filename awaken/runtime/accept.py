@@ -55,6 +55,10 @@ def take_queued(sock: socket.socket, limit: int) -> list[socket.socket]:
     return taken
 
 
+#: every connection's task is named this: a name trio would build per task (a string each) from the function
+CONNECTION_TASK = "awaken.runtime.accept.connection"
+
+
 async def _run_handler(stream: trio.SocketStream, handler: Handler) -> None:
     try:
         await handler(stream)
@@ -80,7 +84,7 @@ async def _serve_one(listener: trio.SocketListener, handler_nursery: trio.Nurser
                     continue
                 for conn in connections:
                     stream = trio.SocketStream(trio.socket.from_stdlib_socket(conn))
-                    handler_nursery.start_soon(_run_handler, stream, handler)
+                    handler_nursery.start_soon(_run_handler, stream, handler, name=CONNECTION_TASK)
                 await trio.lowlevel.checkpoint()
 
 
