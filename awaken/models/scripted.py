@@ -39,7 +39,7 @@ import trio
 
 from awaken.core.errors import ModelFailure
 from awaken.core.media import describe_image
-from awaken.core.messages import ImagePart, Message, TextPart, Usage
+from awaken.core.messages import ImagePart, Message, TextPart, ToolResultPart, Usage
 from awaken.models import ModelOutput, ModelRequest
 
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
@@ -193,33 +193,9 @@ class ScriptedModel:
         emitted = 0
         if script.release:
             self.open_gate(script.release)
-        if script.calls and not results:
-            for index, (name, args) in enumerate(script.calls):
-                call_id = f"call_{uuid.uuid4().hex[:16]}"
-                fragments = [args[i : i + _ARG_FRAGMENT] for i in range(0, len(args), _ARG_FRAGMENT)] or ["{}"]
-                for n, fragment in enumerate(fragments):
-                    await pacer.tick()
-                    out.tool_call(
-                        index, call_id=call_id if n == 0 else None, name=name if n == 0 else None, arguments=fragment
-                    )
-                    emitted += 1
-            await _report_usage(out, history, emitted)
-            return
+        calling = bool(script.calls) and not results
         thinking = script.think if script.think and not (results and script.calls) else ""
-        if results:
-            said = "; ".join(f"{r.name} returned {r.content}" if r.status == "ok" else f"{r.name} failed: {r.content}"
-                             for r in results)
-            answer = f"Here is what the tools said: {said}."
-        elif script.parts and last_user is not None:
-            answer = describe_parts(history[last_user])
-        elif script.context:
-            answer = context_answer(request)
-        elif script.state:
-            answer = f"State: {orjson.dumps(request.state, option=orjson.OPT_SORT_KEYS).decode()}."
-        elif script.words is not None:
-            answer = " ".join(_WORDS[i % len(_WORDS)] for i in range(script.words))
-        else:
-            answer = f'You said: "{script.text or user_text.strip()}".'
+        answer = "" if calling else _answer(script, request, results, last_user, user_text)
         # the reasoning, then the answer, one word a delta; inline, not a helper coroutine: a paced run
         # waits here, and every frame on its stack stays alive with it
         for say, text in ((out.reasoning, thinking), (out.text, answer)):
@@ -231,7 +207,36 @@ class ScriptedModel:
                     await self._gate(script.hold).wait()
                 if script.fail:
                     raise ModelFailure("the scripted model failed as asked by /fail", code="MODEL_ERROR")
+        if calling:
+            for index, (name, args) in enumerate(script.calls):
+                call_id = f"call_{uuid.uuid4().hex[:16]}"
+                fragments = [args[i : i + _ARG_FRAGMENT] for i in range(0, len(args), _ARG_FRAGMENT)] or ["{}"]
+                for n, fragment in enumerate(fragments):
+                    await pacer.tick()
+                    out.tool_call(
+                        index, call_id=call_id if n == 0 else None, name=name if n == 0 else None, arguments=fragment
+                    )
+                    emitted += 1
         await _report_usage(out, history, emitted)
+
+
+def _answer(script: Script, request: ModelRequest, results: list[ToolResultPart], last_user: int | None,
+            user_text: str) -> str:
+    """The text the model answers with (no tool call asked for, or their results are in)."""
+    history = request.messages
+    if results:
+        said = "; ".join(f"{r.name} returned {r.content}" if r.status == "ok" else f"{r.name} failed: {r.content}"
+                         for r in results)
+        return f"Here is what the tools said: {said}."
+    if script.parts and last_user is not None:
+        return describe_parts(history[last_user])
+    if script.context:
+        return context_answer(request)
+    if script.state:
+        return f"State: {orjson.dumps(request.state, option=orjson.OPT_SORT_KEYS).decode()}."
+    if script.words is not None:
+        return " ".join(_WORDS[i % len(_WORDS)] for i in range(script.words))
+    return f'You said: "{script.text or user_text.strip()}".'
 
 
 def context_answer(request: ModelRequest) -> str:

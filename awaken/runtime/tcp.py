@@ -246,6 +246,7 @@ class WriteDeadlineServer(TCPServer):
             await self.protocol.handle(RawData(data))
             if not data:
                 break
+            data = b""  # the parser has what was read: it does not stay with the connection while it waits
         await self.protocol.handle(Closed())
         await self.idle_task.stop()
 
@@ -296,13 +297,15 @@ async def _receive(socket: trio.socket.SocketType) -> bytes:
     waited = False
     while True:
         try:
-            data = os.read(socket.fileno(), READ_SIZE)  # non-blocking (trio made it so)
+            data: bytes | None = os.read(socket.fileno(), READ_SIZE)  # non-blocking (trio made it so)
         except BlockingIOError:
+            data = None  # waited for below, not in this handler: the exception would live as long as the wait
+        except OSError as exc:
+            raise trio.BrokenResourceError(exc) from exc
+        if data is None:
             await trio.lowlevel.wait_readable(socket)  # the scheduling point
             waited = True
             continue
-        except OSError as exc:
-            raise trio.BrokenResourceError(exc) from exc
         if not waited:  # it read at once: the scheduling point, after the read as trio's
             await trio.lowlevel.cancel_shielded_checkpoint()
         return data

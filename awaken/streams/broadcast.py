@@ -140,7 +140,7 @@ class Channel:
                  from_boundary: bool = False) -> None:
         self.key = key
         self.encoder = encoder
-        self.closing = closing
+        self.closing = tuple(closing)  # read only: the empty one is Python's one empty tuple
         self.limit = limit
         #: the frames of ``RunStarted`` (never dropped: a snapshot rejoin starts with them)
         self.head: list[tuple[int, bytes]] = []
@@ -149,7 +149,8 @@ class Channel:
         self.next_seq = 1
         self.closed = False
         self.watchers: list[Watcher] = []
-        self.awaiting: list[Watcher] = []
+        #: watchers waiting for the next step boundary (a tuple: most channels never have one)
+        self.awaiting: tuple[Watcher, ...] = ()
         #: a late channel that lost the run's start ignores events until the next step boundary
         self._skipping = from_boundary
 
@@ -183,7 +184,7 @@ class Channel:
             for watcher in self.awaiting:
                 self.watchers.append(watcher)
                 watcher.reach_boundary()
-            self.awaiting = []
+            self.awaiting = ()
         if self._skipping and not isinstance(event, ev.RunStarted):
             return 0
         try:
@@ -195,7 +196,7 @@ class Channel:
             self.encoder.closed = True
             wire = self.encoder.on_run_failed(ev.RunFailed("INTERNAL_ERROR", "the server produced an invalid stream"))
         if self.encoder.closed:
-            wire = wire + self.closing
+            wire = [*wire, *self.closing]
         added = 0
         for w in wire:
             payload = text_payload(w)
@@ -241,7 +242,7 @@ class Channel:
             watcher.reach_boundary()
             watcher.end()
         else:
-            self.awaiting.append(watcher)
+            self.awaiting = (*self.awaiting, watcher)
         return watcher
 
     def close(self) -> None:
@@ -250,16 +251,16 @@ class Channel:
         self.closed = True
         for watcher in self.awaiting:
             watcher.reach_boundary()
-        for watcher in self.watchers + self.awaiting:
+        for watcher in [*self.watchers, *self.awaiting]:
             watcher.end()
         self.watchers = []
-        self.awaiting = []
+        self.awaiting = ()
 
     def _remove(self, watcher: Watcher) -> None:
         if watcher in self.watchers:
             self.watchers.remove(watcher)
         if watcher in self.awaiting:
-            self.awaiting.remove(watcher)
+            self.awaiting = tuple(w for w in self.awaiting if w is not watcher)
 
 
 class RunBroadcast:

@@ -34,6 +34,9 @@ def stopped_event(message: str) -> WireEvent:
     return {"type": "RUN_ERROR", "message": message, "code": "STOPPED"}
 
 
+_NO_CALLS: frozenset[str] = frozenset()
+
+
 class AguiEncoder(EncoderBase):
     """One run's stream. ``thread_id``/``run_id`` are the request's (echoed on the boundary events)."""
 
@@ -49,7 +52,8 @@ class AguiEncoder(EncoderBase):
         self.snapshot_sent = False
         self.open_text: str | None = None
         self.open_reasoning: str | None = None
-        self.open_tools: set[str] = set()
+        #: the tool calls open now (an empty frozenset until the first: most runs call no tool)
+        self.open_tools: set[str] | frozenset[str] = _NO_CALLS
         self.open_steps: list[str] = []
 
     def on_run_started(self, e: ev.RunStarted) -> list[WireEvent]:
@@ -132,7 +136,9 @@ class AguiEncoder(EncoderBase):
         self._need_run("ToolCallStart")
         if e.tool_call_id in self.open_tools:
             raise EncoderMisuse(f"ToolCallStart for open call {e.tool_call_id}")
-        self.open_tools.add(e.tool_call_id)
+        if type(self.open_tools) is frozenset:
+            self.open_tools = set()
+        self.open_tools.add(e.tool_call_id)  # type: ignore[union-attr]
         return [{"type": "TOOL_CALL_START", "toolCallId": e.tool_call_id, "toolCallName": e.name,
                  "parentMessageId": e.parent_message_id}]
 
@@ -146,7 +152,7 @@ class AguiEncoder(EncoderBase):
     def on_tool_call_end(self, e: ev.ToolCallEnd) -> list[WireEvent]:
         if e.tool_call_id not in self.open_tools:
             raise EncoderMisuse(f"ToolCallEnd for call {e.tool_call_id}, which is not open")
-        self.open_tools.discard(e.tool_call_id)
+        self.open_tools.discard(e.tool_call_id)  # type: ignore[union-attr]  # a set: the call is in it
         return [{"type": "TOOL_CALL_END", "toolCallId": e.tool_call_id}]
 
     def on_tool_result(self, e: ev.ToolResult) -> list[WireEvent]:
