@@ -140,8 +140,36 @@ class AdmittedRun(RunBase):
             self._first_output = trio.Event()
             nursery.start_soon(self._first_write, self._first_output)
             driven = _Signalling(sink, self._first_output)
+        # the run itself, inline (not a helper coroutine: every frame on a run's stack stays alive with it)
         with self._scope:
-            await self._drive(driven)
+            try:
+                await trio.lowlevel.checkpoint_if_cancelled()  # stopped before it started: nothing is streamed
+                driven(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
+                self._streamed = True
+                if self.replay:
+                    driven(RunFinished(self.thread_id, self.run_id, "completed"))
+                else:
+                    if self.resumed:
+                        await apply(self, driven, await decided(self, driven))
+                    if self.status is RunStatus.WAITING:
+                        finish_waiting(self, driven, self.spec.remaining)
+                    else:
+                        await step_loop(self, driven)
+            except trio.Cancelled:
+                await interrupt(self)
+                raise
+            except AwakenError as exc:
+                code = exc.code if not isinstance(exc, InputRejected) else "INTERNAL_ERROR"
+                await fail(self, driven, code, exc.message)
+            except Exception:
+                log.exception("run %s failed", self.run_id)
+                await fail(self, driven, "INTERNAL_ERROR", "the server failed while running the agent")
+            finally:
+                self.slot.release()  # ended or waiting: the caller's place is free before its stream ends
+                if self.unsettled is None:  # else the thread stays claimed until the outcome is committed
+                    await self.release()
+                    if self.status is not RunStatus.RUNNING:
+                        self.runstate.settle()
         cause = self.runstate.cause
         if self._scope.cancelled_caught and cause in ASKED_TO_STOP and self._streamed:
             if self.status is RunStatus.INTERRUPTED:
@@ -167,36 +195,6 @@ class AdmittedRun(RunBase):
         finally:
             self._first_output = None
             await write_start(self)  # shielded
-
-    async def _drive(self, sink: Sink) -> None:
-        try:
-            await trio.lowlevel.checkpoint_if_cancelled()  # stopped before it started: nothing is streamed
-            sink(RunStarted(self.thread_id, self.run_id, self.answer_message_id, self.resumed, self.state))
-            self._streamed = True
-            if self.replay:
-                sink(RunFinished(self.thread_id, self.run_id, "completed"))
-                return
-            if self.resumed:
-                await apply(self, sink, await decided(self, sink))
-            if self.status is RunStatus.WAITING:
-                finish_waiting(self, sink, self.spec.remaining)
-            else:
-                await step_loop(self, sink)
-        except trio.Cancelled:
-            await interrupt(self)
-            raise
-        except AwakenError as exc:
-            code = exc.code if not isinstance(exc, InputRejected) else "INTERNAL_ERROR"
-            await fail(self, sink, code, exc.message)
-        except Exception:
-            log.exception("run %s failed", self.run_id)
-            await fail(self, sink, "INTERNAL_ERROR", "the server failed while running the agent")
-        finally:
-            self.slot.release()  # ended or waiting: the caller's place is free before its stream ends
-            if self.unsettled is None:  # else the thread stays claimed until the outcome is committed
-                await self.release()
-                if self.status is not RunStatus.RUNNING:
-                    self.runstate.settle()
 
     async def release(self) -> None:
         """Free the thread (a no-op after the first call); shielded, so a cancellation cannot skip it."""

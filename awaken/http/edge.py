@@ -132,7 +132,11 @@ async def refuse(scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], s
 
 
 class Edge:
-    """The ASGI app in front of ``app`` (the routes): the rules of this module, in one coroutine."""
+    """The ASGI app in front of ``app`` (the routes): the rules of this module, in one coroutine.
+
+    A route may return an awaitable (a run's stream, after the route admitted it): the edge awaits it
+    once the route's coroutine has ended, so the stream's stack holds only what streaming needs. An
+    ASGI app returns None: nothing more is awaited."""
 
     def __init__(self, app: ASGIApp, *, metrics: ServerMetrics, routes: RouteTemplates,
                  host_policy: hosts.HostPolicy, cors_policy: cors.CorsPolicy, authenticator: Authenticator,
@@ -188,7 +192,9 @@ class Edge:
                     return
                 facts.subject = principal.subject  # the request's log line names who asked
                 scope[PRINCIPAL_KEY] = principal
-            await self.app(scope, receive, answer)
+            follow = await self.app(scope, receive, answer)
+            if follow is not None:  # the route's stream, awaited now that the route's own frame is gone
+                await follow
         finally:
             del scope[FACTS_KEY]
             REFUSAL_COUNTER.reset(token)

@@ -13,6 +13,8 @@ is one slot.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import trio
 
 
@@ -63,10 +65,15 @@ class Wakeup:
             trio.lowlevel.reschedule(task)
 
     async def wait(self) -> None:
+        await self.waiting()
+
+    def waiting(self) -> Awaitable[None]:
+        """``wait()`` without a frame of its own: trio's wait, registered for the calling task, which
+        awaits it at once (a stream's writer waits here for as long as its stream is idle)."""
         if self._task is not None:
             raise RuntimeError("a Wakeup is waited on by one task at a time")
         self._task = trio.lowlevel.current_task()
-        await trio.lowlevel.wait_task_rescheduled(self._abort)  # a bound method: no closure per wait
+        return trio.lowlevel.wait_task_rescheduled(self._abort)  # noqa: ASYNC105 (the caller awaits it)
 
     def _abort(self, _: object) -> trio.lowlevel.Abort:
         self._task = None

@@ -266,8 +266,11 @@ def content_type_of(scope: dict[str, Any]) -> str | None:
 
 
 async def sse_exchange(ctx: StreamHost, protocol: Protocol, scope: dict, receive: sse.ASGIReceive,
-                       send: sse.ASGISend, agent_id: str | None) -> None:
-    """Read the body and run one exchange over SSE (shared by every protocol's POST route)."""
+                       send: sse.ASGISend, agent_id: str | None) -> Awaitable[None] | None:
+    """Read the body and run one exchange over SSE (shared by every protocol's POST route): what it
+    answered, or, once a run was admitted, the run's stream, returned for the edge to await (``Edge``:
+    a route's continuation) so that this frame, with the request's body and parse, is gone while it
+    streams."""
     server = ctx.config.server
     body = await read_body_or_answer(scope, receive, send, limit=MAX_BODY, seconds=server.body_timeout_seconds,
                                      bodies=ctx.large_bodies)
@@ -283,15 +286,14 @@ async def sse_exchange(ctx: StreamHost, protocol: Protocol, scope: dict, receive
                                     principal_of(scope))
     finally:
         body.release()
-    if stream is not None:  # awaited here: the admission's frame is gone while it streams
-        await stream
+    return stream  # awaited by the edge: the admission's frame and this one are gone while it streams
 
 
-def sse_route(protocol: Protocol) -> Callable[..., Awaitable[None]]:
+def sse_route(protocol: Protocol) -> Callable[..., Awaitable[Awaitable[None] | None]]:
     """The ASGI handler of a protocol's POST route over SSE: ``route(ctx, scope, receive, send, agent_id)``."""
 
     def route(ctx: StreamHost, scope: dict, receive: sse.ASGIReceive, send: sse.ASGISend,
-              params: dict[str, str]) -> Awaitable[None]:
+              params: dict[str, str]) -> Awaitable[Awaitable[None] | None]:
         return sse_exchange(ctx, protocol, scope, receive, send, params.get("agent"))
 
     return route

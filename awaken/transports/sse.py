@@ -210,7 +210,7 @@ class FrameBuffer:
         while not self._chunks:
             if self._closed and (self._abandoned or not self.overflowed):
                 return None
-            await self._waiter.wait()  # after an overflow: until ``abandon`` or the connection's cancellation
+            await self._waiter.waiting()  # after an overflow: until ``abandon`` or the connection's cancellation
         data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
         self._size = self._oversized = self._joined = self._pieced = self._tail = 0

@@ -196,7 +196,7 @@ class Outbox:
     async def take(self) -> Batch:
         """The next batch; waits while there is nothing to send. Never returns after the close batch."""
         while not (self._texts or self._ping or (self._close is not None and not self._taken_close)):
-            await self._waiter.wait()
+            await self._waiter.waiting()
         batch = Batch(self._ping, self._texts, self._close)
         self._texts = []
         self._size = self._oversized = 0
