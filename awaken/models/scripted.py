@@ -198,15 +198,17 @@ class ScriptedModel:
         answer = "" if calling else _answer(script, request, results, last_user, user_text)
         # the reasoning, then the answer, one word a delta; inline, not a helper coroutine: a paced run
         # waits here, and every frame on its stack stays alive with it
-        for say, text in ((out.reasoning, thinking), (out.text, answer)):
-            for delta in _split(text):
-                await pacer.tick()
-                say(delta)
-                emitted += 1
-                if script.hold and emitted == 1:
-                    await self._gate(script.hold).wait()
-                if script.fail:
-                    raise ModelFailure("the scripted model failed as asked by /fail", code="MODEL_ERROR")
+        for reasoning, delta in _deltas(thinking, answer):
+            await pacer.tick()
+            if reasoning:
+                out.reasoning(delta)
+            else:
+                out.text(delta)
+            emitted += 1
+            if script.hold and emitted == 1:
+                await self._gate(script.hold).wait()
+            if script.fail:
+                raise ModelFailure("the scripted model failed as asked by /fail", code="MODEL_ERROR")
         if calling:
             for index, (name, args) in enumerate(script.calls):
                 call_id = f"call_{uuid.uuid4().hex[:16]}"
@@ -246,16 +248,22 @@ def context_answer(request: ModelRequest) -> str:
     return "Context: " + "; ".join(f"{c.description} = {c.value}" for c in request.context) + "."
 
 
-def _split(text: str) -> Iterator[str]:
-    """One delta per word, each keeping its following space, so the deltas join back to ``text``.
+def _deltas(reasoning: str, answer: str) -> Iterator[tuple[bool, str]]:
+    """``(True, word)`` for each word of ``reasoning``, then ``(False, word)`` for each of ``answer``: one
+    delta per word, each keeping its following space, so the deltas join back to the text.
 
     Lazy: a paced stream holds its answer once, not one string per word it has yet to send."""
-    start = 0
-    while start < len(text):
-        end = text.find(" ", start)
-        end = len(text) if end < 0 else end + 1
-        yield text[start:end]
-        start = end
+    text, is_reasoning = reasoning, True
+    while True:
+        start = 0
+        while start < len(text):
+            end = text.find(" ", start)
+            end = len(text) if end < 0 else end + 1
+            yield is_reasoning, text[start:end]
+            start = end
+        if not is_reasoning:
+            return
+        text, is_reasoning = answer, False
 
 
 class _Pacer:

@@ -246,19 +246,15 @@ class Origin:
             await self.finish()
 
 
-async def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, watcher: Watcher, *,
-                 attached: bool) -> None:
+def origin(run: AdmittedRun, protocol: Protocol, transport: Transport, watcher: Watcher, *,
+           attached: bool) -> Awaitable[None]:
     """Watch ``run`` on ``transport`` through ``watcher`` (made holding, before the run's first event):
-    ``Origin``."""
+    ``Origin``. A plain function returning the transport's stream, to be awaited: the transport runs
+    the origin's ``finish`` on every path (``Origin.__call__``'s own ``finally``, or a ``Feed``'s), so
+    no frame of this one need stay on the stream's stack to let go of the watcher."""
     assert run.broadcast is not None
     channel = run.broadcast.open_channel(protocol)
-    try:
-        await transport.stream(Origin(run, channel, watcher, attached), run if attached else DETACHED)
-    finally:
-        if watcher.held is not None:  # the transport ended before producing: stop holding frames
-            watcher.leave()
-            if attached and not channel.closed:
-                run.cancel(Cause.CLIENT_GONE)
+    return transport.stream(Origin(run, channel, watcher, attached), run if attached else DETACHED)
 
 
 def content_type_of(scope: dict[str, Any]) -> str | None:

@@ -57,7 +57,8 @@ KEEPALIVE = b": keep-alive\n\n"
 class Feed(Protocol):
     """A producer that needs no task of its own: ``stream`` runs it in the writer's task. ``start`` hands
     it where its frames go and what to call after its last one; ``finish`` runs once the stream ended
-    or the connection went (cancelled: it shields what it must still wait for). A stream's origin
+    or the connection went (cancelled: it shields what it must still wait for), on every path: also
+    when the response could not even start, and then without ``start``. A stream's origin
     watcher is one: it only waits for its run's last frame, and a task per stream for that wait cost
     about 3 KB (``python -m bench.memtrace``)."""
 
@@ -360,7 +361,12 @@ async def _stream_watched(send: ASGISend, receive: ASGIReceive, headers: list[tu
                           producer: Producer | Feed, *, keepalive: float, max_buffered: int,
                           on_overflow: Callable[[], None], timed_out: Callable[[], bool]) -> None:
     """``stream`` with a nursery of its own and a task watching the client (``_watch_client``)."""
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    try:
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+    except BaseException:
+        if is_feed(producer):  # a feed's ``finish`` runs on every path, this one too
+            await producer.finish()  # type: ignore[union-attr]
+        raise
     finished = False
     async with trio.open_nursery() as nursery:
         connection = nursery.cancel_scope
@@ -415,12 +421,12 @@ async def _stream_unwatched(send: ASGISend, headers: list[tuple[bytes, bytes]], 
     and the writing loop ends as a cancellation would have ended it: not finished, the feed's
     ``finish`` run (it stops an attached run: ``client_gone``). Both are unregistered at the end.
     """
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
     ending = _Ending(on_overflow, timed_out)
     buffer = ending.buffer = FrameBuffer(max_buffered, ending.overflow)
     finished = False
     heartbeat.add(buffer)
     try:
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         app_queue.on_disconnect(ending.gone)  # at once when the client already went
         feed.start(buffer.put, buffer.close)
         while (data := await buffer.take()) is not None:

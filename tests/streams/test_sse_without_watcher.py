@@ -20,6 +20,7 @@ import weakref
 from functools import partial
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 from hypercorn.config import Config as HypercornConfig
@@ -233,6 +234,29 @@ async def test_a_disconnect_ends_the_writer_unfinished_and_the_feed_finishes():
             nursery.cancel_scope.cancel()
     assert sent == [None, b"data: 1\n\n"]  # no closing chunk: the client is gone
     assert overflows == []  # client_gone: no cause of its own
+
+
+@pytest.mark.parametrize("path", ["without a watcher", "with a watcher"])
+async def test_a_response_that_cannot_start_still_finishes_the_feed(path):
+    """A feed's ``finish`` runs on every path (it lets go of the run's watcher and stops an attached run):
+    also when the response head could not be sent, before the feed was started."""
+    feed = RecordingFeed()
+
+    async def send(_message: dict[str, Any]) -> None:
+        raise trio.BrokenResourceError("the client went before the response started")
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            heartbeat = Heartbeat(15)
+            nursery.start_soon(heartbeat.run)
+            await trio.testing.wait_all_tasks_blocked()
+            disconnect, _queued = notice()
+            with pytest.raises(trio.BrokenResourceError):
+                await stream(send, never_receive, [], feed, keepalive=15, max_buffered=1000,
+                             app_queue=disconnect if path == "without a watcher" else None, heartbeat=heartbeat)
+            nursery.cancel_scope.cancel()
+    assert feed.put is None and feed.finished
+    assert heartbeat.registered == 0
 
 
 async def test_a_disconnect_made_by_the_write_deadline_reads_as_too_slow():
