@@ -208,14 +208,28 @@ class FrameBuffer:
         keep-alive timer lives in the server's ``Heartbeat`` or the connection's receive loop instead
         (``_watch_client``).
         """
-        while not self._chunks:
+        data = self.take_now()
+        while data == b"":
+            await self.wait()
+            data = self.take_now()
+        return data
+
+    def take_now(self) -> bytes | None:
+        """All queued bytes; ``b""`` when none are (``wait``, then take again); ``None`` once closed and
+        drained. After an overflow there is nothing until ``abandon`` or the connection's cancellation."""
+        if not self._chunks:
             if self._closed and (self._abandoned or not self.overflowed):
                 return None
-            await self._waiter.waiting()  # after an overflow: until ``abandon`` or the connection's cancellation
+            return b""
         data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
         self._size = self._oversized = self._joined = self._pieced = self._tail = 0
         return data
+
+    def wait(self) -> Awaitable[None]:
+        """Until something is queued (or the buffer closes), for its one writer to await at once: trio's
+        own wait, so an idle stream's writer has no frame of this buffer's on its stack."""
+        return self._waiter.waiting()
 
 
 class Heartbeat:
@@ -429,8 +443,11 @@ async def _stream_unwatched(send: ASGISend, headers: list[tuple[bytes, bytes]], 
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         app_queue.on_disconnect(ending.gone)  # at once when the client already went
         feed.start(buffer.put, buffer.close)
-        while (data := await buffer.take()) is not None:
-            await send({"type": "http.response.body", "body": data, "more_body": True})
+        while (data := buffer.take_now()) is not None:  # ``take``, inline: this loop is the stream's stack
+            if data:
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+            else:
+                await buffer.wait()
         finished = not buffer.abandoned
     finally:
         app_queue.on_disconnect(None)
