@@ -26,6 +26,12 @@ trips (the figures: ``bench/HISTORY.md``). A read returns what has arrived, so a
 as before. Its h11 parser holds each large read as it came, so a read that is wholly body reaches the
 app without being copied (``awaken/runtime/heldchunks.py``).
 
+On a plain socket it reads and writes the socket itself (``_receive``, ``_write_at_once``), with the
+results and errors of trio's stream: a read waits in trio's ``wait_readable`` alone, and a write the
+socket takes at once needs no cancel scope; only what it cannot take waits, under the deadline. What
+that saves, per open connection and per write: ``bench/REPORT.md``. TLS, or a ``read_timeout``, keeps
+trio's stream.
+
 Closing a connection and restarting its idle timer (hypercorn's ``Closed`` and ``Updated``) are
 shielded from cancellation: hypercorn runs them inside the task of the request that ended, and an
 answer sent before its request body arrived ends with a close that quart-trio's own cancellation
@@ -67,7 +73,7 @@ from hypercorn.trio.tcp_server import TCPServer
 
 from awaken.runtime import accept
 from awaken.runtime.heldchunks import hold_chunks
-from awaken.runtime.tuning import READ_SIZE
+from awaken.runtime.tuning import OWN_SOCKET_IO, READ_SIZE
 
 log = logging.getLogger("awaken.tcp")
 
@@ -232,7 +238,7 @@ class WriteDeadlineServer(TCPServer):
         stopped (nothing more will arrive: the connection does not wait ``keep_alive_timeout`` to close).
         An HTTP/1.1 connection's h11 parser holds its reads as they came (``heldchunks``)."""
         hold_chunks(getattr(getattr(self.protocol, "protocol", None), "connection", None))
-        socket = getattr(self.stream, "socket", None)
+        socket = getattr(self.stream, "socket", None) if OWN_SOCKET_IO else None
         timeout = self.config.read_timeout
         while True:
             try:
@@ -256,7 +262,7 @@ class WriteDeadlineServer(TCPServer):
         costs its creation and its entry in trio's deadline heap, where it stays, stale, until the heap
         is pruned (about a thousand writes later). An error, or a TLS stream, leaves it all to
         ``_send_all``, which raises what trio would."""
-        socket = getattr(self.stream, "socket", None)
+        socket = getattr(self.stream, "socket", None) if OWN_SOCKET_IO else None
         if socket is None or not data:
             return 0
         try:

@@ -106,6 +106,11 @@ READ_SIZE = 256 * 1024
 #: and a read that is wholly body goes to the app as that very object (``awaken.runtime.heldchunks``:
 #: h11 and hypercorn otherwise copied each body byte four times; ``bench/REPORT.md``); 0: h11's own buffer
 HELD_CHUNK_BYTES = 16 * 1024
+#: a connection on a plain socket reads and writes it itself (``awaken.runtime.tcp``: ``_receive``,
+#: ``_write_at_once``), with trio's results and errors: no error-translation context manager, wrapper
+#: coroutines or no-deadline ``fail_after`` alive with every waiting connection, and no cancel scope in
+#: trio's deadline heap per write (``bench/REPORT.md``, 2026-12-03 evening); False: trio's stream
+OWN_SOCKET_IO = True
 #: queued SSE frames are joined into one block once this many of their bytes wait behind the socket
 #: (large enough to be mapped on its own: ``MMAP_THRESHOLD``; ``python -m bench.slowclients``)
 COALESCE_BYTES = 256 * 1024

@@ -2,18 +2,24 @@
 ``SocketStream.receive_some`` would (the bytes that arrived, b"" at the client's end) and raises what it
 would (``BrokenResourceError`` for a reset, ``ClosedResourceError`` for a socket closed while the read
 waits); a write the socket takes at once is all taken, and one it cannot take is left to the write that
-waits under the deadline.
+waits under the deadline. Two properties hold them to trio's own stream (``OWN_SOCKET_IO = False``): the
+bytes read from, and written through a connection to, a socket are the same either way.
 """
 
 from __future__ import annotations
 
 import socket as stdlib_socket
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from hypercorn.events import RawData
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from awaken.runtime.tcp import READ_SIZE, WriteDeadlineServer, _receive
+from awaken.runtime import tcp
+from awaken.runtime.tcp import READ_SIZE, WriteDeadlineServer, Writes, _receive
 
 
 async def test_a_read_returns_what_has_arrived():
@@ -139,3 +145,87 @@ async def test_a_write_the_socket_cannot_take_is_left_to_the_waiting_write():
         assert server._write_at_once(b"more") == 0
         theirs.close()
         assert server._write_at_once(b"more") == 0  # broken: the waiting write raises what trio would
+
+
+# -- held to trio's own stream (``OWN_SOCKET_IO = False``) ----------------------------------------------
+
+_chunks = st.lists(st.binary(min_size=1, max_size=3000) | st.integers(1, 400_000).map(lambda n: b"x" * n),
+                   min_size=0, max_size=6)
+
+
+async def _read_all(read: Any) -> list[bytes]:
+    out: list[bytes] = []
+    while chunk := await read():
+        out.append(chunk)
+    return out
+
+
+async def _written_and_read(chunks: list[bytes], read_with: str) -> bytes:
+    ours, theirs = trio.socket.socketpair()
+    with ours, theirs:
+        got: list[bytes] = []
+        async with trio.open_nursery() as nursery:
+            async def write() -> None:
+                for chunk in chunks:
+                    await _send_all(theirs, chunk)
+                theirs.shutdown(stdlib_socket.SHUT_WR)
+
+            nursery.start_soon(write)
+            if read_with == "ours":
+                got = await _read_all(lambda: _receive(ours))
+            else:
+                stream = trio.SocketStream(ours)
+                got = await _read_all(lambda: stream.receive_some(READ_SIZE))
+        assert all(0 < len(chunk) <= READ_SIZE for chunk in got)
+        return b"".join(got)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_chunks)
+def test_reads_deliver_what_trios_stream_delivers(chunks):
+    ours = trio.run(_written_and_read, chunks, "ours")
+    trios = trio.run(_written_and_read, chunks, "trio")
+    assert ours == trios == b"".join(chunks)
+
+
+class _Protocol:
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def handle(self, _event: object) -> None:
+        self.closed = True
+
+
+async def _sent_through_a_connection(frames: list[bytes], own: bool) -> bytes:
+    ours, theirs = trio.socket.socketpair()
+    with ours, theirs:
+        ours.setsockopt(stdlib_socket.SOL_SOCKET, stdlib_socket.SO_SNDBUF, 4096)  # full after a few KB
+        server = object.__new__(WriteDeadlineServer)
+        server.stream = trio.SocketStream(ours)
+        server.send_lock = trio.Lock()
+        server.write_timeout = 30.0
+        server.writes = Writes()
+        server.protocol = _Protocol()
+        received = bytearray()
+        async with trio.open_nursery() as nursery:
+            async def read() -> None:
+                while chunk := await theirs.recv(65536):
+                    received.extend(chunk)
+
+            nursery.start_soon(read)
+            tcp.OWN_SOCKET_IO = own  # False: every write is trio's socket's, under the deadline
+            try:
+                for frame in frames:
+                    await server.protocol_send(RawData(frame))
+            finally:
+                tcp.OWN_SOCKET_IO = True
+            ours.shutdown(stdlib_socket.SHUT_WR)
+        assert not server.protocol.closed and not server.writes.timed_out
+        return bytes(received)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_chunks)
+def test_writes_deliver_what_trios_stream_delivers(frames):
+    assert trio.run(_sent_through_a_connection, frames, True) == trio.run(_sent_through_a_connection, frames, False) \
+        == b"".join(frames)
