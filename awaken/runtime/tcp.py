@@ -238,7 +238,7 @@ class WriteDeadlineServer(TCPServer):
         stopped (nothing more will arrive: the connection does not wait ``keep_alive_timeout`` to close).
         An HTTP/1.1 connection's h11 parser holds its reads as they came (``heldchunks``)."""
         hold_chunks(getattr(getattr(self.protocol, "protocol", None), "connection", None))
-        socket = getattr(self.stream, "socket", None) if OWN_SOCKET_IO else None
+        socket = self._own_socket()
         timeout = self.config.read_timeout
         while True:
             try:
@@ -256,13 +256,17 @@ class WriteDeadlineServer(TCPServer):
         await self.protocol.handle(Closed())
         await self.idle_task.stop()
 
+    def _own_socket(self) -> trio.socket.SocketType | None:
+        """The plain socket this connection reads and writes itself (None: TLS, or ``OWN_SOCKET_IO`` off)."""
+        return getattr(self.stream, "socket", None) if OWN_SOCKET_IO else None
+
     def _write_at_once(self, data: bytes) -> int:
         """How much of ``data`` the socket took without waiting: all of it, but for a client that reads
         slower than the server writes. Only what is left needs a deadline: a cancel scope with one
         costs its creation and its entry in trio's deadline heap, where it stays, stale, until the heap
         is pruned (about a thousand writes later). An error, or a TLS stream, leaves it all to
         ``_send_all``, which raises what trio would."""
-        socket = getattr(self.stream, "socket", None) if OWN_SOCKET_IO else None
+        socket = self._own_socket()
         if socket is None or not data:
             return 0
         try:

@@ -375,11 +375,12 @@ async def _stream_watched(send: ASGISend, receive: ASGIReceive, headers: list[tu
                           producer: Producer | Feed, *, keepalive: float, max_buffered: int,
                           on_overflow: Callable[[], None], timed_out: Callable[[], bool]) -> None:
     """``stream`` with a nursery of its own and a task watching the client (``_watch_client``)."""
+    feed: Feed | None = producer if is_feed(producer) else None  # type: ignore[assignment]
     try:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
     except BaseException:
-        if is_feed(producer):  # a feed's ``finish`` runs on every path, this one too
-            await producer.finish()  # type: ignore[union-attr]
+        if feed is not None:  # a feed's ``finish`` runs on every path, this one too
+            await feed.finish()
         raise
     finished = False
     async with trio.open_nursery() as nursery:
@@ -402,7 +403,6 @@ async def _stream_watched(send: ASGISend, receive: ASGIReceive, headers: list[tu
                 on_overflow()
 
         nursery.start_soon(_watch_client, receive, buffer, connection, keepalive, gone)
-        feed = producer if is_feed(producer) else None
         if feed is None:
             nursery.start_soon(produce)
         try:
