@@ -45,9 +45,13 @@ from awaken.models import ModelOutput, ModelRequest
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
 _ARG_FRAGMENT = 8
 #: without a delay, yield to the scheduler every this many deltas so a long answer cannot hog the loop
-#: (and once after the first delta, so the first delta is written before the rest is generated, as
-#: with a model that streams over the network)
 _CHECKPOINT_EVERY = 64
+#: and, after the first delta, step aside this many scheduler passes before the second, as a model
+#: that streams over the network waits for its next token: the request's task attaches its transport
+#: (pass 1) and the writer that wakes sends the first frames (pass 2) before the rest is generated.
+#: With one pass, trio's batch order (reversed half the time) put the whole answer's generation
+#: before the first write (``bench/REPORT.md``, 2026-12-03 night)
+_FIRST_DELTA_PASSES = 3
 
 
 @attrs.frozen
@@ -279,9 +283,17 @@ class _Pacer:
         if self.delay > 0:
             return trio.sleep_until(trio.current_time() + self.delay)  # noqa: ASYNC105 (the caller awaits it)
         self.count += 1
-        if self.count == 2 or self.count % _CHECKPOINT_EVERY == 0:
+        if self.count == 2:
+            return _step_aside(_FIRST_DELTA_PASSES)
+        if self.count % _CHECKPOINT_EVERY == 0:
             return trio.lowlevel.checkpoint()  # noqa: ASYNC105 (the caller awaits it)
         return _NOW
+
+
+async def _step_aside(passes: int) -> None:
+    """``passes`` checkpoints: the tasks woken so far run before the caller goes on."""
+    for _ in range(passes):
+        await trio.lowlevel.checkpoint()
 
 
 class _Now:
