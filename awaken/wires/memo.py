@@ -281,11 +281,15 @@ class ReplayMemo(Generic[ScanT]):
             self._put(Prefix(old.owner, memoryview(body)[split.start:end - 1], old.count + len(split.tail),
                              old.containers + encoded.count(b"{") + encoded.count(b"[") - 1, scan))
 
+    def keeps(self, body: bytes) -> bool:
+        """Whether ``record`` may keep ``body`` at all (a small body never is): a parser builds the scan
+        it hands to ``record`` only then."""
+        return self.budget > 0 and len(body) >= self.min_body and type(body) is bytes
+
     def record(self, body: bytes, owner: str | None, messages: Sequence[Any], scan: ScanT) -> None:
         """After a plain parse: keep the body's ``messages`` array (decoded as ``messages``, scanned as
         ``scan``) as the thread's prefix, if orjson's encoding of it is the body's very bytes."""
-        if (self.budget <= 0 or owner is None or len(body) < self.min_body or type(body) is not bytes
-                or type(messages) is not list or not messages):
+        if not self.keeps(body) or owner is None or type(messages) is not list or not messages:
             return
         head = _encoded(messages[0])
         if head is None:

@@ -492,3 +492,23 @@ async def test_a_page_that_reloads_and_sends_the_history_it_read_back_is_split(s
     response = await client.post("/v1/ag-ui", content=body, headers={"content-type": "application/json"})
     assert response.status_code == 200 and b'"RUN_FINISHED"' in response.content
     assert memo.hits == hits + 1
+
+
+def test_a_body_below_the_memos_floor_is_not_kept_and_no_scan_is_built_for_it(monkeypatch):
+    """A small request (most of them) is parsed without building what the memo would keep of it; one at
+    the floor is kept, for both protocols."""
+    import awaken.wires.agui.request as agui_request
+
+    small = agui_body("t1", long_history(2))
+    memo = ReplayMemo(min_body=len(small) + 1)
+    built: list[int] = []
+    real = agui_request._memo_scan
+    monkeypatch.setattr(agui_request, "_memo_scan", lambda *a: built.append(1) or real(*a))
+    assert not memo.keeps(small)
+    scan_run_input(small, CT, memo)
+    scan_chat_request(orjson.dumps({"id": "t2", "messages": [ui_message(0, "user", "hi")]}), CT, memo)
+    assert len(memo) == 0 and built == []
+    large = agui_body("t3", long_history(3))
+    assert memo.keeps(large)
+    scan_run_input(large, CT, memo)
+    assert len(memo) == 1 and built == [1]

@@ -320,7 +320,7 @@ def scan_run_input(body: bytes, content_type: str | None, memo: ReplayMemo[Known
     With a ``memo``, the body's ``messages`` array is kept there for the thread's next request
     (``scan_known_run_input``)."""
     parsed = _scan(body, content_type, eager=False)
-    if memo is not None and parsed.scan is not None:
+    if memo is not None and parsed.scan is not None and memo.keeps(body):
         memo.record(body, parsed.thread_id, parsed.scan.raw, _memo_scan(parsed))
     return parsed
 

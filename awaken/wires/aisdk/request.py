@@ -287,7 +287,7 @@ def scan_chat_request(body: bytes, content_type: str | None,
     (``scan_known_chat_request``)."""
     parsed = _scan(body, content_type, eager=False)
     scan = parsed.scan
-    if memo is not None and scan is not None and parsed.thread_id is not None:
+    if memo is not None and scan is not None and parsed.thread_id is not None and memo.keeps(body):
         ids, roles = scan.ids, scan.roles
         if parsed.continued_id is not None:  # the last message, an assistant one, is not in the scan
             ids, roles = ids + (parsed.continued_id,), roles + ("assistant",)
