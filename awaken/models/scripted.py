@@ -50,7 +50,7 @@ _CHECKPOINT_EVERY = 64
 #: that streams over the network waits for its next token: the request's task attaches its transport
 #: (pass 1) and the writer that wakes sends the first frames (pass 2) before the rest is generated.
 #: With one pass, trio's batch order (reversed half the time) put the whole answer's generation
-#: before the first write (``bench/REPORT.md``, 2026-12-03 night)
+#: before the first write (``bench/REPORT.md``, 2026-12-03 close)
 _FIRST_DELTA_PASSES = 3
 
 
