@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import sqlite3
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,26 @@ async def _sessions(endpoint: Endpoint, count: int, nursery: trio.Nursery, *, co
 # latency
 
 
+def turn_orders(count: int, rounds: int, *, seed: int = 0) -> Iterator[list[int]]:
+    """The order of ``count`` endpoints in each of ``rounds`` rounds: shuffled a round (seeded, so a run
+    repeats), and no endpoint runs twice in a row across a round's edge. Each one then takes every
+    place and follows every other one about equally often. A fixed pattern gave places their own
+    times: reversing every other round (A B C, C B A) ran the ends twice in a row, on a client and a
+    server still warm from the run before (two copies of one server measured 3 % apart, the ends
+    ahead); a rotation puts each endpoint always after the same one (``bench/REPORT.md``, 2026-12-03
+    close)."""
+    rng = random.Random(seed)
+    order = list(range(count))
+    last = -1
+    for _ in range(rounds):
+        rng.shuffle(order)
+        if count > 1 and order[0] == last:
+            swap = rng.randrange(1, count)
+            order[0], order[swap] = order[swap], order[0]
+        last = order[-1]
+        yield list(order)
+
+
 async def latency_series(endpoint: Endpoint, runs: int, *, fresh: bool, words: int = 3, warmup: int = 3
                          ) -> list[StreamResult]:
     """``runs`` short runs one after another, each on a new connection (``fresh``) or one kept alive."""
@@ -74,15 +95,14 @@ async def latency_series(endpoint: Endpoint, runs: int, *, fresh: bool, words: i
 
 async def latency_interleaved(endpoints: list[Endpoint], runs: int, *, fresh: bool, words: int = 3,
                               warmup: int = 3) -> list[list[StreamResult]]:
-    """The same, on several endpoints at once, run by run (A B C, C B A, A B C…), so that whatever else
-    the machine does hits every endpoint alike. Returns one list of results per endpoint."""
+    """The same, on several endpoints at once, run by run in ``turn_orders``, so that whatever else the
+    machine does hits every endpoint alike. Returns one list of results per endpoint."""
     out: list[list[StreamResult]] = [[] for _ in endpoints]
     async with trio.open_nursery() as nursery:
         sessions = [Session(e, fresh=fresh, nursery=nursery) for e in endpoints]
-        order = list(range(len(endpoints)))
         try:
-            for i in range(runs + warmup):
-                for k in (order if i % 2 == 0 else order[::-1]):
+            for i, order in enumerate(turn_orders(len(endpoints), runs + warmup)):
+                for k in order:
                     body = request_body(endpoints[k].protocol, script(words))
                     result = await sessions[k].run(body, limit_s=10)
                     if i >= warmup:
