@@ -20,6 +20,9 @@ until then. hypercorn's asyncio worker stops the idle task on close; ``_read_dat
 the read side has ended, so the task group leaves as soon as the response (if any) is done. What such
 connections held, measured: ``bench/HISTORY.md``.
 
+Its keep-alive close never cuts a request short: a request that arrives just as the keep-alive runs
+out keeps its connection (``_idle_timeout``), where hypercorn closed it under the request it had begun.
+
 It reads up to ``READ_SIZE`` (256 KiB) at a time where hypercorn reads 64 KiB: every read goes
 through h11, hypercorn's stream and the app's queue, so a large replayed history takes fewer of those
 trips (the figures: ``bench/HISTORY.md``). A read returns what has arrived, so a small request reads
@@ -65,7 +68,7 @@ from typing import Any
 import trio
 from hypercorn.app_wrappers import ASGIWrapper
 from hypercorn.config import Config as HypercornConfig
-from hypercorn.events import Closed, RawData
+from hypercorn.events import Closed, RawData, Updated
 from hypercorn.trio import run as hypercorn_run
 from hypercorn.trio import tcp_server as hypercorn_tcp_server
 from hypercorn.trio.task_group import TaskGroup
@@ -193,6 +196,8 @@ class WriteDeadlineServer(TCPServer):
         self.writes = Writes()
         super().__init__(_Tagged(app, self.writes), config, *args)
         self.write_timeout: float | None = getattr(config, "awaken_write_timeout", None)
+        #: no request is being served (hypercorn's last ``Updated``): only then may the keep-alive close it
+        self.idle = True
 
     async def run(self) -> None:
         try:
@@ -202,6 +207,8 @@ class WriteDeadlineServer(TCPServer):
 
     async def protocol_send(self, event: Any) -> None:
         if not isinstance(event, RawData):
+            if isinstance(event, Updated):
+                self.idle = event.idle  # before any wait: ``_idle_timeout`` reads it
             # ``Closed`` (close the socket) and ``Updated`` (the idle timer) are bookkeeping that must
             # finish: they run in whichever task ended the request, which its app may cancel right then
             # (quart-trio cancels its request task once hypercorn queues ``http.disconnect``). A close
@@ -232,6 +239,19 @@ class WriteDeadlineServer(TCPServer):
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
                 await self.protocol.handle(Closed())
+
+    async def _idle_timeout(self) -> None:
+        """hypercorn's keep-alive close, but never under a request. A request that arrives as the
+        keep-alive runs out stops this task (``Updated(idle=False)``) too late when the timeout has
+        already woken it: hypercorn then closed the connection under the request it had just begun,
+        whose run saw its client gone, and the client, with no response, sent the request again on
+        a new connection (a browser does, for a POST on a reused connection): two runs for one request."""
+        with trio.move_on_after(self.config.keep_alive_timeout):
+            await self.context.terminated.wait()
+        if not self.idle:
+            return
+        with trio.CancelScope(shield=True):
+            await self._initiate_server_close()
 
     async def _read_data(self) -> None:
         """hypercorn's read loop with ``READ_SIZE`` reads; once the read side ended, the idle task is

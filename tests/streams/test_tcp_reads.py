@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 from hypercorn.config import Config
-from hypercorn.events import Closed, RawData
+from hypercorn.events import Closed, RawData, Updated
 
 from awaken.runtime.tcp import READ_SIZE, WriteDeadlineServer
 
@@ -56,3 +56,42 @@ async def test_a_large_body_that_has_arrived_is_read_in_few_reads():
     assert [len(d) for d in data] == [READ_SIZE, READ_SIZE, len(body) - 2 * READ_SIZE, 0]
     assert set(stream.asked) == {READ_SIZE}
     assert isinstance(server.protocol.events[-1], Closed)
+
+
+class Terminated:
+    """hypercorn's worker context, as the idle task sees it: ``terminated`` is set at shutdown."""
+
+    def __init__(self) -> None:
+        self.terminated = trio.Event()
+
+
+class ClosingStream:
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def keep_alive_server(timeout: float) -> tuple[WriteDeadlineServer, ClosingStream]:
+    config = Config()
+    config.keep_alive_timeout = timeout
+    stream = ClosingStream()
+    server = WriteDeadlineServer(lambda *a: None, config, Terminated(), None, stream)
+    server.protocol = Recorder()  # type: ignore[assignment]
+    return server, stream
+
+
+async def test_an_idle_connection_is_closed_when_its_keep_alive_runs_out():
+    server, stream = keep_alive_server(0.01)  # no request since it opened
+    await server._idle_timeout()
+    assert stream.closed and isinstance(server.protocol.events[-1], Closed)
+
+
+async def test_a_request_that_arrived_as_the_keep_alive_ran_out_keeps_its_connection():
+    """The request began (hypercorn's ``Updated(idle=False)``) after the keep-alive's wait had run out
+    but before the idle task went on to close: the request is served, the connection stays open."""
+    server, stream = keep_alive_server(0)
+    await server.protocol_send(Updated(idle=False))
+    await server._idle_timeout()
+    assert not stream.closed and server.protocol.events == []
