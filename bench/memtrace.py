@@ -24,6 +24,7 @@ import signal
 import sys
 import tempfile
 import tracemalloc
+import types
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ def child(out: Path, argv: list[str]) -> int:
     def stats(signum: int, _frame: object) -> None:
         # SIGRTMIN+1: a full collection and a trim first (what is left is held, not garbage or free pages)
         garbage: dict[str, int] = {}
+        frames_in_garbage: dict[str, int] = {}
         if signum == signal.SIGRTMIN + 1:
             import gc
 
@@ -68,6 +70,13 @@ def child(out: Path, argv: list[str]) -> int:
                 for obj in gc.garbage:
                     name = f"{type(obj).__module__}.{type(obj).__qualname__}"
                     garbage[name] = garbage.get(name, 0) + 1
+                    if isinstance(obj, types.FrameType):  # where the cycle was made: the frames it holds
+                        code = obj.f_code
+                        where = f"{code.co_name} @ {Path(code.co_filename).name}:{obj.f_lineno}"
+                        frames_in_garbage[where] = frames_in_garbage.get(where, 0) + 1
+                    elif isinstance(obj, BaseException):
+                        name = f"exception {type(obj).__qualname__}"
+                        frames_in_garbage[name] = frames_in_garbage.get(name, 0) + 1
             finally:
                 gc.set_debug(0)
                 gc.garbage.clear()
@@ -93,6 +102,7 @@ def child(out: Path, argv: list[str]) -> int:
             # every type of the server's own (a connection's, a run's) found in cycles, none left out
             stats["garbage_server_types"] = {name: count for name, count in garbage.items()
                                              if name.startswith(SERVER_MODULES)}
+            stats["garbage_frames"] = dict(sorted(frames_in_garbage.items(), key=lambda kv: -kv[1])[:40])
         target.with_suffix(".tmp").write_text(json.dumps(stats))
         os.replace(target.with_suffix(".tmp"), target)
 

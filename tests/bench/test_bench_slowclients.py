@@ -50,5 +50,6 @@ def test_the_mixed_burst_leaves_no_connection_garbage(tmp_path):
     # 2 bursts of 18 connections: hundreds of hypercorn's and the server's objects in cycles before the fix,
     # none now (what else a loaded machine may leave in cycles, exceptions' tracebacks, is not a connection)
     collected = row["stats_collected"]
-    assert collected.get("garbage_server_types", {}) == {}, (collected.get("garbage_objects"),
-                                                             collected.get("garbage_types"), collected.get("tasks"))
+    assert collected.get("garbage_server_types", {}) == {}, (
+        collected.get("garbage_objects"), collected.get("garbage_types"), collected.get("garbage_frames"),
+        collected.get("tasks"))
