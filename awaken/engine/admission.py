@@ -102,35 +102,42 @@ class Handoff:
     nursery of its own per request. A request cancelled while it waits abandons the run: its admission
     ends without starting it."""
 
-    __slots__ = ("_lot", "abandoned", "error", "run")
+    __slots__ = ("_lot", "abandoned", "error", "handed", "run")
 
     def __init__(self) -> None:
         self.run: AdmittedRun | None = None
         self.error: BaseException | None = None
         self.abandoned = False
+        #: the run or the refusal was handed over (``started`` or ``failed``)
+        self.handed = False
         self._lot = trio.lowlevel.ParkingLot()
-
-    @property
-    def handed(self) -> bool:
-        return self.run is not None or self.error is not None
 
     def started(self, run: AdmittedRun) -> None:
         self.run = run
+        self.handed = True
         self._lot.unpark_all()
 
     def failed(self, error: BaseException) -> None:
         self.error = error
+        self.handed = True
         self._lot.unpark_all()
 
     async def wait(self) -> AdmittedRun:
         try:
-            while self.run is None and self.error is None:
+            while not self.handed:
                 await self._lot.park()
         except trio.Cancelled:
             self.abandoned = True
             raise
-        if self.error is not None:
-            raise self.error
+        error, self.error = self.error, None
+        if error is not None:
+            # the raised error's traceback holds this frame and the caller's, which hold this handoff: a
+            # handoff that kept the error too made each refusal a reference cycle (its frames, the
+            # request's and the refused run's objects waited for a full collection)
+            try:
+                raise error
+            finally:
+                del error
         assert self.run is not None
         return self.run
 

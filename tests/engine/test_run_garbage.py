@@ -20,9 +20,12 @@ from tests.builders import (
     agui_body,
     call,
     default_config_data,
+    held,
     live_server,
     make_config,
     post_agui,
+    read_until,
+    release,
     types,
     user,
     user_message,
@@ -84,3 +87,25 @@ async def test_runs_streamed_over_a_live_connection_leave_no_cycle(tmp_path: Pat
         assert types(done)[-1] == "RUN_FINISHED" and types(waiting)[-1] == "RUN_FINISHED"
         assert server.ctx.app.active_count == 0
         assert server_garbage() == []
+
+
+async def test_a_request_refused_by_admission_leaves_no_cycle(tmp_path: Path) -> None:
+    """A request that admission refuses (here ``THREAD_BUSY``: its thread's run is held open by a gate)
+    is refused in the server's nursery and the refusal handed to the request (``Handoff``): the error it
+    raises, its traceback and the frames it holds (the request's, the refused run's) are freed once the
+    refusal is written, not left in a cycle with the hand-off."""
+    async with live_server(make_config(tmp_path)) as server, server.client() as first, server.client() as second:
+        await post_agui(second, agui_body("t-warm", "r-warm", [user("u0", "warm up")]))
+        refused = await post_agui(second, agui_body("t-warm", "r-warm-2", [user("u0b", "again")]))
+        body = agui_body("t-busy", "r-a", [user("ua", held("t-busy", 2))])
+        async with first.stream("POST", "/v1/ag-ui", json=body) as response:
+            lines = response.aiter_lines()
+            await read_until(lines, "TEXT_MESSAGE_CONTENT")
+            gc.collect()  # what serving the requests so far left
+            refused = await post_agui(second, agui_body("t-busy", "r-b", [user("ub", "me too")]))
+            await trio.testing.wait_all_tasks_blocked()
+            garbage = server_garbage()
+            await release(server, "t-busy")
+            await read_until(lines, "RUN_FINISHED")
+        assert [(e["type"], e["code"]) for e in refused] == [("RUN_ERROR", "THREAD_BUSY")]
+        assert garbage == [], garbage
