@@ -21,7 +21,7 @@ the read side has ended, so the task group leaves as soon as the response (if an
 connections held, measured: ``bench/HISTORY.md``.
 
 Its keep-alive close never cuts a request short: a request that arrives just as the keep-alive runs
-out keeps its connection (``_idle_timeout``), where hypercorn closed it under the request it had begun.
+out keeps its connection (``_initiate_server_close``), where hypercorn closed it under the request it had begun.
 
 It reads up to ``READ_SIZE`` (256 KiB) at a time where hypercorn reads 64 KiB: every read goes
 through h11, hypercorn's stream and the app's queue, so a large replayed history takes fewer of those
@@ -197,6 +197,7 @@ class WriteDeadlineServer(TCPServer):
         super().__init__(_Tagged(app, self.writes), config, *args)
         self.write_timeout: float | None = getattr(config, "awaken_write_timeout", None)
         #: no request is being served (hypercorn's last ``Updated``): only then may the keep-alive close it
+        #: (``_initiate_server_close``)
         self.idle = True
 
     async def run(self) -> None:
@@ -208,7 +209,7 @@ class WriteDeadlineServer(TCPServer):
     async def protocol_send(self, event: Any) -> None:
         if not isinstance(event, RawData):
             if isinstance(event, Updated):
-                self.idle = event.idle  # before any wait: ``_idle_timeout`` reads it
+                self.idle = event.idle  # before any wait: the idle task reads it
             # ``Closed`` (close the socket) and ``Updated`` (the idle timer) are bookkeeping that must
             # finish: they run in whichever task ended the request, which its app may cancel right then
             # (quart-trio cancels its request task once hypercorn queues ``http.disconnect``). A close
@@ -240,18 +241,14 @@ class WriteDeadlineServer(TCPServer):
                 await self.stream.aclose()
                 await self.protocol.handle(Closed())
 
-    async def _idle_timeout(self) -> None:
-        """hypercorn's keep-alive close, but never under a request. A request that arrives as the
-        keep-alive runs out stops this task (``Updated(idle=False)``) too late when the timeout has
-        already woken it: hypercorn then closed the connection under the request it had just begun,
-        whose run saw its client gone, and the client, with no response, sent the request again on
+    async def _initiate_server_close(self) -> None:
+        """hypercorn's keep-alive close (its idle task's end), but never under a request. A request that
+        arrives as the keep-alive runs out stops the idle task (``Updated(idle=False)``) too late when the
+        timeout has already woken it: hypercorn then closed the connection under the request it had just
+        begun, whose run saw its client gone, and the client, with no response, sent the request again on
         a new connection (a browser does, for a POST on a reused connection): two runs for one request."""
-        with trio.move_on_after(self.config.keep_alive_timeout):
-            await self.context.terminated.wait()
-        if not self.idle:
-            return
-        with trio.CancelScope(shield=True):
-            await self._initiate_server_close()
+        if self.idle:
+            await super()._initiate_server_close()
 
     async def _read_data(self) -> None:
         """hypercorn's read loop with ``READ_SIZE`` reads; once the read side ended, the idle task is
