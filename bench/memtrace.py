@@ -75,8 +75,8 @@ def child(out: Path, argv: list[str]) -> int:
                         where = f"{code.co_name} @ {Path(code.co_filename).name}:{obj.f_lineno}"
                         frames_in_garbage[where] = frames_in_garbage.get(where, 0) + 1
                     elif isinstance(obj, BaseException):
-                        name = f"exception {type(obj).__qualname__}"
-                        frames_in_garbage[name] = frames_in_garbage.get(name, 0) + 1
+                        what = f"exception {type(obj).__qualname__}"
+                        frames_in_garbage[what] = frames_in_garbage.get(what, 0) + 1
             finally:
                 gc.set_debug(0)
                 gc.garbage.clear()

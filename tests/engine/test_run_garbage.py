@@ -96,7 +96,7 @@ async def test_a_request_refused_by_admission_leaves_no_cycle(tmp_path: Path) ->
     refusal is written, not left in a cycle with the hand-off."""
     async with live_server(make_config(tmp_path)) as server, server.client() as first, server.client() as second:
         await post_agui(second, agui_body("t-warm", "r-warm", [user("u0", "warm up")]))
-        refused = await post_agui(second, agui_body("t-warm", "r-warm-2", [user("u0b", "again")]))
+        await post_agui(second, agui_body("t-warm", "r-warm-2", [user("u0b", "again")]))
         body = agui_body("t-busy", "r-a", [user("ua", held("t-busy", 2))])
         async with first.stream("POST", "/v1/ag-ui", json=body) as response:
             lines = response.aiter_lines()
