@@ -117,7 +117,11 @@ COALESCE_BYTES = 256 * 1024
 #: and every this many single frames queued behind the socket are joined first
 #: (``python -m bench.slowclients``: a stopped reader held thousands of small objects)
 COALESCE_FRAMES = 64
-#: characters of text framed per WebSocket write (framing is ~7-13 us a message: a 4 MB backlog is
+#: a WebSocket text message goes out framed by ``awaken.transports.ws.text_frames`` when the connection
+#: negotiated no extension, rather than through wsproto's event, frame and copy per message (the A/B in
+#: ``bench/REPORT.md``, 2026-12-03 (after the close): the first delta over WebSocket keep-alive); False: wsproto frames all
+WS_OWN_FRAMING = True
+#: bytes of text framed per WebSocket write (framing is ~7-13 us a message: a 4 MB backlog is
 #: written in slices that each leave the loop quickly; ``python -m bench.stall``, the 5 MiB delta row)
 WS_WRITE_CHUNK = 64 * 1024
 #: a step's text (and reasoning, and each call's arguments) is kept as blocks of this many deltas

@@ -75,7 +75,7 @@ import trio
 from awaken.engine.state import Cause, Interruptible
 from awaken.runtime.flag import Wakeup
 from awaken.runtime.tcp import timed_out_in
-from awaken.runtime.tuning import WS_WRITE_CHUNK
+from awaken.runtime.tuning import WS_OWN_FRAMING, WS_WRITE_CHUNK
 from awaken.wires.encoding import WireEvent, text_payload
 
 log = logging.getLogger("awaken.ws")
@@ -106,7 +106,7 @@ ABORT_AFTER = 5.0
 SUBPROTOCOL = "awaken.v1"
 #: the content type every text message is read as
 CONTENT_TYPE = "application/json"
-#: characters of text framed per socket write (``awaken.runtime.tuning``)
+#: bytes of text framed per socket write (``awaken.runtime.tuning``)
 WRITE_CHUNK = WS_WRITE_CHUNK
 
 
@@ -121,28 +121,30 @@ class Close:
 
 @attrs.frozen
 class Batch:
-    """What the writer sends next, in this order: a ping, the texts, the close frame."""
+    """What the writer sends next, in this order: a ping, the text messages (each its UTF-8 payload), the
+    close frame."""
 
     ping: bool
-    texts: list[str]
+    payloads: list[bytes]
     close: Close | None
 
 
 class Outbox:
-    """Text messages waiting for the socket, bounded in bytes.
+    """Text messages waiting for the socket (their UTF-8 payloads, as the encoders made them), bounded in
+    bytes.
 
     ``put`` is synchronous and never blocks: the run calls it from its event sink. ``take`` hands the
     writer everything queued so far as one ``Batch``. When more than ``limit`` bytes are queued (a
-    text larger than ``limit`` does not count, but a second one queued behind it does overflow),
+    message larger than ``limit`` does not count, but a second one queued behind it does overflow),
     ``on_overflow`` is called (once; it is expected to ``close`` with ``drop=True``). ``close`` queues
-    the close frame: with ``drop`` the queued texts are discarded, without it they are sent first.
+    the close frame: with ``drop`` the queued messages are discarded, without it they are sent first.
     After ``close``, ``put`` and ``ping`` do nothing.
     """
 
     def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
         self.limit = limit
         self._on_overflow: Callable[[], None] | None = on_overflow
-        self._texts: list[str] = []
+        self._payloads: list[bytes] = []
         self._size = 0
         self._oversized = 0
         self._ping = False
@@ -160,11 +162,12 @@ class Outbox:
         """Whether ``close`` discarded the queue (the writer also abandons the batch it holds)."""
         return self._dropped
 
-    def put(self, text: str, size: int) -> None:
+    def put(self, payload: bytes) -> None:
         if self._close is not None:
             return
-        self._texts.append(text)
-        if size > self.limit:  # one text larger than the buffer is sent whole; a second behind it is too slow
+        self._payloads.append(payload)
+        size = len(payload)
+        if size > self.limit:  # one message larger than the buffer is sent whole; a second behind it is too slow
             self._oversized += 1
         else:
             self._size += size
@@ -184,7 +187,7 @@ class Outbox:
         self._close = Close(code, reason)
         if drop:
             self._dropped = True
-            self._texts = []
+            self._payloads = []
             self._size = self._oversized = 0
             self._ping = False
         self._wake()
@@ -195,10 +198,10 @@ class Outbox:
 
     async def take(self) -> Batch:
         """The next batch; waits while there is nothing to send. Never returns after the close batch."""
-        while not (self._texts or self._ping or (self._close is not None and not self._taken_close)):
+        while not (self._payloads or self._ping or (self._close is not None and not self._taken_close)):
             await self._waiter.waiting()
-        batch = Batch(self._ping, self._texts, self._close)
-        self._texts = []
+        batch = Batch(self._ping, self._payloads, self._close)
+        self._payloads = []
         self._size = self._oversized = 0
         self._ping = False
         self._taken_close = self._close is not None
@@ -208,16 +211,33 @@ class Outbox:
         self._waiter.wake()
 
 
-def slices(texts: list[str], size: int) -> Iterator[list[str]]:
-    """``texts`` in order, in runs of about ``size`` characters (at least one text each)."""
+def slices(payloads: list[bytes], size: int) -> Iterator[list[bytes]]:
+    """``payloads`` in order, in runs of about ``size`` bytes (at least one payload each)."""
     start = total = 0
-    for i, text in enumerate(texts):
-        total += len(text)
+    for i, payload in enumerate(payloads):
+        total += len(payload)
         if total >= size:
-            yield texts[start : i + 1]
+            yield payloads[start : i + 1]
             start, total = i + 1, 0
-    if start < len(texts):
-        yield texts[start:]
+    if start < len(payloads):
+        yield payloads[start:]
+
+
+def text_frames(payloads: list[bytes]) -> bytes:
+    """``payloads`` as unfragmented, unmasked WebSocket text frames, back to back (RFC 6455 §5.2: FIN and
+    the text opcode, then the length in 7, 16 or 64 bits): the bytes a server's wsproto connection
+    makes of them when no extension was negotiated, without its per-frame objects and copies."""
+    out: list[bytes] = []
+    for payload in payloads:
+        size = len(payload)
+        if size < 126:
+            out.append(bytes((0x81, size)))
+        elif size < 0x10000:
+            out.append(b"\x81\x7e" + size.to_bytes(2, "big"))
+        else:
+            out.append(b"\x81\x7f" + size.to_bytes(8, "big"))
+        out.append(payload)
+    return b"".join(out)
 
 
 # -- the wire: how bytes reach the client -------------------------------------------------------------
@@ -231,9 +251,9 @@ class AsgiWire:
     def __init__(self, send: ASGISend) -> None:
         self._send = send
 
-    async def send_texts(self, texts: list[str]) -> None:
-        for text in texts:
-            await self._send({"type": "websocket.send", "text": text})
+    async def send_texts(self, payloads: list[bytes]) -> None:
+        for payload in payloads:
+            await self._send({"type": "websocket.send", "text": payload.decode()})
 
     async def ping(self) -> None:
         return None
@@ -290,10 +310,17 @@ class HypercornWire(AsgiWire):
             return  # the client started the close handshake: nothing more may be sent
         await stream.send(Data(stream_id=stream.stream_id, data=data))
 
-    async def send_texts(self, texts: list[str]) -> None:
+    async def send_texts(self, payloads: list[bytes]) -> None:
+        if WS_OWN_FRAMING and _frames_plainly(self._stream.connection):
+            from hypercorn.protocol.events import Data
+
+            stream = self._stream
+            if not stream.closed:  # else the client is gone; its disconnect is on the receive channel
+                await stream.send(Data(stream_id=stream.stream_id, data=text_frames(payloads)))
+            return
         from wsproto.events import TextMessage
 
-        await self._write_frames([TextMessage(data=text) for text in texts])
+        await self._write_frames([TextMessage(data=payload.decode()) for payload in payloads])
 
     async def ping(self) -> None:
         from wsproto.events import Ping
@@ -309,6 +336,22 @@ class HypercornWire(AsgiWire):
 
     async def wait_shutdown(self) -> None:
         await self._stream.context.terminated.wait()
+
+
+def _frames_plainly(connection: Any) -> bool:
+    """Whether ``text_frames`` makes exactly what ``connection`` (wsproto's, server side) would: it is open,
+    no extension (permessage-deflate, which browsers offer) is enabled, and no fragmented message is
+    under way. Anything unexpected in wsproto's internals answers no: wsproto frames it."""
+    from wsproto.connection import ConnectionState
+
+    proto = getattr(connection, "_proto", None)
+    extensions = getattr(proto, "extensions", None)
+    return (
+        getattr(connection, "state", None) is ConnectionState.OPEN
+        and getattr(proto, "_outbound_opcode", 0) is None
+        and extensions is not None
+        and not any(extension.enabled() for extension in extensions)
+    )
 
 
 # -- one connection -----------------------------------------------------------------------------------
@@ -331,7 +374,7 @@ class RequestStream:
     def deliver(self, position: bytes | None, payload: bytes) -> None:
         """One encoded event: one text message (no position: see the module docstring)."""
         self.started = True
-        self.conn.outbox.put(payload.decode(), len(payload))
+        self.conn.outbox.put(payload)
 
     async def stream(self, producer: Callable[[Callable[[bytes | None, bytes], None]], Awaitable[None]],
                      run: Interruptible) -> None:
@@ -477,7 +520,7 @@ class WsConnection:
             try:
                 if batch.ping:
                     await self.wire.ping()
-                for chunk in slices(batch.texts, WRITE_CHUNK):
+                for chunk in slices(batch.payloads, WRITE_CHUNK):
                     if self.outbox.dropped:
                         break
                     await self.wire.send_texts(chunk)
@@ -517,8 +560,7 @@ class WsConnection:
 
     def emit(self, wire: list[WireEvent]) -> None:
         for event in wire:
-            data = text_payload(event)
-            self.outbox.put(data.decode(), len(data))
+            self.outbox.put(text_payload(event))
 
     def refuse(self, code: str, message: str) -> None:
         """Refuse a message that starts no request: at once when idle, else after the current stream."""

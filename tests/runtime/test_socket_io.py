@@ -229,3 +229,45 @@ async def _sent_through_a_connection(frames: list[bytes], own: bool) -> bytes:
 def test_writes_deliver_what_trios_stream_delivers(frames):
     assert trio.run(_sent_through_a_connection, frames, True) == trio.run(_sent_through_a_connection, frames, False) \
         == b"".join(frames)
+
+
+# -- a write with no other under way takes no scheduling point ------------------------------------------
+
+
+def _connection(ours: trio.socket.SocketType) -> WriteDeadlineServer:
+    server = object.__new__(WriteDeadlineServer)
+    server.stream = trio.SocketStream(ours)
+    server.send_lock = trio.Lock()
+    server.write_timeout = 30.0
+    server.writes = Writes()
+    server.protocol = _Protocol()
+    return server
+
+
+async def test_a_write_with_no_other_under_way_goes_out_before_any_other_task_runs():
+    """A free send lock is taken without trio's checkpoint: the run that produced the frames does not get
+    the loop between its frames and their write."""
+    ours, theirs = trio.socket.socketpair()
+    with ours, theirs:
+        write = _connection(ours).protocol_send(RawData(b"data: first\n\n"))
+        with pytest.raises(StopIteration):
+            write.send(None)  # done at the first step: it never yielded to the scheduler
+        assert await theirs.recv(100) == b"data: first\n\n"
+
+
+async def test_a_write_while_another_waits_for_the_socket_goes_after_it_whole():
+    ours, theirs = trio.socket.socketpair()
+    with ours, theirs:
+        ours.setsockopt(stdlib_socket.SOL_SOCKET, stdlib_socket.SO_SNDBUF, 4096)
+        server = _connection(ours)
+        big, small = b"a" * 200_000, b"then this"
+        received = bytearray()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.protocol_send, RawData(big))
+            await trio.testing.wait_all_tasks_blocked()  # the socket is full: the first write waits, holding the lock
+            assert server.send_lock.locked()
+            nursery.start_soon(server.protocol_send, RawData(small))
+            await trio.testing.wait_all_tasks_blocked()
+            while len(received) < len(big) + len(small):
+                received.extend(await theirs.recv(65536))
+        assert bytes(received) == big + small

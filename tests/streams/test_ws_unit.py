@@ -22,22 +22,22 @@ from tests.builders import agui_body, default_config_data, held, make_config, op
 
 def test_outbox_hands_over_everything_queued_as_one_batch_in_order():
     box = Outbox(100, lambda: pytest.fail("no overflow expected"))
-    box.put("a", 1)
-    box.put("b", 1)
+    box.put(b"a")
+    box.put(b"b")
     box.ping()
 
     async def take() -> Batch:
         return await box.take()
 
-    assert trio.run(take) == Batch(True, ["a", "b"], None)
+    assert trio.run(take) == Batch(True, [b"a", b"b"], None)
 
 
 def test_outbox_overflow_fires_once_and_a_dropping_close_discards_the_queue():
     calls: list[int] = []
     box = Outbox(10, lambda: calls.append(1) or box.close(4008, "too slow", drop=True))
-    box.put("x" * 6, 6)
-    box.put("y" * 6, 6)  # 12 > 10: overflow, and the close drops both
-    box.put("z", 1)  # after close: ignored
+    box.put(b"x" * 6)
+    box.put(b"y" * 6)  # 12 > 10: overflow, and the close drops both
+    box.put(b"z")  # after close: ignored
     box.ping()  # likewise
     assert calls == [1] and box.closing and box.dropped
 
@@ -49,10 +49,10 @@ def test_outbox_overflow_fires_once_and_a_dropping_close_discards_the_queue():
 
 async def test_outbox_graceful_close_sends_the_queue_first_and_nothing_after(autojump_clock):
     box = Outbox(100, lambda: None)
-    box.put("last", 4)
+    box.put(b"last")
     box.close(1001, "bye", drop=False)
     assert not box.dropped
-    assert await box.take() == Batch(False, ["last"], Close(1001, "bye"))
+    assert await box.take() == Batch(False, [b"last"], Close(1001, "bye"))
     with trio.move_on_after(60) as waited:
         await box.take()  # the close batch was the last one
     assert waited.cancelled_caught
@@ -62,12 +62,12 @@ async def test_outbox_take_waits_for_a_put(autojump_clock):
     box = Outbox(100, lambda: None)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_put_later, box)
-        assert (await box.take()).texts == ["late"]
+        assert (await box.take()).payloads == [b"late"]
 
 
 async def _put_later(box: Outbox) -> None:
     await trio.sleep(5)
-    box.put("late", 4)
+    box.put(b"late")
 
 
 @pytest.mark.parametrize(
@@ -75,10 +75,10 @@ async def _put_later(box: Outbox) -> None:
     [([10] * 25, 100, [10, 10, 5]), ([], 5, []), ([500, 1], 100, [1, 1]), ([3, 3, 3], 100, [3])],
 )
 def test_slices_keep_order_and_bound_each_write(sizes, limit, expected):
-    texts = [f"{i:0{n}d}"[:n] for i, n in enumerate(sizes)]
-    chunks = list(slices(texts, limit))
+    payloads = [f"{i:0{n}d}"[:n].encode() for i, n in enumerate(sizes)]
+    chunks = list(slices(payloads, limit))
     assert [len(c) for c in chunks] == expected
-    assert [t for c in chunks for t in c] == texts
+    assert [p for c in chunks for p in c] == payloads
 
 
 async def test_plain_asgi_server_gets_one_send_per_event_and_no_hypercorn_extras(tmp_path):
