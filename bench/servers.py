@@ -102,6 +102,9 @@ class ServerProcess:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: pinned to CPU 0 (every server but the scale-out ones, which may use every CPU)
     pinned: bool = True
+    #: the working directory, first on the server's import path (``python -m`` puts it before PYTHONPATH):
+    #: the source tree whose ``awaken`` it runs
+    cwd: Path = REPO
 
     @property
     def base_url(self) -> str:
@@ -124,13 +127,19 @@ class ServerProcess:
         elif can_pin():
             def preexec() -> None:  # the load generator is pinned to CPU 1: the server may use every CPU
                 os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-        env.update(self.extra_env)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=REPO, env=env, preexec_fn=preexec)
+                                         cwd=self.cwd, env=self.env(), preexec_fn=preexec)
+
+    def env(self) -> dict[str, str]:
+        """The server's environment: this one, with ``cwd`` and this repository first on PYTHONPATH (the
+        bench's own modules, for a tree without them) and ``extra_env`` over it."""
+        env = dict(os.environ)
+        paths = dict.fromkeys((str(self.cwd), str(REPO), env.get("PYTHONPATH", "")))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        env.update(self.extra_env)
+        return env
 
     async def start(self, *, limit_s: float = 30.0) -> None:
         self.spawn()
@@ -249,7 +258,8 @@ def process_sched(pid: int | str = "self") -> tuple[float, float]:
 
 def awaken_server(name: str, backend: str, data_dir: Path, log_dir: Path, *, profile_dir: Path | None = None,
                   dsn: str | None = None, workers: int = 1, pinned: bool = True,
-                  lease_seconds: float | None = None) -> ServerProcess:
+                  lease_seconds: float | None = None, tree: Path | None = None) -> ServerProcess:
+    """An Awaken server on ``backend``, running the source tree ``tree`` (default: this repository's)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     config_path = data_dir / "config.toml"
     config_path.write_text(awaken_config(backend, data_dir, dsn=dsn, workers=workers,
@@ -261,7 +271,7 @@ def awaken_server(name: str, backend: str, data_dir: Path, log_dir: Path, *, pro
     else:
         argv = [sys.executable, "-m", "bench.profiled", str(profile_dir), "serve", "--config", str(config_path),
                 "--bind", bind]
-    return ServerProcess(name, argv, log_dir / f"{name}.log", port, pinned=pinned)
+    return ServerProcess(name, argv, log_dir / f"{name}.log", port, pinned=pinned, cwd=tree or REPO)
 
 
 def peer_server(log_dir: Path) -> ServerProcess:

@@ -278,7 +278,8 @@ class RunApplication:
                 build = broadcast = asks = None  # type: ignore[assignment]
                 # the run goes on at once: its request's watcher holds the frames until the request's
                 # task, woken here, attaches its transport at the run's first checkpoint (a model's first
-                # await, or the scripted model's right after its first delta) and sends them together
+                # await, or the scripted model's right after its first delta) and sends them together;
+                # a socket's request takes them as they come (``Transport.early``)
                 task_status.started(run)
                 handoff = task_status = None  # type: ignore[assignment]  # handed: not kept for the run's life
                 try:

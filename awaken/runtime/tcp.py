@@ -33,7 +33,9 @@ On a plain socket it reads and writes the socket itself (``_receive``, ``_write_
 results and errors of trio's stream: a read waits in trio's ``wait_readable`` alone, and a write the
 socket takes at once needs no cancel scope; only what it cannot take waits, under the deadline. What
 that saves, per open connection and per write: ``bench/REPORT.md``. TLS, or a ``read_timeout``, keeps
-trio's stream.
+trio's stream. A write with no other under way goes out without a scheduling point, and synchronous
+code may write through ``Writes.write_now`` (a WebSocket request's first frames, from the run that
+makes them: ``transports/ws.py``).
 
 Closing a connection and restarting its idle timer (hypercorn's ``Closed`` and ``Updated``) are
 shielded from cancellation: hypercorn runs them inside the task of the request that ended, and an
@@ -90,11 +92,14 @@ _DISCONNECTS = frozenset({"http.disconnect", "websocket.disconnect"})
 class Writes:
     """What the app may ask of its connection's writes (one per connection)."""
 
-    __slots__ = ("timed_out",)
+    __slots__ = ("timed_out", "write_now")
 
     def __init__(self) -> None:
         #: the write deadline passed and closed the connection
         self.timed_out = False
+        #: the connection's write of bytes, now, without waiting (``WriteDeadlineServer.write_now``; None:
+        #: the connection has none, or it ended)
+        self.write_now: Callable[[bytes], int] | None = None
 
 
 def timed_out_in(scope: dict[str, Any]) -> bool:
@@ -195,6 +200,8 @@ class WriteDeadlineServer(TCPServer):
     def __init__(self, app: Any, config: HypercornConfig, *args: Any) -> None:
         self.writes = Writes()
         super().__init__(_Tagged(app, self.writes), config, *args)
+        if OWN_SOCKET_IO:
+            self.writes.write_now = self.write_now
         self.write_timeout: float | None = getattr(config, "awaken_write_timeout", None)
         #: no request is being served (hypercorn's last ``Updated``): only then may the keep-alive close it
         #: (``_initiate_server_close``)
@@ -293,6 +300,16 @@ class WriteDeadlineServer(TCPServer):
         """The plain socket this connection reads and writes itself (None: TLS, or ``OWN_SOCKET_IO`` off)."""
         return getattr(self.stream, "socket", None) if OWN_SOCKET_IO else None
 
+    def write_now(self, data: bytes) -> int:
+        """Write what the socket takes of ``data`` now, from synchronous code: how many bytes it took
+        (0 for an error, which the next waiting write raises), or -1 when a write is under way (then
+        nothing was written: the caller queues ``data`` behind it), as on a TLS stream, which only
+        trio's writes take. hypercorn's own writes (a pong, a close) hold the send lock, so bytes written
+        here never come between theirs."""
+        if self.send_lock.locked() or self._own_socket() is None:
+            return -1
+        return self._write_at_once(data)
+
     def _write_at_once(self, data: bytes) -> int:
         """How much of ``data`` the socket took without waiting: all of it, but for a client that reads
         slower than the server writes. Only what is left needs a deadline: a cancel scope with one
@@ -365,6 +382,9 @@ def drop_connection(server: TCPServer) -> None:
     hundred clients (bench/SLOWCLIENTS.md, finding 13). Nothing of the connection runs any more when
     ``run`` returns (its task group has ended), so their references are dropped here and each object is
     freed at once. Shared objects (the app, the config, the worker context) are only let go of."""
+    writes = getattr(server, "writes", None)
+    if isinstance(writes, Writes):
+        writes.write_now = None  # a bound method of the connection, in the scopes of its requests
     wrapper = getattr(server, "protocol", None)
     inner = getattr(wrapper, "protocol", None)
     for obj in (getattr(inner, "stream", None), inner, wrapper, server):

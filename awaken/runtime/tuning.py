@@ -121,6 +121,12 @@ COALESCE_FRAMES = 64
 #: negotiated no extension, rather than through wsproto's event, frame and copy per message (the A/B in
 #: ``bench/REPORT.md``, 2026-12-03 (after the close): the first delta over WebSocket keep-alive); False: wsproto frames all
 WS_OWN_FRAMING = True
+#: a WebSocket request's frames written at once, as the run makes them, while nothing waits for the
+#: socket (``awaken.transports.ws``: ``WsConnection.send``), before the writer takes the next ones in
+#: batches; four is a run's opening on both wires (the run's start, its step's, its text's and the
+#: first delta), each in the client's hands while the run makes the next (the A/B in
+#: ``bench/REPORT.md``, 2026-12-03 (after the close)); 0: every frame waits for the writer's next pass
+WS_AT_ONCE_FRAMES = 4
 #: bytes of text framed per WebSocket write (framing is ~7-13 us a message: a 4 MB backlog is
 #: written in slices that each leave the loop quickly; ``python -m bench.stall``, the 5 MiB delta row)
 WS_WRITE_CHUNK = 64 * 1024

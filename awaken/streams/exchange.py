@@ -49,6 +49,10 @@ Deliver = Callable[[bytes | None, bytes], None]
 
 
 class Transport(TypingProtocol):
+    #: a deliver that takes frames from the run's first event on, before ``stream`` (a socket's request);
+    #: None: frames wait for ``stream`` (an HTTP response sends its head first)
+    early: Deliver | None
+
     async def stream(self, producer: Callable[[Deliver], Awaitable[None]], run: Interruptible) -> None:
         """Write what ``producer(deliver)`` delivers until it returns. A disconnect cancels the
         producer; a transport that must stop the run for its own reason calls ``run.cancel(cause)``."""
@@ -159,8 +163,11 @@ async def admit_stream(
         out = RunBroadcast(run.run_id, thread_id, ctx.config.server.replay_bytes, run.owner)
         out.relay = ctx.ledger.relay()  # watchers on other processes (a shared ledger; None for one process)
         # the origin watches from before the run's first event: a frame larger than the replay
-        # (a 5 MB delta) may push the first frames out of it before the transport is ready
-        first.append(out.open_channel(protocol, encoder).watch(_unattached, 0, hold=True))
+        # (a 5 MB delta) may push the first frames out of it before the transport is ready; one that
+        # is ready takes them as they come, the others get them held, once they attach
+        channel = out.open_channel(protocol, encoder)
+        early = transport.early
+        first.append(channel.watch(early, 0) if early is not None else channel.watch(_unattached, 0, hold=True))
         return out
 
     # a server that hosts runs holds each in its own nursery: this request keeps nothing open for it;

@@ -301,6 +301,9 @@ async def send_once(send: ASGISend, headers: list[tuple[bytes, bytes]], body: by
 class SseTransport:
     """The ``Transport`` for one HTTP request: SSE frames and keep-alive comments."""
 
+    #: frames wait for ``stream``: the response's head goes first
+    early = None
+
     def __init__(self, send: ASGISend, receive: ASGIReceive, headers: list[tuple[bytes, bytes]], *,
                  keepalive: float, max_buffered: int, scope: dict[str, Any] | None = None,
                  heartbeat: Heartbeat | None = None) -> None:

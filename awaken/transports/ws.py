@@ -32,8 +32,13 @@ reader (the ASGI ``receive`` loop), the writer, the pinger, the shutdown watcher
 request (``handle``, given by the caller: parse, admit, run; this module knows no protocol and no
 engine, and refusals come from the caller's ``refuse``). Nothing outlives the connection; everything stops by
 cancel scopes. The run never awaits the socket: its sink ``put``s frames into the ``Outbox``
-(synchronous, bounded by ``server.max_buffered_bytes``) and the writer, the only task that writes,
-drains it. A client that stops reading therefore never stalls the run or the server.
+(synchronous, bounded by ``server.max_buffered_bytes``) and the writer drains it. A client that stops
+reading therefore never stalls the run or the server. A request takes its frames from the run's first
+event on (its socket has no response head to send first), and while nothing is queued or being
+written its first ``WS_AT_ONCE_FRAMES`` frames (a run's opening: its start, its step's, its text's and
+the first delta) go to the socket as the run makes them, in a write that never waits
+(``Writes.write_now``, ``awaken/runtime/tcp.py``); what the socket does not take of one, and every
+frame after them, the writer sends in order.
 
 Close codes (the server's; a client's own close is simply a disconnect)::
 
@@ -74,8 +79,8 @@ import trio
 
 from awaken.engine.state import Cause, Interruptible
 from awaken.runtime.flag import Wakeup
-from awaken.runtime.tcp import timed_out_in
-from awaken.runtime.tuning import WS_OWN_FRAMING, WS_WRITE_CHUNK
+from awaken.runtime.tcp import EXTENSION, Writes, timed_out_in
+from awaken.runtime.tuning import WS_AT_ONCE_FRAMES, WS_OWN_FRAMING, WS_WRITE_CHUNK
 from awaken.wires.encoding import WireEvent, text_payload
 
 log = logging.getLogger("awaken.ws")
@@ -121,12 +126,14 @@ class Close:
 
 @attrs.frozen
 class Batch:
-    """What the writer sends next, in this order: a ping, the text messages (each its UTF-8 payload), the
-    close frame."""
+    """What the writer sends next, in this order: the rest of a frame written at once, a ping, the text
+    messages (each its UTF-8 payload), the close frame."""
 
     ping: bool
     payloads: list[bytes]
     close: Close | None
+    #: framed bytes the socket did not take of a frame written at once (they go before anything else)
+    rest: bytes = b""
 
 
 class Outbox:
@@ -138,13 +145,16 @@ class Outbox:
     message larger than ``limit`` does not count, but a second one queued behind it does overflow),
     ``on_overflow`` is called (once; it is expected to ``close`` with ``drop=True``). ``close`` queues
     the close frame: with ``drop`` the queued messages are discarded, without it they are sent first.
-    After ``close``, ``put`` and ``ping`` do nothing.
+    After ``close``, ``put`` and ``ping`` do nothing. ``put_rest`` queues what the socket did not take of
+    a frame written at once (``WsConnection.send``): the writer sends it first, and a dropping ``close``
+    keeps it (the close frame must not land inside a frame).
     """
 
     def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
         self.limit = limit
         self._on_overflow: Callable[[], None] | None = on_overflow
         self._payloads: list[bytes] = []
+        self._rest = b""
         self._size = 0
         self._oversized = 0
         self._ping = False
@@ -156,6 +166,11 @@ class Outbox:
     @property
     def closing(self) -> bool:
         return self._close is not None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing is queued (no frame, rest, ping or close)."""
+        return not (self._payloads or self._rest or self._ping or self._close is not None)
 
     @property
     def dropped(self) -> bool:
@@ -174,6 +189,16 @@ class Outbox:
         if self._size > self.limit or self._oversized > 1:
             if self._on_overflow is not None:
                 self._on_overflow()
+        self._wake()
+
+    def put_rest(self, data: bytes) -> None:
+        """The bytes the socket did not take of a frame written at once: sent before anything queued."""
+        if self._close is not None:
+            return
+        self._rest += data
+        self._size += len(data)
+        if self._size > self.limit and self._on_overflow is not None:
+            self._on_overflow()
         self._wake()
 
     def ping(self) -> None:
@@ -198,10 +223,11 @@ class Outbox:
 
     async def take(self) -> Batch:
         """The next batch; waits while there is nothing to send. Never returns after the close batch."""
-        while not (self._payloads or self._ping or (self._close is not None and not self._taken_close)):
+        while not (self._rest or self._payloads or self._ping or (self._close is not None and not self._taken_close)):
             await self._waiter.waiting()
-        batch = Batch(self._ping, self._payloads, self._close)
+        batch = Batch(self._ping, self._payloads, self._close, self._rest)
         self._payloads = []
+        self._rest = b""
         self._size = self._oversized = 0
         self._ping = False
         self._taken_close = self._close is not None
@@ -251,6 +277,15 @@ class AsgiWire:
     def __init__(self, send: ASGISend) -> None:
         self._send = send
 
+    def write_now(self, payload: bytes) -> bytes | None:
+        """``payload``'s frame written now, from synchronous code: None when it was not (queue it), else
+        the frame's bytes the socket did not take. Plain ASGI has no such write."""
+        return None
+
+    async def send_raw(self, data: bytes | None) -> None:
+        """Bytes already framed: a plain ASGI wire frames nothing itself (``write_now``), so it has none."""
+        assert not data, "plain ASGI writes no frames of its own"
+
     async def send_texts(self, payloads: list[bytes]) -> None:
         for payload in payloads:
             await self._send({"type": "websocket.send", "text": payload.decode()})
@@ -279,12 +314,14 @@ class HypercornWire(AsgiWire):
 
     can_ping = True
 
-    def __init__(self, send: ASGISend, stream: Any) -> None:
+    def __init__(self, send: ASGISend, stream: Any, writes: Writes | None = None) -> None:
         super().__init__(send)
         self._stream = stream
+        #: the connection's own writes (``awaken/runtime/tcp.py``; None: not this server's connection)
+        self._writes = writes
 
     @classmethod
-    def of(cls, send: ASGISend) -> AsgiWire:
+    def of(cls, send: ASGISend, writes: Writes | None = None) -> AsgiWire:
         """The best wire for ``send``: this one under hypercorn (checked by type), else ``AsgiWire``."""
         try:
             from hypercorn.protocol.ws_stream import WSStream
@@ -293,7 +330,7 @@ class HypercornWire(AsgiWire):
         # a middleware that watches ``send`` (awaken/http/metrics.py) names what it wraps: ``__wrapped__``
         stream = getattr(getattr(send, "__wrapped__", send), "__self__", None)
         if isinstance(stream, WSStream) and all(hasattr(stream, a) for a in ("connection", "send", "stream_id")):
-            return cls(send, stream)
+            return cls(send, stream, writes)
         log.warning("not served by hypercorn's WSStream: websocket pings, batching and abort are off")
         return AsgiWire(send)
 
@@ -310,17 +347,42 @@ class HypercornWire(AsgiWire):
             return  # the client started the close handshake: nothing more may be sent
         await stream.send(Data(stream_id=stream.stream_id, data=data))
 
-    async def send_texts(self, payloads: list[bytes]) -> None:
-        if WS_OWN_FRAMING and _frames_plainly(self._stream.connection):
-            from hypercorn.protocol.events import Data
-
-            stream = self._stream
-            if not stream.closed:  # else the client is gone; its disconnect is on the receive channel
-                await stream.send(Data(stream_id=stream.stream_id, data=text_frames(payloads)))
-            return
+    def _text_frames(self, payloads: list[bytes]) -> bytes | None:
+        """``payloads`` framed as this connection's text messages (None: the client started the close
+        handshake, and nothing more may be sent): by ``text_frames`` where that is what wsproto would make
+        (``WS_OWN_FRAMING``), else by the stream's own wsproto connection."""
         from wsproto.events import TextMessage
+        from wsproto.utilities import LocalProtocolError
 
-        await self._write_frames([TextMessage(data=payload.decode()) for payload in payloads])
+        connection = self._stream.connection
+        if WS_OWN_FRAMING and _frames_plainly(connection):
+            return text_frames(payloads)
+        try:
+            return b"".join([connection.send(TextMessage(data=payload.decode())) for payload in payloads])
+        except LocalProtocolError:
+            return None
+
+    async def send_texts(self, payloads: list[bytes]) -> None:
+        await self.send_raw(self._text_frames(payloads))
+
+    async def send_raw(self, data: bytes | None) -> None:
+        """Write bytes already framed (None: nothing)."""
+        from hypercorn.protocol.events import Data
+
+        stream = self._stream
+        if data and not stream.closed:  # closed: the client is gone; its disconnect is on the receive channel
+            await stream.send(Data(stream_id=stream.stream_id, data=data))
+
+    def write_now(self, payload: bytes) -> bytes | None:
+        writes = self._writes
+        write = writes.write_now if writes is not None else None
+        if write is None or self._stream.closed:
+            return None
+        frame = self._text_frames([payload])
+        if frame is None:
+            return b""  # nothing may be sent any more: dropped, as ``send_texts`` drops it
+        taken = write(frame)
+        return None if taken < 0 else frame[taken:]
 
     async def ping(self) -> None:
         from wsproto.events import Ping
@@ -358,7 +420,7 @@ def _frames_plainly(connection: Any) -> bool:
 
 
 class RequestStream:
-    """The transport of one request on a socket: its frames go to the connection's outbox."""
+    """The transport of one request on a socket: its frames go to the connection (``WsConnection.send``)."""
 
     def __init__(self, conn: WsConnection) -> None:
         self.conn = conn
@@ -374,7 +436,13 @@ class RequestStream:
     def deliver(self, position: bytes | None, payload: bytes) -> None:
         """One encoded event: one text message (no position: see the module docstring)."""
         self.started = True
-        self.conn.outbox.put(payload)
+        self.conn.send(payload)
+
+    @property
+    def early(self) -> Callable[[bytes | None, bytes], None]:
+        """``deliver``, from the run's first event on (before ``stream``): a socket's request has no
+        response head to send first (``awaken.streams.exchange.Transport``)."""
+        return self.deliver
 
     async def stream(self, producer: Callable[[Callable[[bytes | None, bytes], None]], Awaitable[None]],
                      run: Interruptible) -> None:
@@ -429,6 +497,8 @@ class WsConnection:
         self.shutting_down = False
         self._disconnected = False
         self._sending = False
+        #: frames written at once (``send``) since the writer last took a batch
+        self._at_once = 0
         self._close_sent = trio.Event()
 
     # The connection's tasks --------------------------------------------------------------------------
@@ -517,7 +587,10 @@ class WsConnection:
         while True:
             batch = await self.outbox.take()
             self._sending = True
+            self._at_once = 0
             try:
+                if batch.rest:
+                    await self.wire.send_raw(batch.rest)
                 if batch.ping:
                     await self.wire.ping()
                 for chunk in slices(batch.payloads, WRITE_CHUNK):
@@ -557,6 +630,20 @@ class WsConnection:
         await self.wire.abort()
 
     # Synchronous helpers (called by the run's sink, the reader and the request) ---------------------
+
+    def send(self, payload: bytes) -> None:
+        """One message of the current request: written at once while nothing is queued or being written
+        and fewer than ``WS_AT_ONCE_FRAMES`` went so since the writer last ran (what the socket does not
+        take of it is queued first), else queued for the writer."""
+        outbox = self.outbox
+        if self._at_once < WS_AT_ONCE_FRAMES and not self._sending and outbox.idle:
+            rest = self.wire.write_now(payload)
+            if rest is not None:
+                self._at_once += 1
+                if rest:
+                    outbox.put_rest(rest)
+                return
+        outbox.put(payload)
 
     def emit(self, wire: list[WireEvent]) -> None:
         for event in wire:
@@ -619,7 +706,8 @@ async def serve_websocket(scope: dict, receive: ASGIReceive, send: ASGISend, han
     if SUBPROTOCOL in scope.get("subprotocols", []):
         accept["subprotocol"] = SUBPROTOCOL
     await send(accept)
-    conn = WsConnection(receive, HypercornWire.of(send), handle, refuse, ping_seconds=ping_seconds,
+    wire = HypercornWire.of(send, scope.get("extensions", {}).get(EXTENSION))
+    conn = WsConnection(receive, wire, handle, refuse, ping_seconds=ping_seconds,
                         max_buffered=max_buffered, timed_out=lambda: timed_out_in(scope))
     try:
         await conn.serve()

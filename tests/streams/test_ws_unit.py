@@ -10,12 +10,24 @@ import orjson
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from awaken.core.principal import ANONYMOUS, PRINCIPAL_KEY
 from awaken.http.context import ServerContext
+from awaken.runtime.tuning import WS_AT_ONCE_FRAMES
 from awaken.streams.exchange import serve_websocket
 from awaken.transports import ws as ws_module
-from awaken.transports.ws import AsgiWire, Batch, Close, HypercornWire, Outbox, slices
+from awaken.transports.ws import (
+    AsgiWire,
+    Batch,
+    Close,
+    HypercornWire,
+    Outbox,
+    WsConnection,
+    slices,
+    text_frames,
+)
 from awaken.wires.agui.adapter import PROTOCOL as AGUI
 from tests.builders import agui_body, default_config_data, held, make_config, open_gate
 
@@ -199,3 +211,99 @@ async def test_more_than_max_deferred_mid_run_closes_with_1008_after_the_run_and
     assert [e["type"] for e in events[-limit - 1 :]] == ["RUN_FINISHED"] + ["RUN_ERROR"] * limit
     assert {e["code"] for e in events[-limit:]} == {"REQUEST_BUSY"}
     assert "RUN_ERROR" not in [e["type"] for e in events[:-limit]]
+
+
+# -- a request's opening frames go to the socket as the run makes them ----------------------------------
+
+
+class RecordingWire(AsgiWire):
+    """A wire whose socket takes ``capacity`` bytes of at-once writes (then none: the rest waits), and
+    records every byte in the order it reached the socket."""
+
+    can_ping = False
+
+    def __init__(self, capacity: int = 1 << 30) -> None:
+        super().__init__(self._unused)
+        self.capacity = capacity
+        self.wire = bytearray()
+        self.at_once: list[bytes] = []
+
+    async def _unused(self, message: dict[str, Any]) -> None:
+        raise AssertionError("frames go through send_texts and send_raw")
+
+    def write_now(self, payload: bytes) -> bytes | None:
+        frame = text_frames([payload])
+        taken = min(self.capacity, len(frame))
+        self.capacity -= taken
+        self.wire += frame[:taken]
+        self.at_once.append(payload)
+        return frame[taken:]
+
+    async def send_raw(self, data: bytes | None) -> None:
+        self.wire += data or b""
+
+    async def send_texts(self, payloads: list[bytes]) -> None:
+        self.wire += text_frames(payloads)
+
+
+def connection(wire: AsgiWire) -> WsConnection:
+    async def never(*args: Any) -> Any:
+        raise AssertionError("no request is read here")
+
+    return WsConnection(never, wire, never, lambda code, message: [], ping_seconds=0, max_buffered=1 << 20)
+
+
+async def test_a_requests_opening_frames_go_to_the_socket_as_they_are_made_and_the_rest_to_the_writer():
+    wire = RecordingWire()
+    conn = connection(wire)
+    payloads = [f'{{"n":{i}}}'.encode() for i in range(WS_AT_ONCE_FRAMES + 2)]
+    for payload in payloads:
+        conn.send(payload)  # synchronously, as a run's sink does, with no scheduling point between
+    assert wire.at_once == payloads[:WS_AT_ONCE_FRAMES]
+    assert bytes(wire.wire) == text_frames(payloads[:WS_AT_ONCE_FRAMES])
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn._write_loop)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert bytes(wire.wire) == text_frames(payloads)
+
+
+async def test_nothing_is_written_at_once_while_frames_wait_for_the_writer():
+    wire = RecordingWire()
+    conn = connection(wire)
+    conn.outbox.ping()  # queued: whatever follows goes behind it
+    conn.send(b"after")
+    assert wire.at_once == []
+
+
+_steps = st.lists(st.binary(min_size=0, max_size=300) | st.just(None), max_size=24)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_steps, st.integers(0, 2000), st.integers(0, 6))
+def test_the_socket_gets_every_frame_whole_and_in_order_whatever_it_takes_at_once(steps, capacity, at_once):
+    """Payloads sent (``bytes``) and the writer let run (``None``) in any order, with a socket that takes
+    only ``capacity`` bytes at once: the bytes on the wire are the frames of every payload, in order,
+    as with no frame written at once."""
+
+    async def main() -> bytes:
+        wire = RecordingWire(capacity)
+        conn = connection(wire)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn._write_loop)
+            for step in steps:
+                if step is None:
+                    await trio.testing.wait_all_tasks_blocked()
+                else:
+                    conn.send(step)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+        return bytes(wire.wire)
+
+    original = ws_module.WS_AT_ONCE_FRAMES
+    ws_module.WS_AT_ONCE_FRAMES = at_once
+    try:
+        written = trio.run(main)
+    finally:
+        ws_module.WS_AT_ONCE_FRAMES = original
+    assert written == text_frames([s for s in steps if s is not None])
