@@ -196,16 +196,22 @@ class _Protocol:
         self.closed = True
 
 
+def _connection(ours: trio.socket.SocketType) -> WriteDeadlineServer:
+    """A connection on ``ours`` with a write deadline, as hypercorn would have made it."""
+    server = object.__new__(WriteDeadlineServer)
+    server.stream = trio.SocketStream(ours)
+    server.send_lock = trio.Lock()
+    server.write_timeout = 30.0
+    server.writes = Writes()
+    server.protocol = _Protocol()
+    return server
+
+
 async def _sent_through_a_connection(frames: list[bytes], own: bool) -> bytes:
     ours, theirs = trio.socket.socketpair()
     with ours, theirs:
         ours.setsockopt(stdlib_socket.SOL_SOCKET, stdlib_socket.SO_SNDBUF, 4096)  # full after a few KB
-        server = object.__new__(WriteDeadlineServer)
-        server.stream = trio.SocketStream(ours)
-        server.send_lock = trio.Lock()
-        server.write_timeout = 30.0
-        server.writes = Writes()
-        server.protocol = _Protocol()
+        server = _connection(ours)
         received = bytearray()
         async with trio.open_nursery() as nursery:
             async def read() -> None:
@@ -232,16 +238,6 @@ def test_writes_deliver_what_trios_stream_delivers(frames):
 
 
 # -- a write with no other under way takes no scheduling point ------------------------------------------
-
-
-def _connection(ours: trio.socket.SocketType) -> WriteDeadlineServer:
-    server = object.__new__(WriteDeadlineServer)
-    server.stream = trio.SocketStream(ours)
-    server.send_lock = trio.Lock()
-    server.write_timeout = 30.0
-    server.writes = Writes()
-    server.protocol = _Protocol()
-    return server
 
 
 async def test_a_write_with_no_other_under_way_goes_out_before_any_other_task_runs():
