@@ -278,8 +278,9 @@ class AsgiWire:
         self._send = send
 
     def write_now(self, payload: bytes) -> bytes | None:
-        """``payload``'s frame written now, from synchronous code: None when it was not (queue it), else
-        the frame's bytes the socket did not take. Plain ASGI has no such write."""
+        """``payload``'s frame written now, from synchronous code: None when it was not framed (queue the
+        payload), else the frame's bytes the socket did not take (all of them when a write was under way).
+        Plain ASGI has no such write."""
         return None
 
     async def send_raw(self, data: bytes | None) -> None:
@@ -382,7 +383,9 @@ class HypercornWire(AsgiWire):
         if frame is None:
             return b""  # nothing may be sent any more: dropped, as ``send_texts`` drops it
         taken = write(frame)
-        return None if taken < 0 else frame[taken:]
+        # framed is framed: a compressing connection's state has moved past this frame, so a frame the
+        # socket could not take now (a write of hypercorn's under way) waits whole, never framed again
+        return frame if taken < 0 else frame[taken:]
 
     async def ping(self) -> None:
         from wsproto.events import Ping
