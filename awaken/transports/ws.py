@@ -437,7 +437,11 @@ class RequestStream:
         self.conn.emit(wire)
 
     def deliver(self, position: bytes | None, payload: bytes) -> None:
-        """One encoded event: one text message (no position: see the module docstring)."""
+        """One encoded event: one text message (no position: see the module docstring). Nothing once the
+        request has finished: a run whose request went before it was handed over (its watcher takes
+        frames from the run's first event) never reaches the stream of the socket's next request."""
+        if self.finished:
+            return
         self.started = True
         self.conn.send(payload)
 

@@ -24,6 +24,7 @@ from awaken.transports.ws import (
     Close,
     HypercornWire,
     Outbox,
+    RequestStream,
     WsConnection,
     slices,
     text_frames,
@@ -307,3 +308,15 @@ def test_the_socket_gets_every_frame_whole_and_in_order_whatever_it_takes_at_onc
     finally:
         ws_module.WS_AT_ONCE_FRAMES = original
     assert written == text_frames([s for s in steps if s is not None])
+
+
+def test_a_finished_requests_run_reaches_nothing_of_the_socket():
+    """A run whose request went before the run was handed over still delivers to that request (its
+    watcher takes frames from the first event): none of it reaches the socket or its next request."""
+    wire = RecordingWire()
+    conn = connection(wire)
+    gone = RequestStream(conn)
+    conn.current = gone
+    gone.finish()
+    gone.deliver(None, b'{"type":"RUN_STARTED"}')
+    assert wire.wire == b"" and conn.outbox.idle
