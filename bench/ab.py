@@ -6,7 +6,8 @@ and the turns are interleaved run by run in shuffled orders (``measure.turn_orde
 machine does meanwhile hits every server alike. Each round prints every server's first-delta p50 and
 its ratio to the floor's; the end, each server's median ratio over the rounds::
 
-    python -m bench.ab --channel agui/ws --runs 200 --rounds 6 new=.:sqlite old=/tmp/old:sqlite
+    git worktree add ../awaken-old HEAD~1
+    python -m bench.ab --channel agui/ws --runs 200 --rounds 6 new=.:sqlite old=../awaken-old:sqlite
 
 A server runs its tree because it starts in it: ``python -m`` puts the working directory first on the
 import path, ahead of PYTHONPATH (``ServerProcess.cwd``). Naming the same tree twice measures what the
