@@ -336,32 +336,27 @@ class HypercornWire(AsgiWire):
         return AsgiWire(send)
 
     async def _write_frames(self, events: list[Any]) -> None:
-        from hypercorn.protocol.events import Data
+        if not self._stream.closed:  # else the client is gone; its disconnect is on the receive channel
+            await self.send_raw(self._framed(events))
+
+    def _framed(self, events: list[Any]) -> bytes | None:
+        """``events`` framed by the stream's own wsproto connection (None: the client started the close
+        handshake, and nothing more may be sent)."""
         from wsproto.utilities import LocalProtocolError
 
-        stream = self._stream
-        if stream.closed:
-            return  # the client is gone; its disconnect is on the receive channel
         try:
-            data = b"".join([stream.connection.send(event) for event in events])
-        except LocalProtocolError:
-            return  # the client started the close handshake: nothing more may be sent
-        await stream.send(Data(stream_id=stream.stream_id, data=data))
-
-    def _text_frames(self, payloads: list[bytes]) -> bytes | None:
-        """``payloads`` framed as this connection's text messages (None: the client started the close
-        handshake, and nothing more may be sent): by ``text_frames`` where that is what wsproto would make
-        (``WS_OWN_FRAMING``), else by the stream's own wsproto connection."""
-        from wsproto.events import TextMessage
-        from wsproto.utilities import LocalProtocolError
-
-        connection = self._stream.connection
-        if WS_OWN_FRAMING and _frames_plainly(connection):
-            return text_frames(payloads)
-        try:
-            return b"".join([connection.send(TextMessage(data=payload.decode())) for payload in payloads])
+            return b"".join([self._stream.connection.send(event) for event in events])
         except LocalProtocolError:
             return None
+
+    def _text_frames(self, payloads: list[bytes]) -> bytes | None:
+        """``payloads`` framed as this connection's text messages (None: nothing more may be sent): by
+        ``text_frames`` where that is what wsproto would make (``WS_OWN_FRAMING``), else by ``_framed``."""
+        from wsproto.events import TextMessage
+
+        if WS_OWN_FRAMING and _frames_plainly(self._stream.connection):
+            return text_frames(payloads)
+        return self._framed([TextMessage(data=payload.decode()) for payload in payloads])
 
     async def send_texts(self, payloads: list[bytes]) -> None:
         await self.send_raw(self._text_frames(payloads))
