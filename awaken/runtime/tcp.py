@@ -52,6 +52,12 @@ response that only needs to know when its client left (an SSE stream: ``transpor
 no task awaiting ``receive()`` for it, and a body already queued whole is read without a deadline
 (``transports/body.py``: a cancel scope with a deadline per request cost more than the read).
 
+A WebSocket's messages reach its reader sooner. A read that is one whole text frame, on a socket with no
+extension, is read by ``wsread`` rather than by hypercorn's layers and wsproto (``WS_OWN_READING``), and
+a text message for a reader that waits in ``receive()`` with nothing queued is handed to it in the read,
+synchronously (``AppQueue.receive_directly``, ``WS_DIRECT_RECEIVE``): no queue, no scheduling pass. The
+order the reader sees is the queue's: a message put while another waits for the reader is queued behind it.
+
 ``install()`` makes hypercorn's trio ``serve`` build these connections, and those connections build
 ``NotifyingTaskGroup``s (hypercorn has no hook for either: its ``run`` module names the connection
 class once, its ``tcp_server`` module names the task group class once; ``install`` replaces both
@@ -76,9 +82,9 @@ from hypercorn.trio import tcp_server as hypercorn_tcp_server
 from hypercorn.trio.task_group import TaskGroup
 from hypercorn.trio.tcp_server import TCPServer
 
-from awaken.runtime import accept
+from awaken.runtime import accept, wsread
 from awaken.runtime.heldchunks import hold_chunks
-from awaken.runtime.tuning import OWN_SOCKET_IO, READ_SIZE
+from awaken.runtime.tuning import OWN_SOCKET_IO, READ_SIZE, WS_DIRECT_RECEIVE, WS_OWN_READING
 
 log = logging.getLogger("awaken.tcp")
 
@@ -118,10 +124,11 @@ class AppQueue:
     notes the event, calls the callback on a disconnect, then queues the event as hypercorn's own put
     does, so ``receive()`` still returns it."""
 
-    __slots__ = ("_callback", "body_in", "happened", "queue")
+    __slots__ = ("_callback", "_direct", "body_in", "happened", "queue")
 
     def __init__(self) -> None:
         self._callback: Callable[[], None] | None = None
+        self._direct: Callable[[dict[str, Any]], None] | None = None
         #: the request's last body message has been queued
         self.body_in = False
         #: the disconnect event has been put
@@ -137,8 +144,24 @@ class AppQueue:
             return
         self._callback = callback
 
+    def receive_directly(self, handler: Callable[[dict[str, Any]], None] | None) -> None:
+        """Hand each ``websocket.receive`` event to ``handler``, synchronously, in the connection's read,
+        while the app waits in ``receive()`` with nothing queued (so the order of events is the queue's);
+        None: queue every event."""
+        self._direct = handler if WS_DIRECT_RECEIVE else None
+
+    def _app_waits(self) -> bool:
+        channel = getattr(self.queue, "__self__", None)
+        if not isinstance(channel, trio.MemorySendChannel):
+            return False
+        stats = channel.statistics()
+        return stats.current_buffer_used == 0 and stats.tasks_waiting_receive > 0
+
     async def put(self, event: dict[str, Any]) -> None:
         kind = event["type"]
+        if kind == "websocket.receive" and self._direct is not None and self._app_waits():
+            self._direct(event)
+            return
         if kind == "http.request":
             if not event.get("more_body", False):
                 self.body_in = True
@@ -289,7 +312,8 @@ class WriteDeadlineServer(TCPServer):
                         data = await self.stream.receive_some(READ_SIZE)
             except (trio.ClosedResourceError, trio.BrokenResourceError, trio.TooSlowError):
                 break
-            await self.protocol.handle(RawData(data))
+            if not (WS_OWN_READING and data and await wsread.deliver(self.protocol, data)):
+                await self.protocol.handle(RawData(data))
             if not data:
                 break
             data = b""  # the parser has what was read: it does not stay with the connection while it waits

@@ -127,6 +127,13 @@ WS_OWN_FRAMING = True
 #: first delta), each in the client's hands while the run makes the next (the A/B in
 #: ``bench/REPORT.md``, 2026-12-03 (after the close)); 0: every frame waits for the writer's next pass
 WS_AT_ONCE_FRAMES = 4
+#: a WebSocket read that is one whole text frame, on a connection with no extension, is read by
+#: ``awaken.runtime.wsread`` rather than by hypercorn's protocol layers and wsproto; False: hypercorn reads all
+WS_OWN_READING = True
+#: a WebSocket text message is handed to the connection's reader in hypercorn's read, synchronously, while
+#: the reader waits with nothing queued, rather than through the request's app queue and a scheduling pass
+#: (``awaken.runtime.tcp.AppQueue.receive_directly``); False: every message through the queue
+WS_DIRECT_RECEIVE = True
 #: bytes of text framed per WebSocket write (framing is ~7-13 us a message: a 4 MB backlog is
 #: written in slices that each leave the loop quickly; ``python -m bench.stall``, the 5 MiB delta row)
 WS_WRITE_CHUNK = 64 * 1024

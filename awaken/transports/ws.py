@@ -28,7 +28,8 @@ input gets the same coded error the POST route gives (a binary message: ``UNSUPP
 the socket stays open and usable.
 
 Ownership (structured concurrency). ``serve_websocket`` opens one nursery per connection holding the
-reader (the ASGI ``receive`` loop), the writer, the pinger, the shutdown watcher and the current
+reader (the ASGI ``receive`` loop, to which hypercorn's read hands a text message directly while it
+waits: ``AppQueue.receive_directly``), the writer, the pinger, the shutdown watcher and the current
 request (``handle``, given by the caller: parse, admit, run; this module knows no protocol and no
 engine, and refusals come from the caller's ``refuse``). Nothing outlives the connection; everything stops by
 cancel scopes. The run never awaits the socket: its sink ``put``s frames into the ``Outbox``
@@ -70,6 +71,7 @@ only when the server cancels the connection. ``tests/test_ws_transport.py`` pins
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
@@ -79,7 +81,7 @@ import trio
 
 from awaken.engine.state import Cause, Interruptible
 from awaken.runtime.flag import Wakeup
-from awaken.runtime.tcp import EXTENSION, Writes, timed_out_in
+from awaken.runtime.tcp import EXTENSION, AppQueue, Writes, app_queue_in, timed_out_in
 from awaken.runtime.tuning import WS_AT_ONCE_FRAMES, WS_OWN_FRAMING, WS_WRITE_CHUNK
 from awaken.wires.encoding import WireEvent, text_payload
 
@@ -481,8 +483,11 @@ class WsConnection:
     """One accepted socket: reader, writer, pinger, shutdown watcher and the current request."""
 
     def __init__(self, receive: ASGIReceive, wire: AsgiWire, handle: Handle, refuse: Refuse, *,
-                 ping_seconds: float, max_buffered: int, timed_out: Callable[[], bool] = lambda: False) -> None:
+                 ping_seconds: float, max_buffered: int, timed_out: Callable[[], bool] = lambda: False,
+                 app_queue: AppQueue | None = None) -> None:
         self.receive = receive
+        #: hypercorn's queue of this socket's events (``tcp.py``), which may hand messages over directly
+        self.app_queue = app_queue
         #: whether the connection's write deadline closed it (``tcp.py``): its run was too slow to read
         self.timed_out = timed_out
         self.wire = wire
@@ -542,32 +547,44 @@ class WsConnection:
         self.current = None
 
     async def _read_loop(self) -> None:
-        """Until the client's disconnect: each text message is one request."""
-        while True:
-            message = await self.receive()
-            kind = message["type"]
-            if kind == "websocket.disconnect":
-                self._disconnected = True
-                if self.current is not None and self.timed_out():
-                    self.current.cancel(Cause.CLIENT_TOO_SLOW)
-                return
-            if kind != "websocket.receive" or self.outbox.closing or self._overrun:
-                continue  # closing (or about to): wait for the client's close reply
-            text = message.get("text")
-            if text is None:
-                self.refuse("UNSUPPORTED_MEDIA_TYPE",
-                            "binary WebSocket messages are not accepted: send each request as one JSON text message")
-            elif self.current is not None:
-                self.refuse("REQUEST_BUSY",
-                            "a run is already streaming on this socket; send the next request after its "
-                            "terminal event")
-            else:
-                request = RequestStream(self)
-                self.current = request
-                assert self._nursery is not None
-                self._nursery.start_soon(self._serve_request, request, text.encode())
-            # not kept while the request streams (a replayed history may be hundreds of KB)
-            message = text = None
+        """Until the client's disconnect: each text message is one request (``_on_message``), taken from
+        ``receive()`` or, while this waits there with nothing queued, handed over in the connection's read
+        (``AppQueue.receive_directly``), in the context of this task."""
+        queue = self.app_queue
+        if queue is not None:
+            context = contextvars.copy_context()
+            queue.receive_directly(lambda message: context.run(self._on_message, message))
+        try:
+            while True:
+                message = await self.receive()
+                if message["type"] == "websocket.disconnect":
+                    self._disconnected = True
+                    if self.current is not None and self.timed_out():
+                        self.current.cancel(Cause.CLIENT_TOO_SLOW)
+                    return
+                self._on_message(message)
+                message = None  # not kept while the request streams (a replayed history may be hundreds of KB)
+        finally:
+            if queue is not None:
+                queue.receive_directly(None)
+
+    def _on_message(self, message: dict[str, Any]) -> None:
+        """One message from the client (not its disconnect): a request, a refusal, or nothing while closing."""
+        if message["type"] != "websocket.receive" or self.outbox.closing or self._overrun:
+            return  # closing (or about to): wait for the client's close reply
+        text = message.get("text")
+        if text is None:
+            self.refuse("UNSUPPORTED_MEDIA_TYPE",
+                        "binary WebSocket messages are not accepted: send each request as one JSON text message")
+        elif self.current is not None:
+            self.refuse("REQUEST_BUSY",
+                        "a run is already streaming on this socket; send the next request after its "
+                        "terminal event")
+        else:
+            request = RequestStream(self)
+            self.current = request
+            assert self._nursery is not None
+            self._nursery.start_soon(self._serve_request, request, text.encode())
 
     async def _serve_request(self, request: RequestStream, body: bytes) -> None:
         try:
@@ -710,7 +727,8 @@ async def serve_websocket(scope: dict, receive: ASGIReceive, send: ASGISend, han
     await send(accept)
     wire = HypercornWire.of(send, scope.get("extensions", {}).get(EXTENSION))
     conn = WsConnection(receive, wire, handle, refuse, ping_seconds=ping_seconds,
-                        max_buffered=max_buffered, timed_out=lambda: timed_out_in(scope))
+                        max_buffered=max_buffered, timed_out=lambda: timed_out_in(scope),
+                        app_queue=app_queue_in(scope))
     try:
         await conn.serve()
     finally:
