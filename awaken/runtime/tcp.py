@@ -151,6 +151,8 @@ class AppQueue:
         self._direct = handler if WS_DIRECT_RECEIVE else None
 
     def _app_waits(self) -> bool:
+        """The app waits in ``receive()`` with nothing queued for it. hypercorn's put is its memory
+        channel's bound ``send``; any other put answers no, and every event is queued."""
         channel = getattr(self.queue, "__self__", None)
         if not isinstance(channel, trio.MemorySendChannel):
             return False

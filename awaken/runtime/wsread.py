@@ -65,10 +65,22 @@ def client_text(data: bytes, limit: int) -> str | None:
         return None
 
 
+def plain_connection(ws: Any) -> bool:
+    """Whether wsproto's server connection ``ws`` is open with no extension enabled (browsers negotiate
+    permessage-deflate), so its frames are RFC 6455's plain ones both ways. The one place that reads
+    wsproto's extension state; anything unexpected in its internals answers no."""
+    extensions = getattr(getattr(ws, "_proto", None), "extensions", None)
+    return (
+        getattr(ws, "state", None) is ConnectionState.OPEN
+        and extensions is not None
+        and not any(extension.enabled() for extension in extensions)
+    )
+
+
 def plain_stream(protocol: Any) -> WSStream | None:
     """The ``WSStream`` of a connection's protocol wrapper when a text frame may be read here: an
-    accepted, open HTTP/1.1 WebSocket with no extension and nothing held of an earlier frame or message
-    (None: hypercorn reads it)."""
+    accepted HTTP/1.1 WebSocket on a plain connection (``plain_connection``) with nothing held of an
+    earlier frame or message (None: hypercorn reads it)."""
     inner = getattr(protocol, "protocol", None)
     if not isinstance(inner, H11Protocol):
         return None
@@ -78,14 +90,12 @@ def plain_stream(protocol: Any) -> WSStream | None:
         return None
     if stream.closed or stream.state is not ASGIWebsocketState.CONNECTED or stream.buffer.value is not None:
         return None
-    ws = stream.connection
-    proto = getattr(ws, "_proto", None)
+    proto = getattr(stream.connection, "_proto", None)
     decoder = getattr(proto, "_frame_decoder", None)
     message = getattr(proto, "_message_decoder", None)
     return stream if (
-        ws.state is ConnectionState.OPEN
+        plain_connection(stream.connection)
         and decoder is not None and message is not None
-        and not any(extension.enabled() for extension in proto.extensions)
         and decoder.header is None and not len(decoder.buffer)
         and message.opcode is None
     ) else None

@@ -83,6 +83,7 @@ from awaken.engine.state import Cause, Interruptible
 from awaken.runtime.flag import Wakeup
 from awaken.runtime.tcp import EXTENSION, AppQueue, Writes, app_queue_in, timed_out_in
 from awaken.runtime.tuning import WS_AT_ONCE_FRAMES, WS_OWN_FRAMING, WS_WRITE_CHUNK
+from awaken.runtime.wsread import plain_connection
 from awaken.wires.encoding import WireEvent, text_payload
 
 log = logging.getLogger("awaken.ws")
@@ -401,19 +402,10 @@ class HypercornWire(AsgiWire):
 
 
 def _frames_plainly(connection: Any) -> bool:
-    """Whether ``text_frames`` makes exactly what ``connection`` (wsproto's, server side) would: it is open,
-    no extension (permessage-deflate, which browsers offer) is enabled, and no fragmented message is
-    under way. Anything unexpected in wsproto's internals answers no: wsproto frames it."""
-    from wsproto.connection import ConnectionState
-
-    proto = getattr(connection, "_proto", None)
-    extensions = getattr(proto, "extensions", None)
-    return (
-        getattr(connection, "state", None) is ConnectionState.OPEN
-        and getattr(proto, "_outbound_opcode", 0) is None
-        and extensions is not None
-        and not any(extension.enabled() for extension in extensions)
-    )
+    """Whether ``text_frames`` makes exactly what ``connection`` (wsproto's, server side) would: it is open
+    with no extension (``wsread.plain_connection``) and no fragmented message is under way. Anything
+    unexpected in wsproto's internals answers no: wsproto frames it."""
+    return plain_connection(connection) and getattr(getattr(connection, "_proto", None), "_outbound_opcode", 0) is None
 
 
 # -- one connection -----------------------------------------------------------------------------------
